@@ -1,0 +1,1 @@
+"""Figures: heatmaps, stability curves, diagnostics."""
