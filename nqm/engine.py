@@ -1,0 +1,436 @@
+"""The loop: delayed gradients, noise, steps-to-target with early exit, chunking, blocking, sharding.
+
+Every simulation in nqm runs through :func:`simulate`. A *cell* is one setting of the per-cell
+hyperparameters (lr, momentum, ρ, noise σ) under one delay and one seed. All cells of a run
+advance in lock-step ``t = 0, 1, …``:
+
+    g_t     = H w_{t−D} + σ ξ_t,   ξ_t ~ N(0, H)          (w_{−k} = w₀)
+    w_{t+1} = optimizer.step(hyper, state, w_t, g_t, t)
+    T       = first t ≥ 1 with L(w_t) < target            (status 1; −1 diverged; 0 budget spent)
+
+How the work is laid out (DESIGN.md §7):
+
+* the weight history is a ring of ``D + 1`` slots per cell: ``w_s`` lives in slot ``s mod (D+1)``,
+  so ``w_{t−D}`` and ``w_{t+1}`` share a slot and the ring is updated in place;
+* the noise ``ξ_t`` is one draw per step shared by every cell (common random numbers), keyed by
+  ``(seed, t)`` alone, so a cell's result does not depend on its grid, its batch or the chunking;
+  ``independent_noise`` keys it by ``(seed, cell, t)`` instead;
+* a jitted call advances a *batch* of cells by at most ``chunk_steps`` steps. Inside, the batch is
+  sharded over devices (``shard_map``) and each device walks its cells in *blocks* small enough to
+  stay in cache, each block leaving its ``while_loop`` as soon as all its cells are done;
+* between chunks Python reads the status, updates the progress bar, hands finished cells to a
+  callback (checkpoints), and repacks the cells still running into fewer batches (compaction);
+* grids larger than the memory budget are run in groups, one after the other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from nqm.errors import NqmError
+from nqm.optimizers import Optimizer
+from nqm.problem import Problem
+
+REACHED, BUDGET, DIVERGED = 1, 0, -1
+RUNNING = 2  # internal only: never in a result
+
+CELLS = "cells"  # the mesh axis over which cells are sharded
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """How to run a simulation; none of these change a cell's result except the first four.
+
+    Attributes:
+      target: stop a cell once ``L(w_t) < target``.
+      max_steps: step budget per cell.
+      diverge_factor: a cell diverged once ``L(w_t)`` is not finite or exceeds
+        ``diverge_factor · L(w₀)``.
+      independent_noise: draw the noise per cell instead of once per step for all cells.
+      x64: simulate in float64 (default float32).
+      chunk_steps: steps per jitted call; progress, compaction and checkpoints happen between chunks.
+      block_cells: cells a device advances together (``None``: fit a CPU cache block; the whole
+        device share on accelerators).
+      batch_cells: cells per jitted call (``None``: automatic). Rounded to whole blocks per device.
+      compaction: repack running cells into fewer batches between chunks.
+      memory_budget: bytes of simulation state held at once; larger grids run in groups.
+      devices: how many devices to shard over (``None``: all of the default backend).
+      progress: show a tqdm progress bar.
+    """
+
+    target: float = 0.01
+    max_steps: int = 100_000
+    diverge_factor: float = 1e6
+    independent_noise: bool = False
+    x64: bool = False
+    chunk_steps: int = 1000
+    block_cells: int | None = None
+    batch_cells: int | None = None
+    compaction: bool = True
+    memory_budget: float = 4 * 2**30
+    devices: int | None = None
+    progress: bool = True
+
+
+class Outcome(NamedTuple):
+    """Per-cell results: ``steps`` (T, or the step at which the run stopped), ``status``, final ``loss``."""
+
+    steps: np.ndarray
+    status: np.ndarray
+    loss: np.ndarray
+
+
+class _Cells(NamedTuple):
+    """The carried state of a set of cells (leading axis = cells)."""
+
+    ring: Any  # (cells, D+1, N) weight history
+    opt: Any  # optimizer state
+    status: Any  # int8
+    steps: Any  # int32
+    loss: Any  # loss at `steps`
+
+
+class _Inputs(NamedTuple):
+    """Per-cell constants."""
+
+    hyper: Any  # the optimizer's hyperparameter NamedTuple of (cells,) arrays
+    sigma: Any  # noise scale
+    uid: Any  # uint32 cell identity (keys independent noise)
+
+
+class _Model(NamedTuple):
+    """The problem as arrays: the engine's only view of it."""
+
+    lam: Any  # (N,) eigenvalues
+    hessian: Any  # (N, N) dense H, or None when axis-aligned
+    noise_map: Any  # (N, N) Q diag(√λ), or (N,) √λ when axis-aligned
+
+    def hvp(self, w):
+        return self.lam * w if self.hessian is None else self.hessian @ w
+
+    def shape_noise(self, z):
+        """``N(0, I) → N(0, H)``."""
+        return self.noise_map * z if self.noise_map.ndim == 1 else self.noise_map @ z
+
+    def loss(self, w):
+        return 0.5 * jnp.sum(w * self.hvp(w))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """Everything static about a compiled chunk (the jit cache key)."""
+
+    optimizer: Optimizer
+    delay: int
+    chunk_steps: int
+    block_cells: int
+    independent_noise: bool
+    mesh: Mesh
+
+
+def simulate(
+    problem: Problem,
+    optimizer: Optimizer,
+    hyper: dict[str, np.ndarray],
+    sigma: np.ndarray,
+    *,
+    delay: int = 0,
+    seed: int = 0,
+    uids: np.ndarray | None = None,
+    config: RunConfig = RunConfig(),
+    on_finished: Callable[[np.ndarray, Outcome], None] | None = None,
+    description: str = "nqm",
+) -> Outcome:
+    """Run every cell to its target, divergence or budget.
+
+    Args:
+      problem: the quadratic.
+      optimizer: a configured optimizer (``nqm.optimizers.make``).
+      hyper: per-cell hyperparameters by name (the fields of ``optimizer.hyper``), each ``(C,)``.
+      sigma: per-cell noise scale ``(C,)``.
+      delay: constant gradient delay ``D ≥ 0``.
+      seed: the noise seed.
+      uids: per-cell ``uint32`` identities for ``independent_noise`` (default ``arange(C)``).
+      config: run settings.
+      on_finished: called between chunks with the indices of newly finished cells and their
+        results (used for checkpoints).
+      description: label of the progress bar.
+
+    Returns:
+      ``Outcome(steps, status, loss)``, each ``(C,)``.
+    """
+    sigma = np.asarray(sigma, np.float64).reshape(-1)
+    cells = sigma.size
+    missing = set(optimizer.hyper._fields) - set(hyper)
+    if missing:
+        raise NqmError(f"method {optimizer.name!r} needs hyperparameter(s) {', '.join(sorted(missing))}")
+    hyper = {k: np.broadcast_to(np.asarray(hyper[k], np.float64), (cells,)) for k in optimizer.hyper._fields}
+    uids = np.arange(cells, dtype=np.uint32) if uids is None else np.asarray(uids, np.uint32)
+    outcome = Outcome(np.zeros(cells, np.int32), np.zeros(cells, np.int8), np.zeros(cells, np.float64))
+    if cells == 0:
+        return outcome
+
+    with jax.enable_x64(config.x64):
+        dtype = jnp.float64 if config.x64 else jnp.float32
+        layout = _layout(problem, optimizer, delay, cells, config, dtype)
+        model = _model(problem, dtype)
+        w0 = jnp.asarray(problem.w0, dtype)
+        limits = (
+            jnp.asarray(config.target, dtype),
+            jnp.asarray(config.diverge_factor * problem.initial_loss, dtype),
+            jnp.asarray(config.max_steps, jnp.int32),
+        )
+        groups = range(0, cells, layout.group_cells)
+        with _progress(config, description) as bar:
+            for number, start in enumerate(groups):
+                index = np.arange(start, min(start + layout.group_cells, cells))
+                if len(groups) > 1:
+                    bar.set_description(f"{description} [group {number + 1}/{len(groups)}]")
+                _run_group(
+                    index, hyper, sigma, uids, optimizer, model, w0, limits, seed, delay,
+                    layout, config, dtype, outcome, on_finished, bar,
+                )
+    return outcome
+
+
+class _Layout(NamedTuple):
+    spec: _Spec
+    batch_cells: int
+    group_cells: int
+    sharding: NamedSharding
+
+
+def _layout(problem, optimizer, delay, cells, config, dtype) -> _Layout:
+    """Choose devices, cache blocks, batch and group sizes for a run."""
+    devices = jax.devices()
+    count = len(devices) if config.devices is None else config.devices
+    if not 1 <= count <= len(devices):
+        raise NqmError(f"devices must be between 1 and {len(devices)} here, got {config.devices}")
+    mesh = Mesh(np.array(devices[:count]), (CELLS,))
+    itemsize = jnp.dtype(dtype).itemsize
+    state = jax.eval_shape(optimizer.init, jax.ShapeDtypeStruct((problem.dim,), dtype))
+    cell_bytes = itemsize * ((delay + 1) * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state)))
+    per_device = math.ceil(cells / count)
+    if config.block_cells is not None:
+        block = config.block_cells
+    elif devices[0].platform == "cpu":
+        # Keep a block's working set inside ~1 MiB of a core's L2 cache. At least 2: XLA compiles
+        # a block of one cell differently (the unit axis is squeezed away) and rounding changes.
+        block = 2 ** int(math.log2(max(2, (1 << 20) // cell_bytes)))
+        block = max(2, min(block, 1 << math.ceil(math.log2(per_device))))
+    else:
+        block = per_device
+    if block < 1:
+        raise NqmError(f"block_cells must be >= 1, got {block}")
+    unit = count * block
+    wanted = config.batch_cells or max(unit, 64)
+    batch = unit * math.ceil(min(wanted, cells) / unit)
+    # Compaction may hold two copies of the state for a moment: count it twice.
+    fits = int(config.memory_budget // (2 * cell_bytes))
+    if fits < batch:
+        raise NqmError(
+            f"one batch of {batch} cells needs {2 * batch * cell_bytes / 2**30:.2f} GiB; "
+            "raise memory_budget or lower batch_cells/block_cells"
+        )
+    group = batch * max(1, fits // batch)
+    chunk = int(config.chunk_steps)
+    if chunk < 1:
+        raise NqmError(f"chunk_steps must be >= 1, got {config.chunk_steps}")
+    spec = _Spec(optimizer, int(delay), chunk, block, bool(config.independent_noise), mesh)
+    return _Layout(spec, batch, group, NamedSharding(mesh, PartitionSpec(CELLS)))
+
+
+def _model(problem: Problem, dtype) -> _Model:
+    lam = jnp.asarray(problem.eigenvalues, dtype)
+    q = problem.rotation
+    if q is None:
+        return _Model(lam, None, jnp.sqrt(lam))
+    hessian = (q * problem.eigenvalues) @ q.T
+    return _Model(lam, jnp.asarray(hessian, dtype), jnp.asarray(q * np.sqrt(problem.eigenvalues), dtype))
+
+
+def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, delay,
+               layout, config, dtype, outcome, on_finished, bar):
+    """Advance one group of cells chunk by chunk until all are done."""
+    spec, size = layout.spec, layout.batch_cells
+    # Pad to whole batches with copies of the first cell marked done; they never reach a result.
+    padded = np.concatenate([index, np.full(-len(index) % size, -1)])
+    owner = padded.reshape(-1, size)
+    take = np.where(padded < 0, index[0], padded)
+    inputs = _Inputs(
+        optimizer.hyper(**{k: jnp.asarray(v[take], dtype) for k, v in hyper.items()}),
+        jnp.asarray(sigma[take], dtype),
+        jnp.asarray(uids[take], jnp.uint32),
+    )
+    cells = _init_cells(optimizer, w0, padded >= 0, delay)
+    batches = [_split(tree, i * size, size, layout.sharding) for tree in (cells, inputs) for i in range(len(owner))]
+    batches = list(zip(batches[: len(owner)], batches[len(owner):]))
+    key = jax.random.key(seed)
+    bar.reset(total=config.max_steps)
+    t = 0
+    while batches and t < config.max_steps:
+        noise = None if spec.independent_noise else _common_noise(key, t, model, spec.chunk_steps)
+        batches = [
+            (_advance(spec, cells_b, inputs_b, model, noise, jnp.int32(t), key, limits), inputs_b)
+            for cells_b, inputs_b in batches
+        ]
+        t = min(t + spec.chunk_steps, config.max_steps)
+        status = np.stack(jax.device_get([cells_b.status for cells_b, _ in batches]))
+        finished = (status != RUNNING) & (owner >= 0)
+        if finished.any():
+            steps, loss = (np.stack(jax.device_get([getattr(c, f) for c, _ in batches])) for f in ("steps", "loss"))
+            ids = owner[finished]
+            outcome.steps[ids], outcome.status[ids], outcome.loss[ids] = steps[finished], status[finished], loss[finished]
+            if on_finished is not None:
+                on_finished(ids, Outcome(steps[finished], status[finished], loss[finished]))
+            owner = np.where(finished, -1, owner)
+        running = int((owner >= 0).sum())
+        bar.update(t - bar.n)
+        bar.set_postfix_str(f"running {running}/{len(index)} cells", refresh=False)
+        if running == 0:
+            break
+        if config.compaction and math.ceil(running / size) < len(batches):
+            batches, owner = _compact(batches, owner, size, layout.sharding)
+
+
+def _init_cells(optimizer, w0, active, delay) -> _Cells:
+    count = active.size
+    opt = jax.vmap(lambda _: optimizer.init(w0))(jnp.arange(count))
+    return _Cells(
+        ring=jnp.broadcast_to(w0, (count, delay + 1, w0.size)),
+        opt=opt,
+        status=jnp.asarray(np.where(active, RUNNING, BUDGET), jnp.int8),
+        steps=jnp.zeros(count, jnp.int32),
+        loss=jnp.zeros(count, w0.dtype),
+    )
+
+
+def _split(tree, start, size, sharding):
+    return jax.tree.map(lambda x: jax.device_put(x[start:start + size], sharding), tree)
+
+
+def _compact(batches, owner, size, sharding):
+    """Repack the running cells into as few batches as they need (padding with finished cells)."""
+    flat_owner = owner.reshape(-1)
+    running = np.flatnonzero(flat_owner >= 0)
+    pad = np.flatnonzero(flat_owner < 0)[: -len(running) % size]
+    order = np.concatenate([running, pad])
+    merged = jax.tree.map(lambda *xs: jnp.concatenate(xs), *batches)
+    picked = jax.tree.map(lambda x: x[order], merged)
+    count = len(order) // size
+    new = [(_split(picked[0], i * size, size, sharding), _split(picked[1], i * size, size, sharding)) for i in range(count)]
+    return new, flat_owner[order].reshape(count, size)
+
+
+@functools.partial(jax.jit, static_argnums=3)
+def _common_noise(key, t0, model: _Model, steps: int):
+    """``σ``-free noise of steps ``t0 … t0+steps−1``, shaped ``N(0, H)``: one draw per step for all cells."""
+    return jax.vmap(lambda t: model.shape_noise(_normal(key, t, model.lam)))(t0 + jnp.arange(steps))
+
+
+def _normal(key, t, like):
+    return jax.random.normal(jax.random.fold_in(key, t), like.shape, like.dtype)
+
+
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
+def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, t0, key, limits) -> _Cells:
+    """Advance a batch of cells by up to ``spec.chunk_steps`` steps from step ``t0``."""
+    replicated, sharded = PartitionSpec(), PartitionSpec(CELLS)
+
+    def per_device(cells, inputs, model, noise, t0, key, limits):
+        count = cells.status.shape[0]
+        blocks = count // spec.block_cells
+        to_blocks = lambda x: x.reshape((blocks, spec.block_cells) + x.shape[1:])
+        advance = lambda args: _advance_block(spec, *args, model, noise, t0, key, limits)
+        if blocks == 1:
+            return advance((cells, inputs))
+        out = jax.lax.map(advance, jax.tree.map(to_blocks, (cells, inputs)))
+        return jax.tree.map(lambda x: x.reshape((count,) + x.shape[2:]), out)
+
+    return jax.shard_map(
+        per_device,
+        mesh=spec.mesh,
+        in_specs=(sharded, sharded, replicated, replicated, replicated, replicated, replicated),
+        out_specs=sharded,
+    )(cells, inputs, model, noise, t0, key, limits)
+
+
+def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, t0, key, limits) -> _Cells:
+    """The loop: at most ``chunk_steps`` steps of a block of cells, leaving when all are done."""
+    step = jax.vmap(_cell_step, in_axes=(None, None, 0, 0, None, None, None, None))
+
+    def running(carry):
+        k, cells = carry
+        return (k < spec.chunk_steps) & jnp.any(cells.status == RUNNING)
+
+    def advance(carry):
+        k, cells = carry
+        shared = None if noise is None else noise[k]
+        return k + 1, step(spec, t0 + k, cells, inputs, model, shared, key, limits)
+
+    return jax.lax.while_loop(running, advance, (jnp.int32(0), cells))[1]
+
+
+def _cell_step(spec: _Spec, t, cell: _Cells, inputs: _Inputs, model: _Model, noise, key, limits) -> _Cells:
+    """One step of one cell: delayed noisy gradient, optimizer update, ring write, status."""
+    target, diverge_loss, max_steps = limits
+    slots = spec.delay + 1
+    w = jax.lax.dynamic_index_in_dim(cell.ring, t % slots, keepdims=False)
+    w_delayed = jax.lax.dynamic_index_in_dim(cell.ring, (t - spec.delay) % slots, keepdims=False)
+    if noise is None:
+        cell_key = jax.random.fold_in(jax.random.fold_in(key, 1), inputs.uid)
+        noise = model.shape_noise(_normal(cell_key, t, model.lam))
+    g = model.hvp(w_delayed) + inputs.sigma * noise
+    w_next, opt, _ = spec.optimizer.step(inputs.hyper, cell.opt, w, g, t)
+    ring = jax.lax.dynamic_update_index_in_dim(cell.ring, w_next, (t + 1) % slots, 0)
+    loss = model.loss(w_next)
+    status = jnp.where(
+        loss < target, REACHED,
+        jnp.where(~(loss <= diverge_loss), DIVERGED, jnp.where(t + 1 >= max_steps, BUDGET, RUNNING)),
+    ).astype(jnp.int8)
+    live = cell.status == RUNNING
+    return _Cells(
+        ring=ring,
+        opt=opt,
+        status=jnp.where(live, status, cell.status),
+        steps=jnp.where(live, t + 1, cell.steps),
+        loss=jnp.where(live, loss, cell.loss),
+    )
+
+
+class _NoBar:
+    n = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def reset(self, total=None):
+        self.n = 0
+
+    def update(self, k):
+        self.n += k
+
+    def set_description(self, *_):
+        pass
+
+    def set_postfix_str(self, *_, **__):
+        pass
+
+
+def _progress(config: RunConfig, description: str):
+    if not config.progress:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=config.max_steps, desc=description, unit="step", dynamic_ncols=True, leave=False)

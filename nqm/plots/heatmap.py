@@ -1,0 +1,148 @@
+"""Convergence heatmaps: steps to target over learning rate × momentum, one panel per setting."""
+
+from __future__ import annotations
+
+import itertools
+
+import matplotlib.colors as mcolors
+import matplotlib.patches as mpatches
+import matplotlib.pyplot as plt
+import numpy as np
+import xarray as xr
+
+from nqm.engine import BUDGET, DIVERGED, REACHED
+from nqm.errors import NqmError
+from nqm.sweep import t_star
+
+PANEL_DIMS = ("delay", "noise", "rho")
+METHOD_NAMES = {"sgdm": "SGDM", "ab": "Adaptive Braking", "shifted": "shifted momentum"}
+
+
+def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
+    """One (steps, status) per cell over seeds: reached only if every seed reached (T = median),
+    diverged if any seed diverged, otherwise budget exhausted."""
+    if "seed" not in ds.dims:
+        return ds
+    status = xr.where((ds.status == DIVERGED).any("seed"), DIVERGED,
+                      xr.where((ds.status == REACHED).all("seed"), REACHED, BUDGET))
+    steps = ds.steps.where(ds.status == REACHED).median("seed")
+    return ds.drop_dims("seed").assign(steps=steps.fillna(0).astype(np.int64), status=status.astype(np.int8))
+
+
+def panel_keys(ds: xr.Dataset) -> list[dict]:
+    """The (delay, noise, rho) combinations of a result, one dict per panel."""
+    dims = [d for d in PANEL_DIMS if d in ds.dims]
+    return [dict(zip(dims, values)) for values in itertools.product(*(ds[d].values for d in dims))]
+
+
+def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
+    """Draw one lr × momentum panel: T coloured on a log scale, diverged black, over budget white."""
+    panel = panel.transpose("momentum", "lr")
+    lr_edges = _edges(panel.lr.values, log=True)
+    m_edges = _edges(panel.momentum.values, log=False)
+    status, steps = panel.status.values, panel.steps.values.astype(float)
+    failed = np.ma.masked_where(status == REACHED, (status == DIVERGED).astype(float))
+    ax.pcolormesh(lr_edges, m_edges, failed, cmap=mcolors.ListedColormap(["white", "black"]), vmin=0, vmax=1)
+    mesh = ax.pcolormesh(lr_edges, m_edges, np.ma.masked_where(status != REACHED, steps), cmap=cmap, norm=norm)
+    ax.set_xscale("log")
+    ax.set_xlim(lr_edges[0], lr_edges[-1])
+    ax.set_ylim(m_edges[0], m_edges[-1])
+    if (status == REACHED).any():
+        best = np.unravel_index(np.argmin(np.where(status == REACHED, steps, np.inf)), steps.shape)
+        ax.plot(panel.lr.values[best[1]], panel.momentum.values[best[0]], marker="*", color="white",
+                markeredgecolor="black", markersize=11, linestyle="none")
+    return mesh
+
+
+def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool = False,
+                  ncols: int | None = None, cmap: str = "viridis"):
+    """Heatmaps of T over learning rate × momentum, one panel per (delay, noise, ρ).
+
+    Diverged cells are black, cells that did not reach the target within the budget white, and
+    the fastest cell carries a star; each panel's title gives ``T*`` (1st percentile of T over the
+    cells that reached the target). Several seeds are combined by :func:`combine_seeds`.
+
+    Args:
+      ds: a result of :func:`nqm.sweep`.
+      title: the figure title (default: method, problem and budget).
+      threshold: overlay the linear-stability threshold ``η*(m) = x*(D, m)/λ_max`` (SGDM and
+        shifted momentum; for AB the SGDM threshold is drawn for reference).
+      ncols: panels per row (default: one row per (delay, noise), one column per ρ).
+      cmap: colormap of T.
+
+    Returns:
+      the matplotlib Figure.
+    """
+    if ds.sizes.get("lr", 0) < 1 or ds.sizes.get("momentum", 0) < 1:
+        raise NqmError("a heatmap needs lr and momentum dimensions")
+    seeds = ds.sizes.get("seed", 1)
+    ds = combine_seeds(ds)
+    keys = panel_keys(ds)
+    ncols = ncols or (ds.sizes.get("rho", 1) if len(keys) > 1 else 1)
+    nrows = -(-len(keys) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 1.2, 3.5 * nrows + 0.9),
+                             squeeze=False, sharex=True, sharey=True, layout="constrained")
+    reached = ds.steps.values[ds.status.values == REACHED]
+    vmin, vmax = (reached.min(), reached.max()) if reached.size else (1, 10)
+    norm = mcolors.LogNorm(vmin=max(vmin, 1), vmax=max(vmax, vmin + 1))
+    mesh = None
+    for ax, key in zip(axes.flat, keys):
+        panel = ds.sel(key)
+        mesh = draw_heatmap(ax, panel, norm, cmap)
+        if threshold:
+            _overlay_threshold(ax, ds, key)
+        ts = t_star(panel)
+        label = ", ".join(_format(k, v) for k, v in key.items())
+        ax.set_title(f"{label}\nT* = {ts:,.0f}" if np.isfinite(ts) else f"{label}\nno cell reached the target",
+                     fontsize=10)
+    for ax in axes.flat[len(keys):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("learning rate η")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("momentum m")
+    cbar = fig.colorbar(mesh, ax=axes, shrink=0.9, pad=0.02)
+    cbar.set_label("steps to target T")
+    legend = [mpatches.Patch(facecolor="black", label="diverged"),
+              mpatches.Patch(facecolor="white", edgecolor="0.5", label="target not reached in budget")]
+    fig.legend(handles=legend, loc="outside lower center", ncols=2, frameon=False, fontsize=9)
+    fig.suptitle(title or default_title(ds, seeds), fontsize=11)
+    return fig
+
+
+def default_title(ds: xr.Dataset, seeds: int = 1) -> str:
+    a = ds.attrs
+    method = METHOD_NAMES.get(a.get("method"), a.get("method", "?"))
+    extra = f", median of {seeds} seeds" if seeds > 1 else ""
+    return (f"{method} on {a.get('spectrum', '?')}: steps to loss < {a.get('target', '?'):g} "
+            f"(budget {int(a.get('max_steps', 0)):,}{extra})")
+
+
+def _format(name, value):
+    symbol = {"delay": "D", "noise": "σ", "rho": "ρ"}[name]
+    return f"{symbol} = {value:g}"
+
+
+def _edges(values: np.ndarray, log: bool) -> np.ndarray:
+    """Cell edges around sorted centres (geometric midpoints on a log axis)."""
+    x = np.log(values) if log else np.asarray(values, float)
+    if x.size == 1:
+        half = 0.5 if log else 0.05
+        edges = np.array([x[0] - half, x[0] + half])
+    else:
+        mid = (x[1:] + x[:-1]) / 2
+        edges = np.concatenate([[x[0] - (mid[0] - x[0])], mid, [x[-1] + (x[-1] - mid[-1])]])
+    return np.exp(edges) if log else edges
+
+
+def _overlay_threshold(ax, ds, key):
+    from nqm import stability
+
+    method = ds.attrs.get("method")
+    delay = int(key.get("delay", 0))
+    momenta = np.linspace(ds.momentum.values.min(), ds.momentum.values.max(), 200)
+    dampened = bool(ds.attrs.get("dampening", 0))
+    x_star = stability.threshold("shifted" if method == "shifted" else "sgdm", delay, momenta, dampening=dampened)
+    ax.plot(np.asarray(x_star) / float(ds.attrs["lam_max"]), momenta, color="red", lw=1.6, ls="--",
+            label="linear stability η*(m)")
+    ax.legend(loc="lower left", fontsize=8, framealpha=0.8)

@@ -1,0 +1,141 @@
+"""The noisy quadratic model: spectra, optional rotation, loss, per-component loss and energy.
+
+``L(w) = ½ wᵀ H w`` with ``H = Q diag(λ) Qᵀ`` (``Q = I`` unless rotated). Gradients are
+``g = H w_{t−D} + σ ξ`` with ``ξ ~ N(0, H)``; the initial point is ``w₀ = Q·1`` (all ones in the
+eigenbasis). Everything here is plain numpy in float64: the engine casts what it needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from nqm.errors import NqmError
+
+# Dense rotations cost N² memory and N² work per step: refuse sizes where that is a mistake.
+MAX_ROTATED_DIM = 4096
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Problem:
+    """A quadratic ``½ wᵀ H w`` given by its eigenvalues and an optional rotation.
+
+    Attributes:
+      eigenvalues: ``λ_1 … λ_N`` (float64, positive, finite).
+      spectrum: a short human-readable description, stored in result attributes.
+      rotation_seed: seed of the Haar-random rotation ``Q``, or ``None`` (axis-aligned).
+    """
+
+    eigenvalues: np.ndarray
+    spectrum: str = "explicit"
+    rotation_seed: int | None = None
+
+    def __post_init__(self):
+        lam = np.asarray(self.eigenvalues, dtype=np.float64)
+        if lam.ndim != 1 or lam.size == 0:
+            raise NqmError("eigenvalues must be a non-empty 1-D list of numbers")
+        if not np.all(np.isfinite(lam)) or np.any(lam <= 0):
+            raise NqmError("eigenvalues must be finite and > 0 (the model is a convex quadratic)")
+        if self.rotation_seed is not None and lam.size > MAX_ROTATED_DIM:
+            raise NqmError(
+                f"rotation needs a dense {lam.size}x{lam.size} Hessian; use dim <= {MAX_ROTATED_DIM} "
+                "or drop --rotate"
+            )
+        lam.setflags(write=False)
+        object.__setattr__(self, "eigenvalues", lam)
+
+    @property
+    def dim(self) -> int:
+        return self.eigenvalues.size
+
+    @property
+    def lam_max(self) -> float:
+        return float(self.eigenvalues.max())
+
+    @property
+    def rotated(self) -> bool:
+        return self.rotation_seed is not None
+
+    @functools.cached_property
+    def rotation(self) -> np.ndarray | None:
+        """``Q`` (Haar-orthogonal, from ``rotation_seed``), or ``None``."""
+        if self.rotation_seed is None:
+            return None
+        return haar_orthogonal(self.dim, self.rotation_seed)
+
+    @property
+    def w0(self) -> np.ndarray:
+        """Initial weights in parameter coordinates: all ones in the eigenbasis."""
+        ones = np.ones(self.dim)
+        return ones if self.rotation is None else self.rotation @ ones
+
+    def with_rotation(self, seed: int | None) -> "Problem":
+        """The same spectrum, rotated by the Haar-random ``Q`` drawn from ``seed``."""
+        return dataclasses.replace(self, rotation_seed=None if seed is None else int(seed))
+
+    def to_eigenbasis(self, w: np.ndarray) -> np.ndarray:
+        """Coordinates ``Qᵀ w`` (the last axis of ``w`` is the parameter axis)."""
+        w = np.asarray(w, dtype=np.float64)
+        return w if self.rotation is None else w @ self.rotation
+
+    def component_loss(self, w: np.ndarray) -> np.ndarray:
+        """Per-eigencomponent loss ``½ λ_k u_k²`` with ``u = Qᵀ w``."""
+        u = self.to_eigenbasis(w)
+        return 0.5 * self.eigenvalues * u**2
+
+    def loss(self, w: np.ndarray) -> np.ndarray:
+        """``L(w) = ½ wᵀ H w`` (summed over the last axis)."""
+        return self.component_loss(w).sum(-1)
+
+    def energy(self, w: np.ndarray, v: np.ndarray, lr) -> np.ndarray:
+        """Per-component energy ``E_k = ½ λ_k u_k² + ½ η (Qᵀv)_k²`` (AB paper App. K.2)."""
+        return self.component_loss(w) + 0.5 * np.asarray(lr)[..., None] * self.to_eigenbasis(v) ** 2
+
+    @property
+    def initial_loss(self) -> float:
+        return float(0.5 * self.eigenvalues.sum())
+
+    def describe(self) -> dict:
+        """Attributes that identify the problem in a saved result."""
+        return {
+            "spectrum": self.spectrum,
+            "dim": self.dim,
+            "lam_max": self.lam_max,
+            "lam_min": float(self.eigenvalues.min()),
+            "rotation_seed": -1 if self.rotation_seed is None else self.rotation_seed,
+        }
+
+
+def zhang(dim: int = 10_000) -> Problem:
+    """The spectrum ``λ_j = 1/j, j = 1…N`` of Zhang et al. (2019), the AB paper's default."""
+    dim = _positive_int(dim, "dim")
+    return Problem(1.0 / np.arange(1, dim + 1), spectrum=f"zhang(1/j, N={dim})")
+
+
+def loguniform(dim: int = 32, lo: float = 1e-4, hi: float = 1.0) -> Problem:
+    """``N`` eigenvalues log-spaced from ``hi`` down to ``lo`` (AB paper App. K.4: 32, 1e-4, 1)."""
+    dim = _positive_int(dim, "dim")
+    if not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo <= hi):
+        raise NqmError(f"log-uniform spectrum needs 0 < lo <= hi, got lo={lo}, hi={hi}")
+    return Problem(np.geomspace(hi, lo, dim), spectrum=f"loguniform(N={dim}, lo={lo:g}, hi={hi:g})")
+
+
+def explicit(eigenvalues) -> Problem:
+    """A problem with the given eigenvalues."""
+    lam = np.atleast_1d(np.asarray(eigenvalues, dtype=np.float64))
+    return Problem(lam, spectrum="explicit(" + ",".join(f"{x:g}" for x in lam[:8]) + (",…)" if lam.size > 8 else ")"))
+
+
+def haar_orthogonal(dim: int, seed: int) -> np.ndarray:
+    """A Haar-distributed orthogonal matrix: QR of a Gaussian matrix with the sign fix of R's diagonal."""
+    rng = np.random.default_rng(seed)
+    q, r = np.linalg.qr(rng.standard_normal((dim, dim)))
+    return q * np.sign(np.diag(r))
+
+
+def _positive_int(x, name: str) -> int:
+    if int(x) != x or x < 1:
+        raise NqmError(f"{name} must be a positive integer, got {x}")
+    return int(x)

@@ -1,0 +1,286 @@
+"""Grids of hyperparameters → the engine → a labelled ``xarray.Dataset``; save, load and resume.
+
+A sweep is the Cartesian product of ``lr × momentum × delay × noise × rho × seed``. Each value is
+a dimension coordinate of the result (present even with a single value; ``rho`` only for AB),
+with data variables ``steps`` (T, or where the run stopped), ``status`` (1 reached the target,
+0 budget exhausted, −1 diverged) and ``loss`` (the loss at ``steps``). Attributes record every
+setting needed to reproduce it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import tempfile
+import time
+import zlib
+
+import jax
+import numpy as np
+import xarray as xr
+
+import nqm
+from nqm import engine
+from nqm.errors import NqmError
+from nqm.optimizers import make
+from nqm.problem import Problem, zhang
+
+DIMS = ("delay", "noise", "rho", "seed", "momentum", "lr")
+STATUS_MEANING = "1: reached target, 0: step budget exhausted, -1: diverged"
+_NOT_RUN = engine.RUNNING  # status of cells a checkpoint has not finished yet
+_OPTIMIZER_OPTIONS = ("dampening", "group", "micro_steps", "mode", "alpha_min", "alpha_max", "eps")
+_RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(engine.RunConfig))
+
+
+def sweep(
+    method: str = "sgdm",
+    *,
+    lr,
+    momentum,
+    delay=0,
+    noise=0.0,
+    rho=None,
+    seed=0,
+    problem: Problem | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: float = 30.0,
+    **options,
+) -> xr.Dataset:
+    """Steps to the target loss for every cell of ``lr × momentum × delay × noise × rho × seed``.
+
+    Args:
+      method: ``"sgdm"``, ``"ab"`` or ``"shifted"`` (see :mod:`nqm.optimizers`).
+      lr, momentum, delay, noise, rho, seed: a value or a list of values each. ``rho`` applies to
+        AB only (default 0.5).
+      problem: the quadratic (default :func:`nqm.zhang`, N = 10⁴).
+      checkpoint: a netCDF path where finished cells are saved as the sweep goes; if it exists, the
+        sweep resumes from it (same settings required) and computes only the missing cells.
+      checkpoint_every: seconds between checkpoint writes.
+      **options: optimizer options (``dampening``, ``group``, ``micro_steps``, ``mode``,
+        ``alpha_min``, ``alpha_max``, ``eps``) and run settings (fields of
+        :class:`nqm.engine.RunConfig`: ``target``, ``max_steps``, ``independent_noise``,
+        ``x64``, ``chunk_steps``, ``devices``, ``memory_budget``, ``progress``, …).
+
+    Returns:
+      an ``xarray.Dataset`` with dims ``delay, noise, [rho,] seed, momentum, lr``.
+    """
+    unknown = sorted(set(options) - set(_OPTIMIZER_OPTIONS) - set(_RUN_OPTIONS))
+    if unknown:
+        raise NqmError(f"unknown option(s) {', '.join(unknown)}; see help(nqm.sweep)")
+    config = _run_config({k: v for k, v in options.items() if k in _RUN_OPTIONS})
+    opt_options = {k: v for k, v in options.items() if k in _OPTIMIZER_OPTIONS}
+    if method == "ab" and rho is None:
+        rho = 0.5
+    elif method != "ab" and rho is not None:
+        raise NqmError(f"rho applies to method 'ab' only, not {method!r}")
+    coords = _coordinates(lr=lr, momentum=momentum, delay=delay, noise=noise, rho=rho, seed=seed)
+    problem = zhang() if problem is None else problem
+    make(method, **opt_options)  # validate options before any work
+    result = _empty(method, coords, problem, config, opt_options)
+    if checkpoint is not None:
+        result = _resume(result, checkpoint)
+
+    writer = _Checkpointer(result, checkpoint, checkpoint_every)
+    dims = [d for d in DIMS if d in coords]
+    for delay_value, seed_value in itertools.product(coords["delay"], coords["seed"]):
+        part = result.sel(delay=delay_value, seed=seed_value)
+        cell_dims = [d for d in dims if d not in ("delay", "seed")]
+        grid = part.status.transpose(*cell_dims)
+        todo = np.flatnonzero(grid.values.reshape(-1) == _NOT_RUN)
+        if todo.size == 0:
+            continue
+        values = {d: v.reshape(-1)[todo] for d, v in zip(cell_dims, np.meshgrid(*(coords[d] for d in cell_dims), indexing="ij"))}
+        optimizer = make(method, delay=int(delay_value), **opt_options)
+        hyper = {"lr": values["lr"], "momentum": values["momentum"], "rho": values.get("rho")}
+
+        def store(ids, outcome, todo=todo, grid_shape=grid.shape, delay_value=delay_value, seed_value=seed_value):
+            index = np.unravel_index(todo[ids], grid_shape)
+            writer.store(cell_dims, index, delay_value, seed_value, outcome)
+
+        engine.simulate(
+            problem, optimizer, hyper, values["noise"],
+            delay=int(delay_value), seed=int(seed_value), uids=_cell_uids(values), config=config,
+            on_finished=store, description=f"{method} D={delay_value} seed={seed_value}",
+        )
+        writer.flush(force=False)
+    writer.flush(force=True)
+    return result
+
+
+def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
+    """Write a result atomically: a complete file appears at ``path`` or nothing changes."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    check_writable(path)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".nqm-", suffix=".nc")
+    os.close(fd)
+    try:
+        ds.to_netcdf(tmp, engine="h5netcdf")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def load(path: str | os.PathLike) -> xr.Dataset:
+    """Read a result written by :func:`save` (fully into memory; the file is closed)."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise NqmError(f"cannot read {path}: no such file")
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            ds = ds.load()
+    except Exception as exc:  # h5py/xarray raise many types for a broken file
+        raise NqmError(f"cannot read {path}: not an nqm netCDF result ({type(exc).__name__})") from None
+    if "steps" not in ds or "status" not in ds:
+        raise NqmError(f"{path} is not an nqm sweep result (no steps/status variables)")
+    return ds
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Fail early, before any simulation, if ``path`` cannot be written."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        raise NqmError(f"cannot write {path}: it is a directory; give a file name such as results.nc")
+    if not os.path.isdir(directory):
+        raise NqmError(f"cannot write {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise NqmError(f"cannot write {path}: permission denied")
+
+
+def t_star(ds: xr.Dataset, percentile: float = 1.0) -> float:
+    """``T*``: the ``percentile``-th percentile of T over the cells that reached the target (NaN if none)."""
+    steps = ds.steps.values[ds.status.values == engine.REACHED]
+    return float(np.percentile(steps, percentile)) if steps.size else float("nan")
+
+
+# --------------------------------------------------------------------------- grids and validation
+
+
+def _coordinates(**grids) -> dict[str, np.ndarray]:
+    rules = {
+        "lr": ("a learning rate > 0", lambda x: x > 0, float),
+        "momentum": ("a momentum in [0, 1)", lambda x: (x >= 0) & (x < 1), float),
+        "delay": ("an integer delay >= 0", lambda x: (x >= 0) & (x == np.round(x)), int),
+        "noise": ("a noise scale >= 0", lambda x: x >= 0, float),
+        "rho": ("a braking coefficient rho >= 0", lambda x: x >= 0, float),
+        "seed": ("an integer seed >= 0", lambda x: (x >= 0) & (x == np.round(x)) & (x < 2**32), int),
+    }
+    coords = {}
+    for name, values in grids.items():
+        if values is None:
+            continue
+        what, ok, kind = rules[name]
+        try:
+            array = np.atleast_1d(np.asarray(values, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise NqmError(f"{name} must be numbers, got {values!r}") from None
+        if array.ndim != 1 or array.size == 0:
+            raise NqmError(f"{name} is empty: give at least one value")
+        bad = array[~(np.isfinite(array) & ok(array))]
+        if bad.size:
+            raise NqmError(f"{name}={bad[0]:g} is invalid: each value must be {what}")
+        if np.unique(array).size != array.size:
+            raise NqmError(f"{name} has repeated values: give each value once")
+        coords[name] = array.astype(np.int64 if kind is int else np.float64)
+    return coords
+
+
+def _run_config(settings: dict) -> engine.RunConfig:
+    config = engine.RunConfig(**settings)
+    if not (np.isfinite(config.target) and config.target > 0):
+        raise NqmError(f"target must be a number > 0, got {config.target}")
+    if int(config.max_steps) != config.max_steps or config.max_steps < 1:
+        raise NqmError(f"max_steps must be an integer >= 1, got {config.max_steps}")
+    if not (np.isfinite(config.diverge_factor) and config.diverge_factor > 1):
+        raise NqmError(f"diverge_factor must be a number > 1, got {config.diverge_factor}")
+    return config
+
+
+def _cell_uids(values: dict) -> np.ndarray:
+    """A cell's identity from its hyperparameter values (not its position), for independent noise."""
+    names = [n for n in ("lr", "momentum", "noise", "rho") if n in values]
+    rows = np.stack([np.asarray(values[n], np.float64) for n in names], axis=1)
+    return np.array([zlib.crc32(row.tobytes()) for row in rows], dtype=np.uint32)
+
+
+# --------------------------------------------------------------------------- result bookkeeping
+
+
+def _empty(method, coords, problem, config, opt_options) -> xr.Dataset:
+    dims = [d for d in DIMS if d in coords]
+    shape = tuple(coords[d].size for d in dims)
+    optimizer = make(method, **opt_options)
+    attrs = {
+        "method": method,
+        **{k: v for k, v in optimizer.config if k != "workers"},
+        **problem.describe(),
+        "target": config.target,
+        "max_steps": config.max_steps,
+        "diverge_factor": config.diverge_factor,
+        "noise_mode": "independent per cell" if config.independent_noise else "common random numbers",
+        "dtype": "float64" if config.x64 else "float32",
+        "seed": ",".join(str(s) for s in coords["seed"]),
+        "nqm_version": nqm.__version__,
+        "jax_version": jax.__version__,
+    }
+    status = xr.Variable(dims, np.full(shape, _NOT_RUN, np.int8), {"meaning": STATUS_MEANING})
+    return xr.Dataset(
+        {
+            "steps": xr.Variable(dims, np.zeros(shape, np.int32), {"long_name": "steps to target (T)"}),
+            "status": status,
+            "loss": xr.Variable(dims, np.full(shape, np.nan), {"long_name": "loss at the last step"}),
+        },
+        coords={d: coords[d] for d in dims},
+        attrs={k: _attr(v) for k, v in attrs.items()},
+    )
+
+
+def _attr(value):
+    """netCDF attributes hold numbers and strings only."""
+    if value is None:
+        return "none"
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    return value
+
+
+def _resume(result: xr.Dataset, path) -> xr.Dataset:
+    if not os.path.exists(path):
+        check_writable(path)
+        return result
+    saved = load(path)
+    same = all(np.array_equal(saved[d].values, result[d].values) for d in result.dims if d in saved.dims)
+    same &= set(saved.dims) == set(result.dims)
+    changed = [k for k, v in result.attrs.items() if k not in ("nqm_version", "jax_version") and str(saved.attrs.get(k)) != str(v)]
+    if not same or changed:
+        what = "grid" if not same else "setting " + changed[0]
+        raise NqmError(f"checkpoint {path} is from a different sweep ({what} differs); delete it or choose another path")
+    return saved.transpose(*result.steps.dims)
+
+
+class _Checkpointer:
+    """Writes finished cells into the result, and the result to disk every so often."""
+
+    def __init__(self, result: xr.Dataset, path, every: float):
+        self.result, self.path, self.every = result, path, every
+        self.last, self.dirty = time.monotonic(), False
+
+    def store(self, cell_dims, index, delay, seed, outcome: engine.Outcome):
+        full = {"delay": np.full(len(outcome.steps), list(self.result.delay.values).index(delay)),
+                "seed": np.full(len(outcome.steps), list(self.result.seed.values).index(seed))}
+        full.update(zip(cell_dims, index))
+        where = tuple(full[d] for d in self.result.steps.dims)
+        for name in ("steps", "status", "loss"):
+            self.result[name].values[where] = getattr(outcome, name)
+        self.dirty = True
+        self.flush(force=False)
+
+    def flush(self, force: bool):
+        if self.path is None or not self.dirty:
+            return
+        if force or time.monotonic() - self.last >= self.every:
+            save(self.result, self.path)
+            self.last, self.dirty = time.monotonic(), False
