@@ -1,0 +1,388 @@
+"""Stability thresholds of delayed SGD / momentum on a quadratic (Giladi et al. 2020).
+
+Linearised mean dynamics of one curvature ``a`` with step ``η``; everything depends on
+``x = a·η`` only. Every method is a linear recurrence ``w_{t+1} = Σ_k (β_k + x γ_k) w_{t-k}``
+whose characteristic polynomial is affine in x: ``P(z; x) = A(z) + x B(z)``. Polynomials are
+coefficient arrays, highest power first (``np.polyval`` order), batched over leading axes.
+
+Thresholds use the boundary locus: a root lies on |z| = 1 exactly when
+``x = -A(e^{iθ}) / B(e^{iθ})`` is real, so the crossings are the zeros in θ of
+``Im(A conj B)``. All roots are inside the unit circle for small x > 0 (the root z = 1 of
+``A`` moves inwards), so the first positive crossing is the threshold x*, whether or not the
+stable set is an interval. This is exact up to the θ grid (16 points per unit of degree) and
+costs O(degree) per grid point, instead of one eigenvalue problem per grid point in x.
+
+Numpy/scipy only, float64. Never imports jax or the engine.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import xarray as xr
+from scipy.stats import norm
+
+from nqm.errors import NqmError
+
+METHODS = ("sgd", "sgdm", "shifted")
+CONVENTIONS = {False: "undampened: v = m v + g", True: "dampened: v = m v + (1-m) g"}
+DIST_SYNTAX = "'uniform:A:B' (uniform on {A..B}) or 'gaussian:MU' (discretised N(MU,1) on 1..2MU)"
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _array(values, name, *, integer=False, low=0.0, high=np.inf):
+    """Float64 1-D (or 0-D) array of finite values in [low, high); NqmError otherwise."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise NqmError(f"{name} must be numeric, got {values!r}") from None
+    if arr.ndim > 1 or arr.size == 0:
+        raise NqmError(f"{name} must be a number or a non-empty 1-D list, got {values!r}")
+    if not np.all(np.isfinite(arr)):
+        raise NqmError(f"{name} must be finite (no NaN/inf), got {values!r}")
+    if integer and np.any(arr != np.round(arr)):
+        raise NqmError(f"{name} must be whole numbers, got {values!r}")
+    if np.any(arr < low) or np.any(arr >= high):
+        bound = f"in [{low:g}, {high:g})" if np.isfinite(high) else f">= {low:g}"
+        raise NqmError(f"{name} must be {bound}, got {values!r}")
+    return arr.astype(np.int64) if integer else arr
+
+
+def _method(method):
+    if method not in METHODS:
+        raise NqmError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    return method
+
+
+def validate_pmf(pmf) -> np.ndarray:
+    """Check and renormalise a delay pmf ``p_k = P(τ = k)``, k = 0..K.
+
+    Args:
+      pmf: non-negative finite weights indexed by delay, with a positive sum.
+
+    Returns:
+      float64 array summing to 1, trailing zeros dropped (so K is the largest delay).
+    """
+    p = _array(pmf, "delay pmf")
+    if p.ndim != 1 or p.sum() <= 0:
+        raise NqmError(f"delay pmf must be a 1-D list of weights with a positive sum, got {pmf!r}")
+    return p[: np.flatnonzero(p)[-1] + 1] / p.sum()
+
+
+def uniform_pmf(a: int, b: int) -> np.ndarray:
+    """Delay pmf of ``τ ~ unif{a..b}`` (Giladi et al. 2020, eq. 20).
+
+    Args:
+      a, b: smallest and largest delay, ``0 <= a <= b``.
+
+    Returns:
+      pmf over k = 0..b.
+    """
+    a, b = (int(v) for v in _array([a, b], "uniform delay bounds", integer=True))
+    if a > b:
+        raise NqmError(f"uniform delay needs a <= b, got a={a}, b={b}")
+    return np.where(np.arange(b + 1) >= a, 1.0 / (b - a + 1), 0.0)
+
+
+def gaussian_pmf(mu: int) -> np.ndarray:
+    """Discretised Gaussian delay pmf (Giladi et al. 2020, App. C).
+
+    ``P(τ = k) ∝ P(k - ½ <= z <= k + ½)``, ``z ~ N(μ, 1)``, k = 1..2μ, renormalised; E[τ] = μ.
+
+    Args:
+      mu: mean delay, a positive integer.
+
+    Returns:
+      pmf over k = 0..2μ (p_0 = 0).
+    """
+    mu = int(_array(mu, "gaussian delay mean", integer=True, low=1))
+    d = np.abs(np.arange(2 * mu + 1) - mu)  # by symmetry, so both tails keep full precision
+    return validate_pmf(np.r_[0.0, (norm.cdf(0.5 - d) - norm.cdf(-0.5 - d))[1:]])
+
+
+def _dist_spec(spec: str):
+    """Split 'uniform:A[:B]' / 'gaussian[:MU]' into (family, ints); the last value may be left out."""
+    match = re.fullmatch(r"\s*(uniform|gaussian)((?::\d+)*)\s*", str(spec))
+    args = [int(v) for v in match.group(2).split(":")[1:]] if match else []
+    family = match.group(1) if match else None
+    if family is None or len(args) > (2 if family == "uniform" else 1) or (family == "uniform" and not args):
+        raise NqmError(f"delay distribution must be {DIST_SYNTAX}, got {spec!r}")
+    return family, args
+
+
+def parse_delay_dist(spec: str) -> np.ndarray:
+    """Delay pmf from a spec string: 'uniform:A:B' or 'gaussian:MU'.
+
+    Args:
+      spec: e.g. ``"uniform:1:8"`` (τ uniform on {1..8}) or ``"gaussian:5"`` (App. C, μ = 5).
+
+    Returns:
+      the validated pmf over k = 0..K.
+    """
+    family, args = _dist_spec(spec)
+    if len(args) != (2 if family == "uniform" else 1):
+        raise NqmError(f"delay distribution must be {DIST_SYNTAX}, got {spec!r}")
+    return uniform_pmf(*args) if family == "uniform" else gaussian_pmf(*args)
+
+
+def mean_delay(pmf) -> float:
+    """Expected delay ``E[τ] = Σ_k k p_k`` of a pmf over k = 0..K."""
+    p = validate_pmf(pmf)
+    return float(np.arange(p.size) @ p)
+
+
+# ----------------------------------------------------------------------------- polynomials
+
+
+def _affine_poly(method, pmf, m, dampening):
+    """(A, B) with ``P(z; x) = A(z) + x B(z)``, one row per momentum, highest power first.
+
+    Lags of ``w_{t+1} = Σ_k (β_k + x γ_k) w_{t-k}`` with delay pmf p_k and c = 1 or 1 - m:
+      sgd/sgdm: β_0 = 1 + m, β_1 = -m, γ_k = -c p_k;
+      shifted:  β_0 = 1, β_k += m p_k, β_{k+1} -= m p_k, γ_k = -c p_k
+                (worker's own velocity: ``v_{t+1} = m v_{t-τ} + g(w_{t-τ})``).
+    ``P(z) = z^{L+1} - Σ_k (β_k + x γ_k) z^{L-k}``; τ = 0 gets L = 1, i.e. P is multiplied by z.
+    """
+    m = np.asarray(m, dtype=np.float64).reshape(-1, 1)
+    K = pmf.size - 1
+    lags = K + 2 if method == "shifted" else max(K, 1) + 1
+    beta, gamma = np.zeros((m.size, lags)), np.zeros((m.size, lags))
+    gamma[:, : K + 1] = -(1.0 - m if dampening else 1.0) * pmf
+    if method == "shifted":
+        beta[:, 0] = 1.0
+        beta[:, : K + 1] += m * pmf
+        beta[:, 1 : K + 2] -= m * pmf
+    else:
+        beta[:, 0], beta[:, 1] = 1.0 + m[:, 0], -m[:, 0]
+    ones, zeros = np.ones((m.size, 1)), np.zeros((m.size, 1))
+    return np.hstack([ones, -beta]), np.hstack([zeros, -gamma])
+
+
+def char_poly(x, method="sgd", delay=None, momentum=0.0, *, dampening=False, pmf=None) -> np.ndarray:
+    """Characteristic polynomial of the linearised delayed dynamics, highest power first.
+
+    SGD (eq. 5): ``z^{τ+1} - z^τ + x``; momentum (eq. 26): ``z^{τ+1} - (1+m) z^τ + m z^{τ-1} + c x``
+    (times z when τ = 0); shifted momentum (eq. 11): ``z^{τ+2} - z^{τ+1} + (c x - m) z + m``;
+    stochastic delay (eq. 19): ``τ``-terms replaced by ``Σ_k p_k z^{-k}``. ``c = 1`` undampened,
+    ``c = 1 - m`` dampened. Reference: Giladi et al. 2020.
+
+    Args:
+      x: ``a·η`` (curvature times learning rate), scalar or array.
+      method: "sgd", "sgdm" or "shifted".
+      delay: constant delay τ >= 0 (default 0; leave out when ``pmf`` is given).
+      momentum: m in [0, 1).
+      dampening: use ``v = m v + (1-m) g`` (Giladi) instead of ``v = m v + g``.
+      pmf: delay pmf over k = 0..K for a stochastic delay.
+
+    Returns:
+      coefficients of shape ``np.shape(x) + (degree + 1,)``.
+    """
+    p = _pmfs(method, delay, pmf, momentum)[0][0]
+    A, B = _affine_poly(method, p, float(_array(momentum, "momentum", high=1.0)), dampening)
+    x = _array(x, "x", low=-np.inf)[..., None]
+    return A[0] + x * B[0]
+
+
+def spectral_radius(coeffs) -> np.ndarray:
+    """Largest root modulus of polynomials, from companion-matrix eigenvalues.
+
+    Args:
+      coeffs: ``(..., n + 1)`` coefficients, highest power first, non-zero leading coefficient.
+
+    Returns:
+      ``(...)`` array of ``max_i |z_i|`` (0 for constants).
+    """
+    c = np.asarray(coeffs, dtype=np.float64)
+    n = c.shape[-1] - 1
+    if n == 0:
+        return np.zeros(c.shape[:-1])
+    companion = np.zeros(c.shape[:-1] + (n, n))
+    companion[..., 0, :] = -c[..., 1:] / c[..., :1]
+    companion[..., np.arange(1, n), np.arange(n - 1)] = 1.0
+    return np.abs(np.linalg.eigvals(companion)).max(-1)
+
+
+def schur_cohn_stable(coeffs) -> np.ndarray:
+    """Root-free test that all roots lie strictly inside the unit circle (Schur–Cohn / Jury).
+
+    With ``p = a_n z^n + … + a_0`` and its reversal ``p*``, all roots are inside iff
+    ``|a_n| > |a_0|`` and ``(a_n p - a_0 p*) / z`` (degree n - 1) has all roots inside (Rouché).
+
+    Args:
+      coeffs: ``(..., n + 1)`` real coefficients, highest power first.
+
+    Returns:
+      boolean array ``(...)``.
+    """
+    p = np.array(coeffs, dtype=np.float64)
+    stable = np.ones(p.shape[:-1], dtype=bool)
+    while p.shape[-1] > 1:
+        lead, const = p[..., :1], p[..., -1:]
+        stable &= np.abs(lead[..., 0]) > np.abs(const[..., 0])
+        p = (lead * p - const * p[..., ::-1])[..., :-1]
+        p /= np.maximum(np.abs(p).max(-1, keepdims=True), np.finfo(float).tiny)  # no overflow
+    return stable
+
+
+# ----------------------------------------------------------------------------- thresholds
+
+
+def _first_crossing(A, B, *, per_degree=16, iters=60):
+    """Smallest x > 0 at which a root of ``A + x B`` reaches |z| = 1, per row (inf if none)."""
+    n = A.shape[1] - 1
+    cols = np.flatnonzero((A != 0).any(0) | (B != 0).any(0))  # the families are sparse
+    powers, A, B = n - cols, A[:, cols], B[:, cols]
+
+    def locus(e, rows=slice(None)):  # A, B at z = e and f = Im(A conj B)
+        a, b = (A[rows] * e).sum(-1), (B[rows] * e).sum(-1)
+        return a, b, (a * b.conj()).imag
+
+    # Midpoint grid on (0, π): f vanishes trivially at θ = 0 (x = 0) and θ = π (handled below).
+    grid = (np.arange(per_degree * n + 64) + 0.5) * np.pi / (per_degree * n + 64)
+    e = np.exp(1j * grid[:, None] * powers)
+    a, b = A @ e.T, B @ e.T
+    f, x = (a * b.conj()).imag, -(a * b.conj()).real / np.abs(b) ** 2
+    # Brackets of f's sign changes; a crossing at x > 0 has Re x > 0 next to it on so fine a grid.
+    row, j = np.nonzero((f[:, :-1] * f[:, 1:] <= 0) & (np.maximum(x[:, :-1], x[:, 1:]) > 0))
+    lo, hi, f_lo, f_hi = grid[j], grid[j + 1], f[row, j], f[row, j + 1]
+    for _ in range(iters):  # vectorised Illinois (regula falsi) keeps every bracket
+        width = f_hi - f_lo
+        mid = np.where(width != 0, hi - f_hi * (hi - lo) / np.where(width != 0, width, 1), lo)
+        f_mid = locus(np.exp(1j * mid[:, None] * powers), row)[2]
+        flip = f_mid * f_hi < 0
+        lo, f_lo = np.where(flip, hi, lo), np.where(flip, f_hi, 0.5 * f_lo)
+        step, hi, f_hi = np.abs(mid - hi), mid, f_mid
+        if np.all((step <= 4e-16 * np.pi) | (f_mid == 0)):
+            break
+    a, b, _ = locus(np.exp(1j * hi[:, None] * powers), row)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = -(a * b.conj()).real / np.abs(b) ** 2
+        sign = (-1.0) ** powers  # θ = π: z = -1
+        x_pi = -(A @ sign) / (B @ sign)
+    x_star = np.where((x_pi > 0) & np.isfinite(x_pi), x_pi, np.inf)
+    ok = (x > 0) & (x < 1e12)  # x -> inf where B(e^{iθ}) = 0: no crossing there
+    np.minimum.at(x_star, row[ok], x[ok])
+    return x_star
+
+
+def _pmfs(method, delay, pmf, momentum):
+    """List of pmfs (constant delay = one-hot) and the leading output shape."""
+    _method(method)
+    if method == "sgd" and np.any(_array(momentum, "momentum", high=1.0) != 0):
+        raise NqmError("method 'sgd' has no momentum; use method='sgdm' or momentum=0")
+    if pmf is not None:
+        if delay is not None:
+            raise NqmError("give either delay (constant) or pmf (stochastic), not both")
+        many = np.ndim(pmf[0]) > 0 if len(pmf) else False
+        pmfs = [validate_pmf(p) for p in (pmf if many else [pmf])]
+        return pmfs, ((len(pmfs),) if many else ())
+    tau = _array(0 if delay is None else delay, "delay", integer=True)
+    return [np.eye(t + 1)[t] for t in tau.ravel()], tau.shape
+
+
+def threshold(method="sgd", delay=None, momentum=0.0, *, dampening=False, pmf=None) -> np.ndarray:
+    """Stability threshold ``x* = a·η*``: the first x > 0 where the spectral radius reaches 1.
+
+    The linearised mean dynamics are stable for ``0 < a·η < x*`` (Giladi et al. 2020, Def. 1;
+    eqs. 5, 19, 26, 11). Crossings are located on the boundary locus (see module docstring).
+
+    Args:
+      method: "sgd", "sgdm" (heavy ball, gradient delayed) or "shifted" (velocity delayed too).
+      delay: constant delay τ >= 0, scalar or 1-D (default 0).
+      momentum: m in [0, 1), scalar or 1-D.
+      dampening: Giladi's ``v = m v + (1-m) g``; default is ``v = m v + g``.
+      pmf: instead of ``delay``, one delay pmf (1-D) or a list of pmfs.
+
+    Returns:
+      x*, shape ``np.shape(delay) + np.shape(momentum)`` (``(len(pmfs),) + …`` for a list).
+    """
+    pmfs, lead = _pmfs(method, delay, pmf, momentum)
+    m = _array(momentum, "momentum", high=1.0)
+    rows = [_first_crossing(*_affine_poly(method, p, m, dampening)) for p in pmfs]
+    return np.reshape(rows, lead + m.shape)
+
+
+def sgd_threshold_closed_form(tau) -> np.ndarray:
+    """Exact SGD threshold ``x* = 2 sin(π / (4τ + 2))`` (Giladi et al. 2020, eq. 6).
+
+    Args:
+      tau: delay(s) τ >= 0.
+
+    Returns:
+      x*, same shape as ``tau`` (τ = 0 gives 2).
+    """
+    return 2.0 * np.sin(np.pi / (4.0 * _array(tau, "delay", integer=True) + 2.0))
+
+
+def sgd_inverse_threshold_approx(tau) -> np.ndarray:
+    """Asymptote ``1/x* ≈ (2τ + 1)/π`` of the SGD threshold (Giladi et al. 2020, eq. 7)."""
+    return (2.0 * np.asarray(tau, dtype=np.float64) + 1.0) / np.pi
+
+
+def fit_inverse_threshold(delay, x_star) -> tuple[float, float]:
+    """Least-squares line ``1/x* ≈ slope·τ + intercept`` (eq. 7 predicts 2/π and 1/π for SGD).
+
+    Args:
+      delay: delays (or mean delays) τ.
+      x_star: thresholds at those delays.
+
+    Returns:
+      (slope, intercept).
+    """
+    slope, intercept = np.polyfit(np.asarray(delay, float), 1.0 / np.asarray(x_star, float), 1)
+    return float(slope), float(intercept)
+
+
+def lr_threshold(x_star, lam_max) -> np.ndarray:
+    """Largest stable learning rate ``η* = x*/λ_max`` for a problem with top curvature λ_max."""
+    lam = _array(lam_max, "lam_max", low=np.finfo(float).tiny)
+    return np.asarray(x_star, dtype=np.float64) / lam
+
+
+def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False, delay_dist=None) -> xr.Dataset:
+    """Table of thresholds x* = a·η* over delay (or a delay-distribution parameter) × momentum.
+
+    Args:
+      method: "sgd", "sgdm" or "shifted" ("sgdm" with m = 0 is SGD).
+      delays: constant delays (default 0..64); with ``delay_dist`` the values of its last,
+        omitted parameter: b in 'uniform:A' (default A..A+63), μ in 'gaussian' (default 1..30).
+      momenta: momentum values in [0, 1).
+      dampening: Giladi's ``v = m v + (1-m) g`` instead of ``v = m v + g``.
+      delay_dist: None (constant delay), or 'uniform:A:B' / 'gaussian:MU' for one distribution,
+        or 'uniform:A' / 'gaussian' to sweep B / MU over ``delays``.
+
+    Returns:
+      Dataset with variable ``threshold`` over dims (``delay`` | ``b`` | ``mu``, ``momentum``),
+      coordinate ``mean_delay`` and attrs method, convention, delay_dist.
+    """
+    m = _array(momenta, "momenta", high=1.0).reshape(-1)
+    if delay_dist is None:
+        dim, dist, pmfs = "delay", "constant", None
+        values = _array(np.arange(65) if delays is None else delays, "delays", integer=True).reshape(-1)
+    else:
+        family, args = _dist_spec(delay_dist)
+        if len(args) == (2 if family == "uniform" else 1):  # complete spec: one distribution
+            if delays is not None:
+                raise NqmError(f"delay_dist {delay_dist!r} is complete; drop its last value to sweep it "
+                               "over delays")
+            delays = args[-1:]
+        if family == "uniform":
+            dim, a, dist = "b", args[0], f"uniform{{{args[0]}..b}}"
+            values = _array(np.arange(a, a + 64) if delays is None else delays, "b", integer=True).reshape(-1)
+            pmfs = [uniform_pmf(a, b) for b in values]
+        else:
+            dim, dist = "mu", "gaussian: N(mu, 1) discretised on 1..2mu (Giladi App. C)"
+            values = _array(np.arange(1, 31) if delays is None else delays, "mu", integer=True).reshape(-1)
+            pmfs = [gaussian_pmf(mu) for mu in values]
+    x = threshold(method, None if pmfs else values, m, dampening=dampening, pmf=pmfs)
+    means = values.astype(float) if pmfs is None else np.array([mean_delay(p) for p in pmfs])
+    return xr.Dataset(
+        {"threshold": ((dim, "momentum"), x, {"long_name": "stability threshold x* = a*eta*"})},
+        coords={dim: values, "momentum": m, "mean_delay": (dim, means)},
+        attrs={"method": method, "delay_dist": dist,
+               "convention": "no momentum" if method == "sgd" else CONVENTIONS[bool(dampening)],
+               "reference": "Giladi et al. 2020, At Stability's Edge"},
+    )
