@@ -51,12 +51,6 @@ def _array(values, name, *, integer=False, low=0.0, high=np.inf):
     return arr.astype(np.int64) if integer else arr
 
 
-def _method(method):
-    if method not in METHODS:
-        raise NqmError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    return method
-
-
 def validate_pmf(pmf) -> np.ndarray:
     """Check and renormalise a delay pmf ``p_k = P(τ = k)``, k = 0..K.
 
@@ -90,7 +84,8 @@ def uniform_pmf(a: int, b: int) -> np.ndarray:
 def gaussian_pmf(mu: int) -> np.ndarray:
     """Discretised Gaussian delay pmf (Giladi et al. 2020, App. C).
 
-    ``P(τ = k) ∝ P(k - ½ <= z <= k + ½)``, ``z ~ N(μ, 1)``, k = 1..2μ, renormalised; E[τ] = μ.
+    ``P(τ = k) ∝ P(k - ½ <= z <= k + ½)``, ``z ~ N(μ, 1)``, k = 1..2μ, renormalised. The paper's
+    E[τ] = μ holds only once the tails vanish (μ >= 4): k = 0 is cut but k = 2μ is kept.
 
     Args:
       mu: mean delay, a positive integer.
@@ -180,8 +175,8 @@ def char_poly(x, method="sgd", delay=None, momentum=0.0, *, dampening=False, pmf
     Returns:
       coefficients of shape ``np.shape(x) + (degree + 1,)``.
     """
-    p = _pmfs(method, delay, pmf, momentum)[0][0]
-    A, B = _affine_poly(method, p, float(_array(momentum, "momentum", high=1.0)), dampening)
+    m = float(_array(momentum, "momentum", high=1.0))
+    A, B = _affine_poly(method, _pmfs(method, delay, pmf, m)[0][0], m, dampening)
     x = _array(x, "x", low=-np.inf)[..., None]
     return A[0] + x * B[0]
 
@@ -241,10 +236,14 @@ def _first_crossing(A, B, *, per_degree=16, iters=60):
         return a, b, (a * b.conj()).imag
 
     # Midpoint grid on (0, π): f vanishes trivially at θ = 0 (x = 0) and θ = π (handled below).
-    grid = (np.arange(per_degree * n + 64) + 0.5) * np.pi / (per_degree * n + 64)
+    # Geometric near θ = 0: as m -> 1 the roots 1 and m of A merge and the first crossing's angle
+    # shrinks like sqrt(1 - m). A's other roots move inwards as x grows, so need no refinement.
+    size = per_degree * n + 64
+    grid = np.r_[np.geomspace(1e-9, 0.5, 400, endpoint=False), np.arange(size) + 0.5] * np.pi / size
     e = np.exp(1j * grid[:, None] * powers)
-    a, b = A @ e.T, B @ e.T
-    f, x = (a * b.conj()).imag, -(a * b.conj()).real / np.abs(b) ** 2
+    a, b = np.einsum("rc,gc->rg", A, e), np.einsum("rc,gc->rg", B, e)  # no BLAS threads: tiny sums
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f, x = (a * b.conj()).imag, -(a * b.conj()).real / np.abs(b) ** 2
     # Brackets of f's sign changes; a crossing at x > 0 has Re x > 0 next to it on so fine a grid.
     row, j = np.nonzero((f[:, :-1] * f[:, 1:] <= 0) & (np.maximum(x[:, :-1], x[:, 1:]) > 0))
     lo, hi, f_lo, f_hi = grid[j], grid[j + 1], f[row, j], f[row, j + 1]
@@ -261,17 +260,18 @@ def _first_crossing(A, B, *, per_degree=16, iters=60):
     with np.errstate(divide="ignore", invalid="ignore"):
         x = -(a * b.conj()).real / np.abs(b) ** 2
         sign = (-1.0) ** powers  # θ = π: z = -1
-        x_pi = -(A @ sign) / (B @ sign)
+        x_pi = -(A * sign).sum(1) / (B * sign).sum(1)
     x_star = np.where((x_pi > 0) & np.isfinite(x_pi), x_pi, np.inf)
     ok = (x > 0) & (x < 1e12)  # x -> inf where B(e^{iθ}) = 0: no crossing there
     np.minimum.at(x_star, row[ok], x[ok])
     return x_star
 
 
-def _pmfs(method, delay, pmf, momentum):
-    """List of pmfs (constant delay = one-hot) and the leading output shape."""
-    _method(method)
-    if method == "sgd" and np.any(_array(momentum, "momentum", high=1.0) != 0):
+def _pmfs(method, delay, pmf, m):
+    """List of pmfs (constant delay = one-hot) and the leading output shape; checks the method."""
+    if method not in METHODS:
+        raise NqmError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method == "sgd" and np.any(m != 0):
         raise NqmError("method 'sgd' has no momentum; use method='sgdm' or momentum=0")
     if pmf is not None:
         if delay is not None:
@@ -299,8 +299,8 @@ def threshold(method="sgd", delay=None, momentum=0.0, *, dampening=False, pmf=No
     Returns:
       x*, shape ``np.shape(delay) + np.shape(momentum)`` (``(len(pmfs),) + …`` for a list).
     """
-    pmfs, lead = _pmfs(method, delay, pmf, momentum)
     m = _array(momentum, "momentum", high=1.0)
+    pmfs, lead = _pmfs(method, delay, pmf, m)
     rows = [_first_crossing(*_affine_poly(method, p, m, dampening)) for p in pmfs]
     return np.reshape(rows, lead + m.shape)
 
@@ -374,7 +374,7 @@ def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False, dela
             values = _array(np.arange(a, a + 64) if delays is None else delays, "b", integer=True).reshape(-1)
             pmfs = [uniform_pmf(a, b) for b in values]
         else:
-            dim, dist = "mu", "gaussian: N(mu, 1) discretised on 1..2mu (Giladi App. C)"
+            dim, dist = "mu", "N(mu, 1) discretised on 1..2mu"
             values = _array(np.arange(1, 31) if delays is None else delays, "mu", integer=True).reshape(-1)
             pmfs = [gaussian_pmf(mu) for mu in values]
     x = threshold(method, None if pmfs else values, m, dampening=dampening, pmf=pmfs)

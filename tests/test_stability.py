@@ -12,7 +12,7 @@ from nqm.stability import (
     threshold, threshold_dataset, uniform_pmf, validate_pmf,
 )
 
-MOMENTA = np.array([0.0, 0.3, 0.6, 0.9])
+MOMENTA = np.array([0.0, 0.3, 0.6, 0.9, 0.999])
 # (method, delay, momentum, dampening, pmf): one of each family, incl. momentum with random delay
 CASES = [
     ("sgd", 5, 0.0, False, None),
@@ -21,6 +21,8 @@ CASES = [
     ("sgdm", 7, 0.9, True, None),
     ("shifted", 3, 0.6, False, None),
     ("shifted", 6, 0.9, True, None),
+    ("sgdm", 5, 0.99999, True, None),  # m -> 1: the first crossing is close to z = 1
+    ("shifted", 5, 0.999, False, None),
     ("sgd", None, 0.0, False, uniform_pmf(1, 9)),
     ("sgd", None, 0.0, False, gaussian_pmf(4)),
     ("sgdm", None, 0.5, True, uniform_pmf(0, 5)),
@@ -297,3 +299,20 @@ def test_bad_input_raises_one_line_nqm_error(call):
 def test_parse_error_shows_the_syntax():
     with pytest.raises(NqmError, match="uniform:A:B.*gaussian:MU"):
         parse_delay_dist("uniform")
+
+
+def test_threshold_figure_renders(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from nqm.plots.stability import threshold_figure
+
+    ds = threshold_dataset("sgd", delays=[1, 2, 3], delay_dist="uniform:1")
+    fig = threshold_figure(ds, "smoke", against="mean_delay", asymptote=True, residual=True,
+                           constant=threshold_dataset("sgd", delays=[0, 1, 2]))
+    assert "no momentum" in fig.axes[0].get_title()
+    fig.savefig(tmp_path / "f.png", dpi=50)
+    plt.close(fig)
+    momentum = threshold_figure(threshold_dataset("shifted", [0, 4], [0.0, 0.9], dampening=True), "smoke")
+    assert [t.get_text() for t in momentum.axes[0].get_legend().get_texts()] == ["m = 0", "m = 0.9"]
+    assert "dampened" in momentum.axes[0].get_title()
+    plt.close(momentum)
