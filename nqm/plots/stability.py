@@ -1,0 +1,109 @@
+"""Stability-threshold figures (Giladi et al. 2020, Figs. 4, 6, 7, 8, 10): 1/x* against delay."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import xarray as xr
+
+from nqm.stability import sgd_inverse_threshold_approx
+
+STYLE = {"font.size": 12, "axes.titlesize": 13, "legend.fontsize": 10, "axes.grid": True, "grid.alpha": 0.3}
+Y_LABEL = r"$1/x^* = 1/(a\,\eta^*)$"
+X_LABELS = {"delay": r"delay $\tau$ (iterations)", "mean_delay": r"mean delay $\mathbb{E}[\tau]$ (iterations)"}
+ASYMPTOTE = r"$(2\tau+1)/\pi$ (eq. 7)"
+
+
+def plot_inverse_thresholds(ax, ds: xr.Dataset, *, against: str = "delay", label: str = "numeric",
+                            cmap: str = "viridis"):
+    """Draw ``1/threshold`` against a delay coordinate, one marked line per momentum.
+
+    Args:
+      ax: matplotlib axes.
+      ds: a :func:`nqm.stability.threshold_dataset` result.
+      against: coordinate for the horizontal axis, "delay" or "mean_delay".
+      label: legend entry when there is a single momentum (otherwise "m = …").
+      cmap: colour map over momentum (one colour when there is a single momentum).
+    """
+    n = ds.sizes["momentum"]
+    colours = ["tab:blue"] if n == 1 else plt.get_cmap(cmap)(np.linspace(0, 0.85, n))
+    every = max(1, ds.threshold.shape[0] // 22)  # markers stay legible on long delay ranges
+    for colour, m in zip(colours, ds.momentum.values):
+        ax.plot(ds[against], 1 / ds.threshold.sel(momentum=m), "o-", ms=4, lw=1.5, markevery=every,
+                color=colour, label=label if n == 1 else f"m = {m:g}")
+    ax.set_xlabel(X_LABELS[against])
+    ax.set_ylabel(Y_LABEL)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+
+
+def plot_sgd_asymptote(ax, delays, **kwargs):
+    """Draw the SGD approximation ``1/x* = (2τ + 1)/π`` (Giladi et al. 2020, eq. 7)."""
+    tau = np.linspace(0, np.max(delays), 200)
+    ax.plot(tau, sgd_inverse_threshold_approx(tau), **{"color": "tab:orange", "lw": 1.8, "ls": "--",
+                                                       "label": ASYMPTOTE, **kwargs})
+
+
+def threshold_figure(ds: xr.Dataset, title: str, *, against: str = "delay", label: str = "numeric",
+                     asymptote: bool = False, constant: xr.Dataset | None = None, residual: bool = False):
+    """Figure of 1/x* curves with a title naming the convention.
+
+    Args:
+      ds: threshold dataset to draw.
+      title: first title line; the second line is the dataset's convention and delay law.
+      against: "delay" or "mean_delay".
+      label: legend entry of a single-momentum curve.
+      asymptote: add the SGD line ``(2τ + 1)/π``.
+      constant: constant-delay SGD dataset drawn for comparison (grey).
+      residual: add a lower panel with numeric minus ``(2τ + 1)/π`` (single-momentum data).
+
+    Returns:
+      the matplotlib Figure.
+    """
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(2 if residual else 1, 1, figsize=(7.5, 7.5 if residual else 5.6), sharex=True,
+                                 squeeze=False, gridspec_kw={"height_ratios": [3, 1.2] if residual else [1]})
+        ax = axes[0, 0]
+        if constant is not None:
+            ax.plot(constant.delay, 1 / constant.threshold.isel(momentum=0), color="0.6", lw=6, alpha=0.5,
+                    solid_capstyle="butt", label=r"constant delay $\tau = \mathbb{E}[\tau]$ (numeric)")
+        plot_inverse_thresholds(ax, ds, against=against, label=label)
+        if asymptote:
+            plot_sgd_asymptote(ax, ds[against].values)
+        ax.legend(loc="upper left", ncol=2 if ds.sizes["momentum"] > 4 else 1)
+        law = "" if ds.attrs["delay_dist"] == "constant" else f";  delay ~ {ds.attrs['delay_dist']}"
+        ax.set_title(f"{title}\n{ds.attrs['convention']}{law}")
+        if residual:
+            err = 1 / ds.threshold.isel(momentum=0) - sgd_inverse_threshold_approx(ds[against])
+            axes[1, 0].plot(ds[against], err, "o-", ms=4, lw=1.5, color="tab:blue")
+            axes[1, 0].axhline(0, color="tab:orange", ls="--", lw=1.5)
+            axes[1, 0].set_ylabel("numeric − eq. 7")
+            axes[1, 0].set_xlabel(X_LABELS[against])
+            ax.set_xlabel("")
+        fig.tight_layout()
+    return fig
+
+
+def figure_script(stem: str, description: str, make_figure):
+    """Command line of a figure script: ``--smoke``, ``--undampened``, ``--out``.
+
+    Args:
+      stem: file stem; the default output is ``figures/<stem>.png``.
+      description: the ``--help`` text.
+      make_figure: ``(smoke: bool, dampening: bool) -> Figure``.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--smoke", action="store_true", help="tiny grid; writes to a temp dir unless --out")
+    parser.add_argument("--undampened", action="store_true",
+                        help="momentum v = m v + g instead of the paper's v = m v + (1-m) g")
+    parser.add_argument("--out", type=Path, default=None, help=f"PNG path (default figures/{stem}.png)")
+    args = parser.parse_args()
+    out = args.out or (Path(tempfile.gettempdir()) if args.smoke else Path("figures")) / f"{stem}.png"
+    fig = make_figure(args.smoke, not args.undampened)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=150)
+    print(f"wrote {out}")
