@@ -9,8 +9,8 @@ MOMENTA = [0.0, 0.2, 0.4, 0.6, 0.8, 0.9]
 
 
 def make_figure(smoke, dampening):
-    ds = threshold_dataset("sgdm", delays=np.arange(9 if smoke else 65), momenta=MOMENTA[::2] if smoke else MOMENTA,
-                           dampening=dampening)
+    ds = threshold_dataset("sgdm", delays=np.arange(9 if smoke else 65),
+                           momenta=MOMENTA[::2] if smoke else MOMENTA, dampening=dampening)
     return threshold_figure(ds, "Standard momentum with delay (Giladi Fig. 10)")
 
 
