@@ -81,11 +81,26 @@ class RunConfig:
 
 
 class Outcome(NamedTuple):
-    """Per-cell results: ``steps`` (T, or the step at which the run stopped), ``status``, final ``loss``."""
+    """Per-cell results: ``steps`` (T, or the step at which the run stopped), ``status``, final
+    ``loss``, and the recorded per-step ``trace`` (name → ``(C, max_steps, …)``; empty unless asked)."""
 
     steps: np.ndarray
     status: np.ndarray
     loss: np.ndarray
+    trace: dict = {}
+
+
+class StepView(NamedTuple):
+    """What a recorder sees of one step of one cell: ``w_t``, the state before, the gradient, and after."""
+
+    model: Any
+    hyper: Any
+    w: Any
+    state: Any
+    g: Any
+    w_next: Any
+    state_next: Any
+    info: dict
 
 
 class _Cells(NamedTuple):
@@ -96,6 +111,7 @@ class _Cells(NamedTuple):
     status: Any  # int8
     steps: Any  # int32
     loss: Any  # loss at `steps`
+    trace: Any  # name -> (cells, chunk_steps, ...) values recorded in the current chunk
 
 
 class _Inputs(NamedTuple):
@@ -134,6 +150,7 @@ class _Spec:
     block_cells: int
     independent_noise: bool
     mesh: Mesh
+    record: tuple = ()  # (name, recorder) pairs; recorder(StepView) -> array
 
 
 def simulate(
@@ -146,6 +163,7 @@ def simulate(
     seed: int = 0,
     uids: np.ndarray | None = None,
     config: RunConfig = RunConfig(),
+    record: dict[str, Callable[[StepView], Any]] | None = None,
     on_finished: Callable[[np.ndarray, Outcome], None] | None = None,
     description: str = "nqm",
 ) -> Outcome:
@@ -160,6 +178,9 @@ def simulate(
       seed: the noise seed.
       uids: per-cell ``uint32`` identities for ``independent_noise`` (default ``arange(C)``).
       config: run settings.
+      record: per-step diagnostics to trace, name → ``recorder(StepView) -> array`` (see
+        :mod:`nqm.diagnostics`); the trace holds ``max_steps`` entries per cell, meaningful up to
+        each cell's ``steps``.
       on_finished: called between chunks with the indices of newly finished cells and their
         results (used for checkpoints).
       description: label of the progress bar.
@@ -174,15 +195,20 @@ def simulate(
         raise NqmError(f"method {optimizer.name!r} needs hyperparameter(s) {', '.join(sorted(missing))}")
     hyper = {k: np.broadcast_to(np.asarray(hyper[k], np.float64), (cells,)) for k in optimizer.hyper._fields}
     uids = np.arange(cells, dtype=np.uint32) if uids is None else np.asarray(uids, np.uint32)
-    outcome = Outcome(np.zeros(cells, np.int32), np.zeros(cells, np.int8), np.zeros(cells, np.float64))
-    if cells == 0:
-        return outcome
+    record = tuple(sorted((record or {}).items()))
 
     with jax.enable_x64(config.x64):
         dtype = jnp.float64 if config.x64 else jnp.float32
-        layout = _layout(problem, optimizer, delay, cells, config, dtype)
+        layout = _layout(problem, optimizer, delay, cells, config, dtype, record)
         model = _model(problem, dtype)
         w0 = jnp.asarray(problem.w0, dtype)
+        traces = _trace_shapes(layout.spec, model, optimizer, w0)
+        outcome = Outcome(
+            np.zeros(cells, np.int32), np.zeros(cells, np.int8), np.zeros(cells, np.float64),
+            {name: np.full((cells, config.max_steps) + s.shape, np.nan, s.dtype) for name, s in traces.items()},
+        )
+        if cells == 0:
+            return outcome
         limits = (
             jnp.asarray(config.target, dtype),
             jnp.asarray(config.diverge_factor * problem.initial_loss, dtype),
@@ -208,7 +234,7 @@ class _Layout(NamedTuple):
     sharding: NamedSharding
 
 
-def _layout(problem, optimizer, delay, cells, config, dtype) -> _Layout:
+def _layout(problem, optimizer, delay, cells, config, dtype, record) -> _Layout:
     """Choose devices, cache blocks, batch and group sizes for a run."""
     devices = jax.devices()
     count = len(devices) if config.devices is None else config.devices
@@ -244,7 +270,7 @@ def _layout(problem, optimizer, delay, cells, config, dtype) -> _Layout:
     chunk = int(config.chunk_steps)
     if chunk < 1:
         raise NqmError(f"chunk_steps must be >= 1, got {config.chunk_steps}")
-    spec = _Spec(optimizer, int(delay), chunk, block, bool(config.independent_noise), mesh)
+    spec = _Spec(optimizer, int(delay), chunk, block, bool(config.independent_noise), mesh, record)
     return _Layout(spec, batch, group, NamedSharding(mesh, PartitionSpec(CELLS)))
 
 
@@ -270,7 +296,7 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, de
         jnp.asarray(sigma[take], dtype),
         jnp.asarray(uids[take], jnp.uint32),
     )
-    cells = _init_cells(optimizer, w0, padded >= 0, delay)
+    cells = _init_cells(spec, model, w0, padded >= 0)
     batches = [_split(tree, i * size, size, layout.sharding) for tree in (cells, inputs) for i in range(len(owner))]
     batches = list(zip(batches[: len(owner)], batches[len(owner):]))
     key = jax.random.key(seed)
@@ -282,6 +308,8 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, de
             (_advance(spec, cells_b, inputs_b, model, noise, jnp.int32(t), key, limits), inputs_b)
             for cells_b, inputs_b in batches
         ]
+        if spec.record:
+            _collect_trace(outcome.trace, batches, owner, t)
         t = min(t + spec.chunk_steps, config.max_steps)
         status = np.stack(jax.device_get([cells_b.status for cells_b, _ in batches]))
         finished = (status != RUNNING) & (owner >= 0)
@@ -301,16 +329,43 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, de
             batches, owner = _compact(batches, owner, size, layout.sharding)
 
 
-def _init_cells(optimizer, w0, active, delay) -> _Cells:
+def _init_cells(spec: _Spec, model: _Model, w0, active) -> _Cells:
     count = active.size
-    opt = jax.vmap(lambda _: optimizer.init(w0))(jnp.arange(count))
+    opt = jax.vmap(lambda _: spec.optimizer.init(w0))(jnp.arange(count))
+    shapes = _trace_shapes(spec, model, spec.optimizer, w0)
     return _Cells(
-        ring=jnp.broadcast_to(w0, (count, delay + 1, w0.size)),
+        ring=jnp.broadcast_to(w0, (count, spec.delay + 1, w0.size)),
         opt=opt,
         status=jnp.asarray(np.where(active, RUNNING, BUDGET), jnp.int8),
         steps=jnp.zeros(count, jnp.int32),
         loss=jnp.zeros(count, w0.dtype),
+        trace={n: jnp.zeros((count, spec.chunk_steps) + s.shape, s.dtype) for n, s in shapes.items()},
     )
+
+
+def _trace_shapes(spec: _Spec, model: _Model, optimizer: Optimizer, w0) -> dict:
+    """Shape and dtype of one step's value of each recorder (by tracing it once, abstractly)."""
+    if not spec.record:
+        return {}
+
+    def one_step(w0):
+        hyper = optimizer.hyper(*(w0[0] for _ in optimizer.hyper._fields))
+        state = optimizer.init(w0)
+        w_next, state_next, info = optimizer.step(hyper, state, w0, w0, 0)
+        view = StepView(model, hyper, w0, state, w0, w_next, state_next, info)
+        return {name: jnp.asarray(fn(view)) for name, fn in spec.record}
+
+    return jax.eval_shape(one_step, w0)
+
+
+def _collect_trace(trace: dict, batches, owner, t0: int):
+    """Copy the chunk's recorded values of every live cell into the host arrays."""
+    for (cells_b, _), ids in zip(batches, owner):
+        values = jax.device_get(cells_b.trace)
+        live = ids >= 0
+        for name, array in trace.items():
+            span = min(values[name].shape[1], array.shape[1] - t0)
+            array[ids[live], t0:t0 + span] = values[name][live, :span]
 
 
 def _split(tree, start, size, sharding):
@@ -374,12 +429,14 @@ def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, t0
     def advance(carry):
         k, cells = carry
         shared = None if noise is None else noise[k]
-        return k + 1, step(spec, t0 + k, cells, inputs, model, shared, key, limits)
+        cells, values = step(spec, t0 + k, cells, inputs, model, shared, key, limits)
+        trace = {n: jax.lax.dynamic_update_index_in_dim(cells.trace[n], values[n], k, 1) for n in values}
+        return k + 1, cells._replace(trace=trace)
 
     return jax.lax.while_loop(running, advance, (jnp.int32(0), cells))[1]
 
 
-def _cell_step(spec: _Spec, t, cell: _Cells, inputs: _Inputs, model: _Model, noise, key, limits) -> _Cells:
+def _cell_step(spec: _Spec, t, cell: _Cells, inputs: _Inputs, model: _Model, noise, key, limits):
     """One step of one cell: delayed noisy gradient, optimizer update, ring write, status."""
     target, diverge_loss, max_steps = limits
     slots = spec.delay + 1
@@ -389,7 +446,9 @@ def _cell_step(spec: _Spec, t, cell: _Cells, inputs: _Inputs, model: _Model, noi
         cell_key = jax.random.fold_in(jax.random.fold_in(key, 1), inputs.uid)
         noise = model.shape_noise(_normal(cell_key, t, model.lam))
     g = model.hvp(w_delayed) + inputs.sigma * noise
-    w_next, opt, _ = spec.optimizer.step(inputs.hyper, cell.opt, w, g, t)
+    w_next, opt, info = spec.optimizer.step(inputs.hyper, cell.opt, w, g, t)
+    view = StepView(model, inputs.hyper, w, cell.opt, g, w_next, opt, info)
+    values = {name: fn(view) for name, fn in spec.record}
     ring = jax.lax.dynamic_update_index_in_dim(cell.ring, w_next, (t + 1) % slots, 0)
     loss = model.loss(w_next)
     status = jnp.where(
@@ -403,7 +462,8 @@ def _cell_step(spec: _Spec, t, cell: _Cells, inputs: _Inputs, model: _Model, noi
         status=jnp.where(live, status, cell.status),
         steps=jnp.where(live, t + 1, cell.steps),
         loss=jnp.where(live, loss, cell.loss),
-    )
+        trace=cell.trace,
+    ), values
 
 
 class _NoBar:

@@ -126,7 +126,7 @@ def _grouping(group):
 
 def _segment_cosine(labels_for, count):
     def cosine(g, v, eps):
-        labels = jnp.asarray(labels_for(g.shape[-1]))
+        labels = jnp.asarray(labels_for(g.shape[-1]), jnp.int32)
         sums = [jax.ops.segment_sum(x, labels, num_segments=count) for x in (g * v, g * g, v * v)]
         return _ratio(*sums, eps)[labels]
 

@@ -1,0 +1,7 @@
+"""``python -m nqm`` is the ``nqm`` command."""
+
+import sys
+
+from nqm.cli import main
+
+sys.exit(main())

@@ -1,0 +1,228 @@
+"""Command line: ``nqm sweep | plot | threshold | bench`` (also ``python -m nqm``).
+
+Bad input ends with one line ``nqm: error: …`` on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from nqm.errors import NqmError
+
+_METHODS = ("sgdm", "ab", "shifted")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line instead of usage + message
+        raise NqmError(f"{message} (see '{self.prog} --help')")
+
+
+def values(text: str) -> list[float]:
+    """One CLI value: a number, ``geom:START:STOP:NUM`` or ``lin:START:STOP:NUM``."""
+    kind, _, rest = text.partition(":")
+    if not rest:
+        try:
+            return [float(text)]
+        except ValueError:
+            raise NqmError(f"{text!r} is not a number, geom:START:STOP:NUM or lin:START:STOP:NUM") from None
+    parts = rest.split(":")
+    try:
+        start, stop, num = float(parts[0]), float(parts[1]), int(parts[2])
+        if len(parts) != 3 or num < 1:
+            raise ValueError
+    except (ValueError, IndexError):
+        raise NqmError(f"{text!r}: write {kind}:START:STOP:NUM with NUM a positive integer") from None
+    if kind == "geom":
+        if start <= 0 or stop <= 0:
+            raise NqmError(f"{text!r}: a geometric range needs START > 0 and STOP > 0")
+        return list(np.geomspace(start, stop, num))
+    if kind == "lin":
+        return list(np.linspace(start, stop, num))
+    raise NqmError(f"{text!r}: unknown range {kind!r}; use geom:START:STOP:NUM or lin:START:STOP:NUM")
+
+
+def _joined(items: list[str] | None) -> list[float] | None:
+    return None if items is None else [x for item in items for x in values(item)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="nqm", description="Noisy Quadratic Model under gradient delay.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("sweep", help="steps to target over a hyperparameter grid → netCDF (+ heatmap)")
+    s.add_argument("--method", choices=_METHODS, default="sgdm")
+    grid = s.add_argument_group("grid (each takes numbers, geom:START:STOP:NUM or lin:START:STOP:NUM)")
+    grid.add_argument("--lr", nargs="+", required=True, metavar="V")
+    grid.add_argument("--momentum", nargs="+", required=True, metavar="V")
+    grid.add_argument("--delay", nargs="+", default=["0"], metavar="D")
+    grid.add_argument("--noise", nargs="+", default=["0"], metavar="S")
+    grid.add_argument("--rho", nargs="+", default=None, metavar="R", help="AB braking coefficient (default 0.5)")
+    grid.add_argument("--seed", nargs="+", default=["0"], metavar="S")
+    ab = s.add_argument_group("Adaptive Braking")
+    ab.add_argument("--group", default=None, help="global (default) | element | blocks:K")
+    ab.add_argument("--micro-steps", type=int, default=None, metavar="S")
+    ab.add_argument("--ab-mode", choices=("both", "vel-only", "weight-only"), default=None)
+    ab.add_argument("--alpha-min", type=float, default=None, help="clamp α >= this (e.g. 0)")
+    ab.add_argument("--alpha-max", type=float, default=None, help="clamp α <= this (e.g. 1)")
+    ab.add_argument("--eps", type=float, default=None, help="floor of ‖g‖‖v‖ (default 1e-12)")
+    s.add_argument("--dampening", action="store_true", help="v = m v + (1-m) g (Giladi et al.)")
+    _problem_arguments(s)
+    run = s.add_argument_group("run")
+    run.add_argument("--target", type=float, default=0.01)
+    run.add_argument("--max-steps", type=int, default=100_000)
+    run.add_argument("--x64", action="store_true", help="simulate in float64")
+    run.add_argument("--independent-noise", action="store_true", help="noise drawn per cell, not shared")
+    run.add_argument("--chunk-steps", type=int, default=1000)
+    run.add_argument("--devices", type=int, default=None, help="devices to shard over (default all)")
+    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
+    s.add_argument("--out", required=True, help="result file (netCDF)")
+    s.add_argument("--plot", default=None, metavar="FIGURE", help="also write a heatmap (PNG/PDF/SVG)")
+    s.add_argument("--threshold", action="store_true", help="overlay the linear-stability threshold on --plot")
+
+    p = sub.add_parser("plot", help="heatmap of a saved sweep")
+    p.add_argument("result")
+    p.add_argument("--out", required=True)
+    p.add_argument("--threshold", action="store_true", help="overlay the linear-stability threshold")
+
+    t = sub.add_parser("threshold", help="characteristic-polynomial stability thresholds x* = a·η*")
+    t.add_argument("--method", choices=("sgd", "sgdm", "shifted"), default="sgdm")
+    t.add_argument("--delay", nargs="+", default=None, metavar="T")
+    t.add_argument("--momentum", nargs="+", default=["0"], metavar="M")
+    t.add_argument("--dampening", action="store_true", help="v = m v + (1-m) g (Giladi et al.)")
+    t.add_argument("--delay-dist", default=None, metavar="DIST", help="uniform:A:B | gaussian:MU")
+    t.add_argument("--out", default=None, help="netCDF file for the table")
+
+    b = sub.add_parser("bench", help="throughput against a fused-update probe and a numpy loop")
+    b.add_argument("--cells", type=int, default=256)
+    b.add_argument("--dim", type=int, default=10_000)
+    b.add_argument("--steps", type=int, default=400)
+    b.add_argument("--quick", action="store_true", help="a small, fast configuration (for CI)")
+    return parser
+
+
+def _problem_arguments(s):
+    g = s.add_argument_group("problem")
+    g.add_argument("--spectrum", choices=("zhang", "loguniform"), default="zhang")
+    g.add_argument("--dim", type=int, default=10_000, help="N (default 10000)")
+    g.add_argument("--lo", type=float, default=1e-4, help="smallest eigenvalue of loguniform")
+    g.add_argument("--hi", type=float, default=1.0, help="largest eigenvalue of loguniform")
+    g.add_argument("--eigenvalues", nargs="+", type=float, default=None, metavar="E", help="explicit spectrum")
+    g.add_argument("--rotate", type=int, default=None, metavar="SEED", help="random rotation of H")
+
+
+def _problem(args):
+    from nqm import problem
+
+    if args.eigenvalues is not None:
+        p = problem.explicit(args.eigenvalues)
+    elif args.spectrum == "loguniform":
+        p = problem.loguniform(args.dim, args.lo, args.hi)
+    else:
+        p = problem.zhang(args.dim)
+    return p.with_rotation(args.rotate)
+
+
+def _sweep(args):
+    import nqm
+    from nqm.sweep import check_writable
+
+    check_writable(args.out)
+    if args.plot:
+        check_writable(args.plot)
+    partial = args.out + ".partial"
+    if args.restart and os.path.exists(partial):
+        os.remove(partial)
+    ds = nqm.sweep(
+        args.method,
+        lr=_joined(args.lr), momentum=_joined(args.momentum), delay=_joined(args.delay),
+        noise=_joined(args.noise), rho=_joined(args.rho), seed=_joined(args.seed),
+        problem=_problem(args),
+        group=args.group, micro_steps=args.micro_steps, mode=args.ab_mode,
+        alpha_min=args.alpha_min, alpha_max=args.alpha_max, eps=args.eps, dampening=args.dampening or None,
+        target=args.target, max_steps=args.max_steps, x64=args.x64, independent_noise=args.independent_noise,
+        chunk_steps=args.chunk_steps, devices=args.devices, progress=not args.no_progress,
+        checkpoint=partial,
+    )
+    nqm.save(ds, args.out)
+    os.remove(partial)
+    _summary(ds)
+    print(f"wrote {args.out}")
+    if args.plot:
+        _plot(ds, args.plot, args.threshold)
+
+
+def _summary(ds):
+    from nqm.sweep import t_star
+
+    status = ds.status.values
+    print(f"{status.size} cells: {int((status == 1).sum())} reached the target, "
+          f"{int((status == -1).sum())} diverged, {int((status == 0).sum())} ran out of budget; "
+          f"T* = {t_star(ds):,.0f}")
+
+
+def _plot(ds, path, threshold):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from nqm.plots.heatmap import plot_heatmaps
+    from nqm.sweep import check_writable
+
+    check_writable(path)
+    fig = plot_heatmaps(ds, threshold=threshold)
+    try:
+        fig.savefig(path, dpi=150)
+    except (OSError, ValueError) as exc:
+        raise NqmError(f"cannot write figure {path}: {exc}") from None
+    print(f"wrote {path}")
+
+
+def _threshold(args):
+    from nqm import stability
+
+    if args.out:
+        from nqm.sweep import check_writable
+
+        check_writable(args.out)
+    ds = stability.threshold_dataset(
+        args.method, delays=_joined(args.delay), momenta=_joined(args.momentum),
+        dampening=args.dampening, delay_dist=args.delay_dist,
+    )
+    print(ds.threshold.to_pandas().to_string(float_format=lambda x: f"{x:.6g}"))
+    if args.out:
+        from nqm.sweep import save
+
+        save(ds, args.out)
+        print(f"wrote {args.out}")
+
+
+def _bench(args):
+    from nqm import bench
+
+    bench.main(cells=args.cells, dim=args.dim, steps=args.steps, quick=args.quick)
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "plot":
+            from nqm import load
+
+            _plot(load(args.result), args.out, args.threshold)
+        else:
+            {"sweep": _sweep, "threshold": _threshold, "bench": _bench}[args.command](args)
+    except NqmError as exc:
+        print(f"nqm: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("nqm: interrupted; run the same command again to resume from the checkpoint", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
