@@ -33,7 +33,7 @@ _one_device_per_core()
 from nqm.engine import BUDGET, DIVERGED, REACHED, RunConfig, simulate  # noqa: E402
 from nqm.errors import NqmError  # noqa: E402
 from nqm.problem import Problem, explicit, loguniform, zhang  # noqa: E402
-from nqm.sweep import load, save, sweep  # noqa: E402
+from nqm.sweeps import load, save, sweep  # noqa: E402
 from nqm.plots.heatmap import plot_heatmaps  # noqa: E402
 
 __all__ = [

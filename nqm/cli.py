@@ -129,7 +129,7 @@ def _problem(args):
 
 def _sweep(args):
     import nqm
-    from nqm.sweep import check_writable
+    from nqm.sweeps import check_writable
 
     check_writable(args.out)
     if args.plot:
@@ -157,7 +157,7 @@ def _sweep(args):
 
 
 def _summary(ds):
-    from nqm.sweep import t_star
+    from nqm.sweeps import t_star
 
     status = ds.status.values
     print(f"{status.size} cells: {int((status == 1).sum())} reached the target, "
@@ -170,7 +170,7 @@ def _plot(ds, path, threshold):
 
     matplotlib.use("Agg")
     from nqm.plots.heatmap import plot_heatmaps
-    from nqm.sweep import check_writable
+    from nqm.sweeps import check_writable
 
     check_writable(path)
     fig = plot_heatmaps(ds, threshold=threshold)
@@ -185,7 +185,7 @@ def _threshold(args):
     from nqm import stability
 
     if args.out:
-        from nqm.sweep import check_writable
+        from nqm.sweeps import check_writable
 
         check_writable(args.out)
     ds = stability.threshold_dataset(
@@ -194,7 +194,7 @@ def _threshold(args):
     )
     print(ds.threshold.to_pandas().to_string(float_format=lambda x: f"{x:.6g}"))
     if args.out:
-        from nqm.sweep import save
+        from nqm.sweeps import save
 
         save(ds, args.out)
         print(f"wrote {args.out}")

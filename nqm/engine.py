@@ -244,16 +244,15 @@ def _layout(problem, optimizer, delay, cells, config, dtype, record) -> _Layout:
     itemsize = jnp.dtype(dtype).itemsize
     state = jax.eval_shape(optimizer.init, jax.ShapeDtypeStruct((problem.dim,), dtype))
     cell_bytes = itemsize * ((delay + 1) * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state)))
-    per_device = math.ceil(cells / count)
     if config.block_cells is not None:
         block = config.block_cells
     elif devices[0].platform == "cpu":
-        # Keep a block's working set inside ~1 MiB of a core's L2 cache. At least 2: XLA compiles
-        # a block of one cell differently (the unit axis is squeezed away) and rounding changes.
-        block = 2 ** int(math.log2(max(2, (1 << 20) // cell_bytes)))
-        block = max(2, min(block, 1 << math.ceil(math.log2(per_device))))
+        # Keep a block's working set inside ~1 MiB of a core's L2 cache. The block never depends
+        # on the grid: XLA's code (hence rounding) for a block changes with its shape, and one
+        # cell or large blocks of small cells compile differently; 2..8 cells all agree.
+        block = 2 ** int(math.log2(min(8, max(2, (1 << 20) // cell_bytes))))
     else:
-        block = per_device
+        block = math.ceil(cells / count)  # accelerators: one vectorised block per device
     if block < 1:
         raise NqmError(f"block_cells must be >= 1, got {block}")
     unit = count * block

@@ -12,7 +12,7 @@ import xarray as xr
 
 from nqm.engine import BUDGET, DIVERGED, REACHED
 from nqm.errors import NqmError
-from nqm.sweep import t_star
+from nqm.sweeps import t_star
 
 PANEL_DIMS = ("delay", "noise", "rho")
 METHOD_NAMES = {"sgdm": "SGDM", "ab": "Adaptive Braking", "shifted": "shifted momentum"}
