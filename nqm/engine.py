@@ -324,8 +324,8 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, de
         bar.set_postfix_str(f"running {running}/{len(index)} cells", refresh=False)
         if running == 0:
             break
-        if config.compaction and math.ceil(running / size) < len(batches):
-            batches, owner = _compact(batches, owner, size, layout.sharding)
+        if config.compaction and _worth_compacting(owner, layout):
+            batches, owner = _compact(batches, owner, layout)
 
 
 def _init_cells(spec: _Spec, model: _Model, w0, active) -> _Cells:
@@ -371,16 +371,39 @@ def _split(tree, start, size, sharding):
     return jax.tree.map(lambda x: jax.device_put(x[start:start + size], sharding), tree)
 
 
-def _compact(batches, owner, size, sharding):
-    """Repack the running cells into as few batches as they need (padding with finished cells)."""
+def _shards(owner, layout):
+    """``owner`` as (batch, device, block, cell-in-block)."""
+    devices = layout.sharding.mesh.size
+    return owner.reshape(len(owner), devices, -1, layout.spec.block_cells)
+
+
+def _worth_compacting(owner, layout) -> bool:
+    """Repack once a tenth of the blocks still stepping could be freed (a block costs a full
+    block's work while any of its cells runs; a block with none is skipped)."""
+    busy = int((_shards(owner, layout) >= 0).any(-1).sum())
+    needed = math.ceil(int((owner >= 0).sum()) / layout.spec.block_cells)
+    return needed <= 0.9 * busy
+
+
+def _compact(batches, owner, layout):
+    """Repack the running cells densely into blocks, spread evenly over batches and devices.
+
+    Slots are filled in the order (cell in shard, batch, device), so every device's share of
+    every batch holds its running cells first; the blocks behind them hold only finished cells
+    (from the same batches) and cost nothing.
+    """
+    size = layout.batch_cells
     flat_owner = owner.reshape(-1)
     running = np.flatnonzero(flat_owner >= 0)
-    pad = np.flatnonzero(flat_owner < 0)[: -len(running) % size]
-    order = np.concatenate([running, pad])
+    count = math.ceil(len(running) / size)
+    devices = layout.sharding.mesh.size
+    slots = np.arange(count * size).reshape(count, devices, size // devices).transpose(2, 0, 1).reshape(-1)
+    order = np.empty(count * size, np.int64)
+    order[slots[: len(running)]] = running
+    order[slots[len(running):]] = np.flatnonzero(flat_owner < 0)[: count * size - len(running)]
     merged = jax.tree.map(lambda *xs: jnp.concatenate(xs), *batches)
     picked = jax.tree.map(lambda x: x[order], merged)
-    count = len(order) // size
-    new = [(_split(picked[0], i * size, size, sharding), _split(picked[1], i * size, size, sharding)) for i in range(count)]
+    new = [tuple(_split(tree, i * size, size, layout.sharding) for tree in picked) for i in range(count)]
     return new, flat_owner[order].reshape(count, size)
 
 

@@ -284,3 +284,33 @@ class _Checkpointer:
         if force or time.monotonic() - self.last >= self.every:
             save(self.result, self.path)
             self.last, self.dirty = time.monotonic(), False
+
+
+def linear_stability_agreement(ds: xr.Dataset, band: float = 0.03) -> dict:
+    """How often the simulation agrees with the linear stability threshold (DESIGN.md §3).
+
+    For every cell with ``lr`` outside ``η*(D, m)·[1 − band, 1 + band]`` the linear theory
+    predicts convergence (below) or divergence (above); a cell agrees when its status is not −1
+    below, and −1 above. ``η* = x*/λ_max`` for the sweep's method (SGDM or shifted momentum;
+    AB is compared with SGDM's threshold) and momentum convention.
+
+    Returns:
+      ``{"fraction": agreeing / compared, "compared": …, "in_band": …, "stable": …, "unstable": …}``.
+    """
+    from nqm import stability
+
+    method = "shifted" if ds.attrs.get("method") == "shifted" else "sgdm"
+    eta = stability.threshold(method, ds.delay.values, ds.momentum.values, dampening=bool(ds.attrs.get("dampening", 0)))
+    eta_star = xr.DataArray(eta / float(ds.attrs["lam_max"]), coords={"delay": ds.delay, "momentum": ds.momentum})
+    ratio = ds.lr / eta_star
+    stable, unstable = ratio < 1 - band, ratio > 1 + band
+    diverged = ds.status == engine.DIVERGED
+    agree = (stable & ~diverged) | (unstable & diverged)
+    compared = int((stable | unstable).sum())
+    return {
+        "fraction": float(agree.sum()) / compared if compared else float("nan"),
+        "compared": compared,
+        "in_band": int(ds.status.size - compared),
+        "stable": int(stable.broadcast_like(ds.status).sum()),
+        "unstable": int(unstable.broadcast_like(ds.status).sum()),
+    }

@@ -1,0 +1,158 @@
+"""``nqm bench``: engine throughput against a fused-update probe and a plain numpy loop, in one run.
+
+An *element-step* advances one eigencomponent of one cell by one step. Printed: a table, then,
+as the last line, one JSON object with the measured rates and their ratios.
+
+* ``probe``: the minimal jitted, vmapped heavy-ball update ``v = m v + λ⊙w; w = w − η v`` over
+  the same cells × N, no delay, noise or loss: the practical roofline for this work.
+  ``probe_tiled`` is the same update with the engine's layout (cache blocks, one shard per
+  device), for reference.
+* ``numpy``: the loop a researcher writes by hand (SGDM with delay and noise, one cell at a
+  time), timed on a few cells and scaled.
+* ``sgdm`` / ``ab``: the engine on a noisy delayed grid for a fixed number of steps.
+* ``early exit``: a grid whose cells stop at very different steps; its efficiency is the useful
+  work Σ_cells T_cell · N divided by what the elapsed time buys at the full-grid SGDM rate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import nqm
+from nqm import engine
+from nqm.optimizers import make
+
+DELAY, NOISE = 8, 0.01
+
+
+def probe_rate(lam, cells: int, steps: int, tiled: bool) -> float:
+    """Element-steps per second of the bare fused momentum update."""
+    n = lam.size
+    lr = jnp.linspace(0.1, 1.0, cells, dtype=jnp.float32)[:, None]
+    momentum = jnp.full((cells, 1), 0.9, jnp.float32)
+
+    def run(w, v, lr, momentum):
+        def body(_, carry):
+            w, v = carry
+            v = momentum * v + lam * w
+            return w - lr * v, v
+
+        return jax.lax.fori_loop(0, steps, body, (w, v))
+
+    if tiled:
+        devices = jax.devices()
+        mesh = jax.sharding.Mesh(np.array(devices), ("cells",))
+        block = 8
+        spec = jax.sharding.PartitionSpec("cells")
+
+        def per_device(w, v, lr, momentum):
+            shape = lambda x: x.reshape((-1, block) + x.shape[1:])
+            out = jax.lax.map(lambda a: run(*a), (shape(w), shape(v), shape(lr), shape(momentum)))
+            return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), out)
+
+        fn = jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=spec, out_specs=spec))
+    else:
+        fn = jax.jit(run)
+    w, v = jnp.ones((cells, n), jnp.float32), jnp.zeros((cells, n), jnp.float32)
+    jax.block_until_ready(fn(w, v, lr, momentum))
+    best = np.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(w, v, lr, momentum))
+        best = min(best, time.perf_counter() - start)
+    return cells * n * steps / best
+
+
+def numpy_rate(lam: np.ndarray, cells: int, steps: int) -> float:
+    """Element-steps per second of a hand-written numpy loop (SGDM, delay D, noise σ), per cell."""
+    rng = np.random.default_rng(0)
+    sqrt_lam = np.sqrt(lam)
+    start = time.perf_counter()
+    for lr in np.linspace(0.1, 0.5, cells):
+        history = [np.ones_like(lam) for _ in range(DELAY + 1)]
+        w, v = np.ones_like(lam), np.zeros_like(lam)
+        for _ in range(steps):
+            g = lam * history[0] + NOISE * sqrt_lam * rng.standard_normal(lam.size)
+            v = 0.9 * v + g
+            w = w - lr * v
+            history = history[1:] + [w]
+            if 0.5 * np.dot(lam, w * w) < 0.01:
+                break
+    return cells * lam.size * steps / (time.perf_counter() - start)
+
+
+def engine_rate(problem, method: str, cells: int, steps: int, chunk: int) -> float:
+    """Element-steps per second of the engine over a fixed number of steps (no early exit)."""
+    hyper = {"lr": np.geomspace(0.001, 0.02, cells), "momentum": np.full(cells, 0.9), "rho": np.full(cells, 0.5)}
+    config = engine.RunConfig(target=-1.0, diverge_factor=np.inf, chunk_steps=chunk, progress=False)
+    optimizer = make(method, delay=DELAY)
+    run = lambda n: engine.simulate(problem, optimizer, hyper, np.full(cells, NOISE), delay=DELAY,
+                                    config=dataclasses.replace(config, max_steps=n))
+    run(chunk)  # compile
+    start = time.perf_counter()
+    run(steps)
+    return cells * problem.dim * steps / (time.perf_counter() - start)
+
+
+def early_exit(problem, cells: int, budget: int, chunk: int, full_rate: float) -> tuple[float, dict]:
+    """Efficiency of a grid whose cells finish between a few and ``budget`` steps."""
+    side = int(round(np.sqrt(cells)))
+    lr, m = np.meshgrid(np.geomspace(0.02, 4.0, side), np.linspace(0.0, 0.95, cells // side))
+    hyper = {"lr": lr.ravel(), "momentum": m.ravel()}
+    config = engine.RunConfig(max_steps=budget, chunk_steps=chunk, progress=False)
+    optimizer = make("sgdm", delay=DELAY)
+    sigma = np.full(lr.size, NOISE)
+    engine.simulate(problem, optimizer, hyper, sigma, delay=DELAY, config=dataclasses.replace(config, max_steps=chunk))
+    start = time.perf_counter()
+    out = engine.simulate(problem, optimizer, hyper, sigma, delay=DELAY, config=config)
+    elapsed = time.perf_counter() - start
+    useful = float(out.steps.sum()) * problem.dim
+    counts = {"reached": int((out.status == 1).sum()), "diverged": int((out.status == -1).sum()),
+              "budget": int((out.status == 0).sum()), "steps_min": int(out.steps.min()), "steps_max": int(out.steps.max())}
+    return useful / (elapsed * full_rate), counts
+
+
+def main(cells: int = 256, dim: int = 10_000, steps: int = 400, quick: bool = False) -> dict:
+    if quick:
+        cells, dim, steps = 32, 2000, 200
+    problem = nqm.zhang(dim)
+    lam = jnp.asarray(problem.eigenvalues, jnp.float32)
+    chunk = max(steps // 2, 50)
+    rates = {
+        "probe": probe_rate(lam, cells, steps, tiled=False),
+        "probe_tiled": probe_rate(lam, cells, steps, tiled=True),
+        "numpy": numpy_rate(problem.eigenvalues, cells=2, steps=max(steps // 4, 20)),
+        "sgdm": engine_rate(problem, "sgdm", cells, steps, chunk),
+        "ab": engine_rate(problem, "ab", cells, steps, chunk),
+    }
+    efficiency, counts = early_exit(problem, cells, budget=40 * steps, chunk=chunk, full_rate=rates["sgdm"])
+    devices = jax.devices()
+    print(f"nqm bench: {cells} cells x N={dim}, D={DELAY}, sigma={NOISE}, {steps} steps, "
+          f"{len(devices)} {devices[0].platform} device(s)")
+    print(f"{'':<22}{'elem-steps/s':>14}{'vs probe':>10}")
+    for name, rate in rates.items():
+        print(f"{name:<22}{rate:>14.3e}{rate / rates['probe']:>10.3f}")
+    print(f"early exit: efficiency {efficiency:.3f} over {counts}")
+    result = {
+        "probe_elem_steps_per_s": rates["probe"],
+        "probe_tiled_elem_steps_per_s": rates["probe_tiled"],
+        "numpy_elem_steps_per_s": rates["numpy"],
+        "sgdm_elem_steps_per_s": rates["sgdm"],
+        "ab_elem_steps_per_s": rates["ab"],
+        "sgdm_vs_probe": rates["sgdm"] / rates["probe"],
+        "ab_vs_probe": rates["ab"] / rates["probe"],
+        "sgdm_vs_probe_tiled": rates["sgdm"] / rates["probe_tiled"],
+        "sgdm_vs_numpy": rates["sgdm"] / rates["numpy"],
+        "early_exit_efficiency": efficiency,
+        "cells": cells, "dim": dim, "steps": steps, "delay": DELAY, "noise": NOISE,
+        "devices": len(devices),
+        "backend": devices[0].platform,
+    }
+    print(json.dumps(result))
+    return result
