@@ -300,16 +300,19 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, de
     batches = list(zip(batches[: len(owner)], batches[len(owner):]))
     key = jax.random.key(seed)
     bar.reset(total=config.max_steps)
-    t = 0
+    t, chunk = 0, 0
     while batches and t < config.max_steps:
+        # The first chunks are short, so that cells which stop early (often most divergent
+        # ones) are compacted away soon; the length is an argument, not a new compilation.
+        length = min(max(1, spec.chunk_steps >> max(0, 4 - chunk)), config.max_steps - t)
         noise = None if spec.independent_noise else _common_noise(key, t, model, spec.chunk_steps)
         batches = [
-            (_advance(spec, cells_b, inputs_b, model, noise, jnp.int32(t), key, limits), inputs_b)
+            (_advance(spec, cells_b, inputs_b, model, noise, jnp.int32(t), jnp.int32(length), key, limits), inputs_b)
             for cells_b, inputs_b in batches
         ]
         if spec.record:
-            _collect_trace(outcome.trace, batches, owner, t)
-        t = min(t + spec.chunk_steps, config.max_steps)
+            _collect_trace(outcome.trace, batches, owner, t, length)
+        t, chunk = t + length, chunk + 1
         status = np.stack(jax.device_get([cells_b.status for cells_b, _ in batches]))
         finished = (status != RUNNING) & (owner >= 0)
         if finished.any():
@@ -357,14 +360,13 @@ def _trace_shapes(spec: _Spec, model: _Model, optimizer: Optimizer, w0) -> dict:
     return jax.eval_shape(one_step, w0)
 
 
-def _collect_trace(trace: dict, batches, owner, t0: int):
+def _collect_trace(trace: dict, batches, owner, t0: int, length: int):
     """Copy the chunk's recorded values of every live cell into the host arrays."""
     for (cells_b, _), ids in zip(batches, owner):
         values = jax.device_get(cells_b.trace)
         live = ids >= 0
         for name, array in trace.items():
-            span = min(values[name].shape[1], array.shape[1] - t0)
-            array[ids[live], t0:t0 + span] = values[name][live, :span]
+            array[ids[live], t0:t0 + length] = values[name][live, :length]
 
 
 def _split(tree, start, size, sharding):
@@ -401,7 +403,8 @@ def _compact(batches, owner, layout):
     order = np.empty(count * size, np.int64)
     order[slots[: len(running)]] = running
     order[slots[len(running):]] = np.flatnonzero(flat_owner < 0)[: count * size - len(running)]
-    merged = jax.tree.map(lambda *xs: jnp.concatenate(xs), *batches)
+    # On the host: a plain copy, with no compilation for each new number of cells.
+    merged = jax.tree.map(lambda *xs: np.concatenate(xs), *jax.device_get(batches))
     picked = jax.tree.map(lambda x: x[order], merged)
     new = [tuple(_split(tree, i * size, size, layout.sharding) for tree in picked) for i in range(count)]
     return new, flat_owner[order].reshape(count, size)
@@ -418,15 +421,15 @@ def _normal(key, t, like):
 
 
 @functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
-def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, t0, key, limits) -> _Cells:
-    """Advance a batch of cells by up to ``spec.chunk_steps`` steps from step ``t0``."""
+def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, t0, length, key, limits) -> _Cells:
+    """Advance a batch of cells by up to ``length ≤ spec.chunk_steps`` steps from step ``t0``."""
     replicated, sharded = PartitionSpec(), PartitionSpec(CELLS)
 
-    def per_device(cells, inputs, model, noise, t0, key, limits):
+    def per_device(cells, inputs, model, noise, t0, length, key, limits):
         count = cells.status.shape[0]
         blocks = count // spec.block_cells
         to_blocks = lambda x: x.reshape((blocks, spec.block_cells) + x.shape[1:])
-        advance = lambda args: _advance_block(spec, *args, model, noise, t0, key, limits)
+        advance = lambda args: _advance_block(spec, *args, model, noise, t0, length, key, limits)
         if blocks == 1:
             return advance((cells, inputs))
         out = jax.lax.map(advance, jax.tree.map(to_blocks, (cells, inputs)))
@@ -435,18 +438,18 @@ def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, 
     return jax.shard_map(
         per_device,
         mesh=spec.mesh,
-        in_specs=(sharded, sharded, replicated, replicated, replicated, replicated, replicated),
+        in_specs=(sharded, sharded, replicated, replicated, replicated, replicated, replicated, replicated),
         out_specs=sharded,
-    )(cells, inputs, model, noise, t0, key, limits)
+    )(cells, inputs, model, noise, t0, length, key, limits)
 
 
-def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, t0, key, limits) -> _Cells:
-    """The loop: at most ``chunk_steps`` steps of a block of cells, leaving when all are done."""
+def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, t0, length, key, limits) -> _Cells:
+    """The loop: at most ``length`` steps of a block of cells, leaving when all are done."""
     step = jax.vmap(_cell_step, in_axes=(None, None, 0, 0, None, None, None, None))
 
     def running(carry):
         k, cells = carry
-        return (k < spec.chunk_steps) & jnp.any(cells.status == RUNNING)
+        return (k < length) & jnp.any(cells.status == RUNNING)
 
     def advance(carry):
         k, cells = carry
