@@ -128,6 +128,7 @@ class _Model(NamedTuple):
     lam: Any  # (N,) eigenvalues
     hessian: Any  # (N, N) dense H, or None when axis-aligned
     noise_map: Any  # (N, N) Q diag(√λ), or (N,) √λ when axis-aligned
+    basis: Any  # (N, N) eigenvectors Q, or None when axis-aligned
 
     def hvp(self, w):
         return self.lam * w if self.hessian is None else self.hessian @ w
@@ -277,9 +278,10 @@ def _model(problem: Problem, dtype) -> _Model:
     lam = jnp.asarray(problem.eigenvalues, dtype)
     q = problem.rotation
     if q is None:
-        return _Model(lam, None, jnp.sqrt(lam))
+        return _Model(lam, None, jnp.sqrt(lam), None)
     hessian = (q * problem.eigenvalues) @ q.T
-    return _Model(lam, jnp.asarray(hessian, dtype), jnp.asarray(q * np.sqrt(problem.eigenvalues), dtype))
+    root = q * np.sqrt(problem.eigenvalues)
+    return _Model(lam, jnp.asarray(hessian, dtype), jnp.asarray(root, dtype), jnp.asarray(q, dtype))
 
 
 def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, delay,
