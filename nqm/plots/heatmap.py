@@ -40,6 +40,7 @@ def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
     panel = panel.transpose("momentum", "lr")
     lr_edges = _edges(panel.lr.values, log=True)
     m_edges = _edges(panel.momentum.values, log=False)
+    m_edges[-1] = min(m_edges[-1], 1.0)  # momentum < 1: do not draw cells past it
     status, steps = panel.status.values, panel.steps.values.astype(float)
     failed = np.ma.masked_where(status == REACHED, (status == DIVERGED).astype(float))
     ax.pcolormesh(lr_edges, m_edges, failed, cmap=mcolors.ListedColormap(["white", "black"]), vmin=0, vmax=1)
