@@ -33,6 +33,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from nqm.errors import NqmError
@@ -201,7 +202,8 @@ def simulate(
     with jax.enable_x64(config.x64):
         dtype = jnp.float64 if config.x64 else jnp.float32
         layout = _layout(problem, optimizer, delay, cells, config, dtype, record)
-        model = _model(problem, dtype)
+        replicated = NamedSharding(layout.sharding.mesh, PartitionSpec())
+        model = _put(_model(problem, dtype), replicated)
         w0 = jnp.asarray(problem.w0, dtype)
         traces = _trace_shapes(layout.spec, model, optimizer, w0)
         outcome = Outcome(
@@ -210,11 +212,12 @@ def simulate(
         )
         if cells == 0:
             return outcome
-        limits = (
-            jnp.asarray(config.target, dtype),
-            jnp.asarray(config.diverge_factor * problem.initial_loss, dtype),
-            jnp.asarray(config.max_steps, jnp.int32),
-        )
+        limits = _put((
+            np.asarray(config.target, dtype),
+            np.asarray(config.diverge_factor * problem.initial_loss, dtype),
+            np.asarray(config.max_steps, np.int32),
+        ), replicated)
+        seed = _put(np.asarray(seed, np.uint32), replicated)
         groups = range(0, cells, layout.group_cells)
         with _progress(config, description) as bar:
             for number, start in enumerate(groups):
@@ -293,32 +296,30 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, de
     owner = padded.reshape(-1, size)
     take = np.where(padded < 0, index[0], padded)
     inputs = _Inputs(
-        optimizer.hyper(**{k: jnp.asarray(v[take], dtype) for k, v in hyper.items()}),
-        jnp.asarray(sigma[take], dtype),
-        jnp.asarray(uids[take], jnp.uint32),
+        optimizer.hyper(**{k: v[take].astype(dtype) for k, v in hyper.items()}),
+        sigma[take].astype(dtype),
+        uids[take],
     )
     cells = _init_cells(spec, model, w0, padded >= 0)
-    batches = [_split(tree, i * size, size, layout.sharding) for tree in (cells, inputs) for i in range(len(owner))]
-    batches = list(zip(batches[: len(owner)], batches[len(owner):]))
-    key = jax.random.key(seed)
+    batches = [tuple(_split(tree, i * size, size, layout.sharding) for tree in (cells, inputs)) for i in range(len(owner))]
     bar.reset(total=config.max_steps)
     t, chunk = 0, 0
     while batches and t < config.max_steps:
         # The first chunks are short, so that cells which stop early (often most divergent
         # ones) are compacted away soon; the length is an argument, not a new compilation.
         length = min(max(1, spec.chunk_steps >> max(0, 4 - chunk)), config.max_steps - t)
-        noise = None if spec.independent_noise else _common_noise(key, t, model, spec.chunk_steps)
+        noise = None if spec.independent_noise else _common_noise(seed, t, model, spec.chunk_steps)
         batches = [
-            (_advance(spec, cells_b, inputs_b, model, noise, jnp.int32(t), jnp.int32(length), key, limits), inputs_b)
+            (_advance(spec, cells_b, inputs_b, model, noise, jnp.int32(t), jnp.int32(length), seed, limits), inputs_b)
             for cells_b, inputs_b in batches
         ]
         if spec.record:
             _collect_trace(outcome.trace, batches, owner, t, length)
         t, chunk = t + length, chunk + 1
-        status = np.stack(jax.device_get([cells_b.status for cells_b, _ in batches]))
+        status = np.stack(_fetch([cells_b.status for cells_b, _ in batches]))
         finished = (status != RUNNING) & (owner >= 0)
         if finished.any():
-            steps, loss = (np.stack(jax.device_get([getattr(c, f) for c, _ in batches])) for f in ("steps", "loss"))
+            steps, loss = (np.stack(_fetch([getattr(c, f) for c, _ in batches])) for f in ("steps", "loss"))
             ids = owner[finished]
             outcome.steps[ids], outcome.status[ids], outcome.loss[ids] = steps[finished], status[finished], loss[finished]
             if on_finished is not None:
@@ -334,16 +335,17 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, de
 
 
 def _init_cells(spec: _Spec, model: _Model, w0, active) -> _Cells:
+    """Initial state of ``active.size`` cells, on the host (numpy)."""
     count = active.size
-    opt = jax.vmap(lambda _: spec.optimizer.init(w0))(jnp.arange(count))
+    w0 = np.asarray(w0)
     shapes = _trace_shapes(spec, model, spec.optimizer, w0)
     return _Cells(
-        ring=jnp.broadcast_to(w0, (count, spec.delay + 1, w0.size)),
-        opt=opt,
-        status=jnp.asarray(np.where(active, RUNNING, BUDGET), jnp.int8),
-        steps=jnp.zeros(count, jnp.int32),
-        loss=jnp.zeros(count, w0.dtype),
-        trace={n: jnp.zeros((count, spec.chunk_steps) + s.shape, s.dtype) for n, s in shapes.items()},
+        ring=np.broadcast_to(w0, (count, spec.delay + 1, w0.size)),
+        opt=jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (count,) + x.shape), spec.optimizer.init(w0)),
+        status=np.where(active, RUNNING, BUDGET).astype(np.int8),
+        steps=np.zeros(count, np.int32),
+        loss=np.zeros(count, w0.dtype),
+        trace={n: np.zeros((count, spec.chunk_steps) + s.shape, s.dtype) for n, s in shapes.items()},
     )
 
 
@@ -365,14 +367,28 @@ def _trace_shapes(spec: _Spec, model: _Model, optimizer: Optimizer, w0) -> dict:
 def _collect_trace(trace: dict, batches, owner, t0: int, length: int):
     """Copy the chunk's recorded values of every live cell into the host arrays."""
     for (cells_b, _), ids in zip(batches, owner):
-        values = jax.device_get(cells_b.trace)
+        values = _fetch(cells_b.trace)
         live = ids >= 0
         for name, array in trace.items():
             array[ids[live], t0:t0 + length] = values[name][live, :length]
 
 
+def _put(tree, sharding):
+    """Host arrays → global arrays laid out by ``sharding``. Every process holds the same host
+    copy and contributes its own shards, so this also works across hosts (jax.distributed)."""
+    return jax.tree.map(lambda x: jax.make_array_from_callback(np.shape(x), sharding, lambda i: np.asarray(x)[i]), tree)
+
+
+def _fetch(tree):
+    """Global arrays → host numpy arrays (gathered from every process when spread over hosts)."""
+    def get(x):
+        return np.asarray(x if x.is_fully_addressable else multihost_utils.process_allgather(x, tiled=True))
+
+    return jax.tree.map(get, tree)
+
+
 def _split(tree, start, size, sharding):
-    return jax.tree.map(lambda x: jax.device_put(x[start:start + size], sharding), tree)
+    return _put(jax.tree.map(lambda x: x[start:start + size], tree), sharding)
 
 
 def _shards(owner, layout):
@@ -406,15 +422,16 @@ def _compact(batches, owner, layout):
     order[slots[: len(running)]] = running
     order[slots[len(running):]] = np.flatnonzero(flat_owner < 0)[: count * size - len(running)]
     # On the host: a plain copy, with no compilation for each new number of cells.
-    merged = jax.tree.map(lambda *xs: np.concatenate(xs), *jax.device_get(batches))
+    merged = jax.tree.map(lambda *xs: np.concatenate(xs), *_fetch(batches))
     picked = jax.tree.map(lambda x: x[order], merged)
     new = [tuple(_split(tree, i * size, size, layout.sharding) for tree in picked) for i in range(count)]
     return new, flat_owner[order].reshape(count, size)
 
 
 @functools.partial(jax.jit, static_argnums=3)
-def _common_noise(key, t0, model: _Model, steps: int):
+def _common_noise(seed, t0, model: _Model, steps: int):
     """``σ``-free noise of steps ``t0 … t0+steps−1``, shaped ``N(0, H)``: one draw per step for all cells."""
+    key = jax.random.key(seed)
     return jax.vmap(lambda t: model.shape_noise(_normal(key, t, model.lam)))(t0 + jnp.arange(steps))
 
 
@@ -423,11 +440,12 @@ def _normal(key, t, like):
 
 
 @functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
-def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, t0, length, key, limits) -> _Cells:
+def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, t0, length, seed, limits) -> _Cells:
     """Advance a batch of cells by up to ``length ≤ spec.chunk_steps`` steps from step ``t0``."""
     replicated, sharded = PartitionSpec(), PartitionSpec(CELLS)
 
-    def per_device(cells, inputs, model, noise, t0, length, key, limits):
+    def per_device(cells, inputs, model, noise, t0, length, seed, limits):
+        key = jax.random.key(seed)
         count = cells.status.shape[0]
         blocks = count // spec.block_cells
         to_blocks = lambda x: x.reshape((blocks, spec.block_cells) + x.shape[1:])
@@ -442,7 +460,7 @@ def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, 
         mesh=spec.mesh,
         in_specs=(sharded, sharded, replicated, replicated, replicated, replicated, replicated, replicated),
         out_specs=sharded,
-    )(cells, inputs, model, noise, t0, length, key, limits)
+    )(cells, inputs, model, noise, t0, length, seed, limits)
 
 
 def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, t0, length, key, limits) -> _Cells:
