@@ -538,4 +538,5 @@ def _progress(config: RunConfig, description: str):
         return _NoBar()
     from tqdm.auto import tqdm
 
-    return tqdm(total=config.max_steps, desc=description, unit="step", dynamic_ncols=True, leave=False)
+    # disable=None: no bar when stderr is not a terminal (logs, CI).
+    return tqdm(total=config.max_steps, desc=description, unit="step", dynamic_ncols=True, leave=False, disable=None)

@@ -91,7 +91,7 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
         panel = ds.sel(key)
         mesh = draw_heatmap(ax, panel, norm, cmap)
         if threshold:
-            _overlay_threshold(ax, ds, key)
+            overlay_threshold(ax, ds, key)
         ts = t_star(panel)
         label = ", ".join(_format(k, v) for k, v in key.items())
         ax.set_title(f"{label}\nT* = {ts:,.0f}" if np.isfinite(ts) else f"{label}\nno cell reached the target",
@@ -136,7 +136,8 @@ def _edges(values: np.ndarray, log: bool) -> np.ndarray:
     return np.exp(edges) if log else edges
 
 
-def _overlay_threshold(ax, ds, key):
+def overlay_threshold(ax, ds, key):
+    """Draw the linear-stability threshold η*(m) of the panel `key` of `ds` (a dashed red line)."""
     from nqm import stability
 
     method = ds.attrs.get("method")
