@@ -109,7 +109,12 @@ def sweep(
 
 
 def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
-    """Write a result atomically: a complete file appears at ``path`` or nothing changes."""
+    """Write a result atomically: a complete file appears at ``path`` or nothing changes.
+
+    Across several processes (``jax.distributed``) only process 0 writes.
+    """
+    if jax.process_index() != 0:
+        return
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     check_writable(path)
@@ -117,6 +122,9 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
     os.close(fd)
     try:
         ds.to_netcdf(tmp, engine="h5netcdf")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes private files; a result is an ordinary one
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
