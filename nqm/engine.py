@@ -37,6 +37,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from nqm.errors import NqmError
+import nqm._devices  # noqa: F401  (before any JAX computation)
 from nqm.optimizers import Optimizer
 from nqm.problem import Problem
 
