@@ -122,20 +122,20 @@ def early_exit(problem, cells: int, budget: int, chunk: int, full_rate: float) -
     return useful / (elapsed * full_rate), counts
 
 
-def main(cells: int = 256, dim: int = 10_000, steps: int = 400, quick: bool = False) -> dict:
+def main(cells: int = 256, dim: int = 10_000, steps: int = 2000, quick: bool = False) -> dict:
     if quick:
         cells, dim, steps = 32, 2000, 200
     problem = nqm.zhang(dim)
     lam = jnp.asarray(problem.eigenvalues, jnp.float32)
-    chunk = max(steps // 2, 50)
+    chunk = max(steps // 4, 50)
     rates = {
         "probe": probe_rate(lam, cells, steps, tiled=False),
         "probe_tiled": probe_rate(lam, cells, steps, tiled=True),
-        "numpy": numpy_rate(problem.eigenvalues, cells=2, steps=max(steps // 4, 20)),
+        "numpy": numpy_rate(problem.eigenvalues, cells=2, steps=max(steps // 10, 20)),
         "sgdm": engine_rate(problem, "sgdm", cells, steps, chunk),
         "ab": engine_rate(problem, "ab", cells, steps, chunk),
     }
-    efficiency, counts = early_exit(problem, cells, budget=20 * steps, chunk=chunk, full_rate=rates["sgdm"])
+    efficiency, counts = early_exit(problem, cells, budget=4 * steps, chunk=chunk, full_rate=rates["sgdm"])
     devices = jax.devices()
     print(f"nqm bench: {cells} cells x N={dim}, D={DELAY}, sigma={NOISE}, {steps} steps, "
           f"{len(devices)} {devices[0].platform} device(s)")

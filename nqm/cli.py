@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="throughput against a fused-update probe and a numpy loop")
     b.add_argument("--cells", type=int, default=256)
     b.add_argument("--dim", type=int, default=10_000)
-    b.add_argument("--steps", type=int, default=400)
+    b.add_argument("--steps", type=int, default=2000)
     b.add_argument("--quick", action="store_true", help="a small, fast configuration (for CI)")
     return parser
 
