@@ -128,7 +128,8 @@ def test_vmapped_grid_equals_cell_by_cell(method, extra):
 
 @pytest.mark.parametrize("layout", [
     {"chunk_steps": 37}, {"chunk_steps": 5000}, {"compaction": False}, {"devices": 1}, {"block_cells": 4},
-    {"batch_cells": 4}, {"devices": 1, "block_cells": 16, "chunk_steps": 128}, {"memory_budget": 4 * 2**20},
+    {"batch_cells": 4}, {"devices": 1, "block_cells": 8, "chunk_steps": 128},
+    {"batch_cells": 16, "memory_budget": 2 * 2**20},  # two groups, one after the other
 ])
 @pytest.mark.parametrize("independent_noise", [False, True])
 def test_results_do_not_depend_on_layout(layout, independent_noise):
@@ -204,3 +205,12 @@ def test_rotation_leaves_rotation_invariant_methods_unchanged():
     turned = run("ab", {"group": "element"}, {"rho": 0.5}, 2, lr=lr, momentum=0.6, config=X64,
                  problem=problem.with_rotation(3))
     assert not np.array_equal(plain.loss, turned.loss)
+
+
+def test_memory_budget_splits_the_grid_into_groups():
+    problem = nqm.zhang(2000)
+    config = dataclasses.replace(QUIET, batch_cells=16, memory_budget=2 * 2**20)
+    layout = engine._layout(problem, make("ab", delay=3), 3, 24, config, np.float32, ())
+    assert layout.group_cells == 16 < 24  # so the layout test above really ran two groups
+    with pytest.raises(nqm.NqmError, match="memory_budget"):
+        engine._layout(problem, make("ab", delay=3), 3, 24, dataclasses.replace(config, memory_budget=2**20), np.float32, ())
