@@ -102,7 +102,7 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
         ax.set_xlabel("learning rate η")
     for ax in axes[:, 0]:
         ax.set_ylabel("momentum m")
-    cbar = fig.colorbar(mesh, ax=axes, shrink=0.9, pad=0.02)
+    cbar = fig.colorbar(mesh, ax=axes, shrink=min(0.9, 2.0 / nrows), pad=0.02)
     cbar.set_label("steps to target T")
     legend = [mpatches.Patch(facecolor="black", label="diverged"),
               mpatches.Patch(facecolor="white", edgecolor="0.5", label="target not reached in budget")]
@@ -121,7 +121,7 @@ def default_title(ds: xr.Dataset, seeds: int = 1) -> str:
 
 def _format(name, value):
     symbol = {"delay": "D", "noise": "σ", "rho": "ρ"}[name]
-    return f"{symbol} = {value:g}"
+    return f"{symbol} = {value:g}" + (" (SGDM)" if name == "rho" and value == 0 else "")
 
 
 def _edges(values: np.ndarray, log: bool) -> np.ndarray:
