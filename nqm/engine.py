@@ -63,7 +63,8 @@ class RunConfig:
         device share on accelerators).
       batch_cells: cells per jitted call (``None``: automatic). Rounded to whole blocks per device.
       compaction: repack running cells into fewer batches between chunks.
-      memory_budget: bytes of simulation state held at once; larger grids run in groups.
+      memory_budget: bytes of simulation state held at once; larger grids run in groups
+        (``None``: half of the accelerators' memory, or 4 GiB on CPU).
       devices: how many devices to shard over (``None``: all of the default backend).
       progress: show a tqdm progress bar.
     """
@@ -77,7 +78,7 @@ class RunConfig:
     block_cells: int | None = None
     batch_cells: int | None = None
     compaction: bool = True
-    memory_budget: float = 4 * 2**30
+    memory_budget: float | None = None
     devices: int | None = None
     progress: bool = True
 
@@ -249,6 +250,12 @@ def _layout(problem, optimizer, delay, cells, config, dtype, record) -> _Layout:
     itemsize = jnp.dtype(dtype).itemsize
     state = jax.eval_shape(optimizer.init, jax.ShapeDtypeStruct((problem.dim,), dtype))
     cell_bytes = itemsize * ((delay + 1) * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state)))
+    budget = config.memory_budget
+    if budget is None:  # half of an accelerator's memory, or 4 GiB of host memory
+        limit = (devices[0].memory_stats() or {}).get("bytes_limit") if devices[0].platform != "cpu" else None
+        budget = count * limit / 2 if limit else 4 * 2**30
+    # Compaction may hold two copies of the state for a moment: count it twice.
+    fits = int(budget // (2 * cell_bytes))
     if config.block_cells is not None:
         block = config.block_cells
     elif devices[0].platform == "cpu":
@@ -256,15 +263,13 @@ def _layout(problem, optimizer, delay, cells, config, dtype, record) -> _Layout:
         # on the grid: XLA's code (hence rounding) for a block changes with its shape, and one
         # cell or large blocks of small cells compile differently; 2..8 cells all agree.
         block = 2 ** int(math.log2(min(8, max(2, (1 << 20) // cell_bytes))))
-    else:
-        block = math.ceil(cells / count)  # accelerators: one vectorised block per device
+    else:  # accelerators: one vectorised block per device, as large as memory allows
+        block = max(1, min(math.ceil(cells / count), fits // count))
     if block < 1:
         raise NqmError(f"block_cells must be >= 1, got {block}")
     unit = count * block
     wanted = config.batch_cells or max(unit, 64)
     batch = unit * math.ceil(min(wanted, cells) / unit)
-    # Compaction may hold two copies of the state for a moment: count it twice.
-    fits = int(config.memory_budget // (2 * cell_bytes))
     if fits < batch:
         raise NqmError(
             f"one batch of {batch} cells needs {2 * batch * cell_bytes / 2**30:.2f} GiB; "
