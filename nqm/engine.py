@@ -517,32 +517,9 @@ def _cell_step(spec: _Spec, t, cell: _Cells, inputs: _Inputs, model: _Model, noi
     ), values
 
 
-class _NoBar:
-    n = 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def reset(self, total=None):
-        self.n = 0
-
-    def update(self, k):
-        self.n += k
-
-    def set_description(self, *_):
-        pass
-
-    def set_postfix_str(self, *_, **__):
-        pass
-
-
 def _progress(config: RunConfig, description: str):
-    if not config.progress:
-        return _NoBar()
     from tqdm.auto import tqdm
 
     # disable=None: no bar when stderr is not a terminal (logs, CI).
-    return tqdm(total=config.max_steps, desc=description, unit="step", dynamic_ncols=True, leave=False, disable=None)
+    return tqdm(total=config.max_steps, desc=description, unit="step", dynamic_ncols=True, leave=False,
+                disable=None if config.progress else True)

@@ -1,8 +1,9 @@
-"""The noisy quadratic model: spectra, optional rotation, loss, per-component loss and energy.
+"""The noisy quadratic model: spectra, optional rotation, loss and per-component loss.
 
 ``L(w) = ½ wᵀ H w`` with ``H = Q diag(λ) Qᵀ`` (``Q = I`` unless rotated). Gradients are
 ``g = H w_{t−D} + σ ξ`` with ``ξ ~ N(0, H)``; the initial point is ``w₀ = Q·1`` (all ones in the
-eigenbasis). Everything here is plain numpy in float64: the engine casts what it needs.
+eigenbasis). Everything here is plain numpy in float64: the engine casts what it needs;
+per-step energies are recorded on device by :mod:`nqm.diagnostics`.
 """
 
 from __future__ import annotations
@@ -88,10 +89,6 @@ class Problem:
     def loss(self, w: np.ndarray) -> np.ndarray:
         """``L(w) = ½ wᵀ H w`` (summed over the last axis)."""
         return self.component_loss(w).sum(-1)
-
-    def energy(self, w: np.ndarray, v: np.ndarray, lr) -> np.ndarray:
-        """Per-component energy ``E_k = ½ λ_k u_k² + ½ η (Qᵀv)_k²`` (AB paper App. K.2)."""
-        return self.component_loss(w) + 0.5 * np.asarray(lr)[..., None] * self.to_eigenbasis(v) ** 2
 
     @property
     def initial_loss(self) -> float:

@@ -7,7 +7,7 @@ import pytest
 
 import nqm
 import reference
-from nqm import engine, expected
+from nqm import diagnostics, engine, expected
 from nqm.optimizers import make
 
 PROBLEM = nqm.loguniform(4, 0.05, 1.0)
@@ -29,7 +29,7 @@ def test_monte_carlo_mean_loss_within_three_standard_errors(method, delay, dampe
     out = engine.simulate(PROBLEM, make(method, delay=delay, dampening=dampening),
                           {"lr": np.full(cells, lr), "momentum": np.full(cells, m)}, np.full(cells, sigma),
                           delay=delay, seed=5, uids=np.arange(cells), config=config,
-                          record={"loss": lambda view: view.model.loss(view.w_next)})
+                          record={"loss": diagnostics.loss})
     exact = expected.expected_loss(PROBLEM, lr=lr, momentum=m, delay=delay, noise=sigma, steps=steps,
                                    method=method, dampening=dampening)
     losses = out.trace["loss"]

@@ -171,3 +171,14 @@ def test_failed_save_leaves_the_previous_file_intact(tmp_path, monkeypatch, ab_r
         nqm.save(ab_result, path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["r.nc"]
+
+
+def test_problem_loss_is_rotation_invariant_and_splits_by_component():
+    plain = nqm.loguniform(6, 1e-2, 1.0)
+    turned = plain.with_rotation(7)
+    q = turned.rotation
+    np.testing.assert_allclose(q.T @ q, np.eye(6), atol=1e-12)
+    w = np.random.default_rng(0).standard_normal(6)
+    np.testing.assert_allclose(turned.loss(q @ w), plain.loss(w), rtol=1e-12)
+    np.testing.assert_allclose(turned.component_loss(q @ w), 0.5 * plain.eigenvalues * w**2, rtol=1e-10)
+    assert turned.loss(turned.w0) == pytest.approx(turned.initial_loss, rel=1e-12)
