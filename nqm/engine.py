@@ -310,13 +310,16 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, de
     batches = [tuple(_split(tree, i * size, size, layout.sharding) for tree in (cells, inputs)) for i in range(len(owner))]
     bar.reset(total=config.max_steps)
     t, chunk = 0, 0
+    noise, noise_t0 = None, 0  # common noise of steps noise_t0 … noise_t0 + chunk_steps − 1
     while batches and t < config.max_steps:
         # The first chunks are short, so that cells which stop early (often most divergent
         # ones) are compacted away soon; the length is an argument, not a new compilation.
         length = min(max(1, spec.chunk_steps >> max(0, 4 - chunk)), config.max_steps - t)
-        noise = None if spec.independent_noise else _common_noise(seed, t, model, spec.chunk_steps)
+        if not spec.independent_noise and (noise is None or t + length > noise_t0 + spec.chunk_steps):
+            # Drawn a chunk ahead and shared by the short chunks it covers: never drawn twice.
+            noise, noise_t0 = _common_noise(seed, jnp.int32(t), model, spec.chunk_steps, spec.mesh), t
         batches = [
-            (_advance(spec, cells_b, inputs_b, model, noise, jnp.int32(t), jnp.int32(length), seed, limits), inputs_b)
+            (_advance(spec, cells_b, inputs_b, model, noise, jnp.int32(t - noise_t0), jnp.int32(t), jnp.int32(length), seed, limits), inputs_b)
             for cells_b, inputs_b in batches
         ]
         if spec.record:
@@ -434,11 +437,18 @@ def _compact(batches, owner, layout):
     return new, flat_owner[order].reshape(count, size)
 
 
-@functools.partial(jax.jit, static_argnums=3)
-def _common_noise(seed, t0, model: _Model, steps: int):
-    """``σ``-free noise of steps ``t0 … t0+steps−1``, shaped ``N(0, H)``: one draw per step for all cells."""
-    key = jax.random.key(seed)
-    return jax.vmap(lambda t: model.shape_noise(_normal(key, t, model.lam)))(t0 + jnp.arange(steps))
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _common_noise(seed, t0, model: _Model, steps: int, mesh: Mesh):
+    """``σ``-free noise of steps ``t0 … t0+steps−1``, shaped ``N(0, H)``: one draw per step for all
+    cells. Each device draws a share of the steps (with the same per-device program whatever the
+    device count, so the same bits), then every device gets all of them."""
+    def draw(t, model):
+        return jax.vmap(lambda t: model.shape_noise(_normal(jax.random.key(seed), t, model.lam)))(t)
+
+    rows = -(-steps // mesh.size) * mesh.size
+    noise = jax.shard_map(draw, mesh=mesh, in_specs=(PartitionSpec(CELLS), PartitionSpec()),
+                          out_specs=PartitionSpec(CELLS))(t0 + jnp.arange(rows), model)
+    return jax.lax.with_sharding_constraint(noise[:steps], NamedSharding(mesh, PartitionSpec()))
 
 
 def _normal(key, t, like):
@@ -446,16 +456,17 @@ def _normal(key, t, like):
 
 
 @functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
-def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, t0, length, seed, limits) -> _Cells:
-    """Advance a batch of cells by up to ``length ≤ spec.chunk_steps`` steps from step ``t0``."""
+def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, row, t0, length, seed, limits) -> _Cells:
+    """Advance a batch of cells by up to ``length ≤ spec.chunk_steps`` steps from step ``t0``,
+    step ``t0 + k`` taking the common noise ``noise[row + k]`` (``None``: independent noise)."""
     replicated, sharded = PartitionSpec(), PartitionSpec(CELLS)
 
-    def per_device(cells, inputs, model, noise, t0, length, seed, limits):
+    def per_device(cells, inputs, model, noise, row, t0, length, seed, limits):
         key = jax.random.key(seed)
         count = cells.status.shape[0]
         blocks = count // spec.block_cells
         to_blocks = lambda x: x.reshape((blocks, spec.block_cells) + x.shape[1:])
-        advance = lambda args: _advance_block(spec, *args, model, noise, t0, length, key, limits)
+        advance = lambda args: _advance_block(spec, *args, model, noise, row, t0, length, key, limits)
         if blocks == 1:
             return advance((cells, inputs))
         out = jax.lax.map(advance, jax.tree.map(to_blocks, (cells, inputs)))
@@ -464,12 +475,12 @@ def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, 
     return jax.shard_map(
         per_device,
         mesh=spec.mesh,
-        in_specs=(sharded, sharded, replicated, replicated, replicated, replicated, replicated, replicated),
+        in_specs=(sharded, sharded) + (replicated,) * 7,
         out_specs=sharded,
-    )(cells, inputs, model, noise, t0, length, seed, limits)
+    )(cells, inputs, model, noise, row, t0, length, seed, limits)
 
 
-def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, t0, length, key, limits) -> _Cells:
+def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, row, t0, length, key, limits) -> _Cells:
     """The loop: at most ``length`` steps of a block of cells, leaving when all are done."""
     step = jax.vmap(_cell_step, in_axes=(None, None, 0, 0, None, None, None, None))
 
@@ -479,7 +490,7 @@ def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, t0
 
     def advance(carry):
         k, cells = carry
-        shared = None if noise is None else noise[k]
+        shared = None if noise is None else noise[row + k]
         cells, values = step(spec, t0 + k, cells, inputs, model, shared, key, limits)
         trace = {n: jax.lax.dynamic_update_index_in_dim(cells.trace[n], values[n], k, 1) for n in values}
         return k + 1, cells._replace(trace=trace)
