@@ -249,7 +249,8 @@ def _layout(problem, optimizer, delay, cells, config, dtype, record) -> _Layout:
     mesh = Mesh(np.array(devices[:count]), (CELLS,))
     itemsize = jnp.dtype(dtype).itemsize
     state = jax.eval_shape(optimizer.init, jax.ShapeDtypeStruct((problem.dim,), dtype))
-    cell_bytes = itemsize * ((delay + 1) * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state)))
+    # The weight ring, the optimizer state and the cell's row of λ (see _advance_block).
+    cell_bytes = itemsize * ((delay + 2) * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state)))
     budget = config.memory_budget
     if budget is None:  # half of an accelerator's memory, or 4 GiB of host memory
         limit = (devices[0].memory_stats() or {}).get("bytes_limit") if devices[0].platform != "cpu" else None
@@ -482,7 +483,10 @@ def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, 
 
 def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, row, t0, length, key, limits) -> _Cells:
     """The loop: at most ``length`` steps of a block of cells, leaving when all are done."""
-    step = jax.vmap(_cell_step, in_axes=(None, None, 0, 0, None, None, None, None))
+    # λ as one materialised row per cell: XLA would otherwise broadcast it afresh at every step
+    # for the loss's reduction (a full extra pass over the block).
+    model = model._replace(lam=jnp.broadcast_to(model.lam, (cells.status.shape[0],) + model.lam.shape))
+    step = jax.vmap(_cell_step, in_axes=(None, None, 0, 0, _Model(0, None, None, None), None, None, None))
 
     def running(carry):
         k, cells = carry
