@@ -1,7 +1,9 @@
 """``nqm bench``: engine throughput against a fused-update probe and a plain numpy loop, in one run.
 
-An *element-step* advances one eigencomponent of one cell by one step. Printed: a table, then,
-as the last line, one JSON object with the measured rates and their ratios.
+An *element-step* advances one eigencomponent of one cell by one step. Printed: a table, the
+verdict on :data:`TARGETS` (which hold for the default size on a 2-core CPU; ``--check`` makes a
+miss exit with status 1), then, as the last line, one JSON object with the measured rates and
+their ratios.
 
 * ``probe``: the minimal jitted, vmapped heavy-ball update ``v = m v + λ⊙w; w = w − η v`` over
   the same cells × N, no delay, noise or loss: the practical roofline for this work.
@@ -29,6 +31,14 @@ from nqm import engine
 from nqm.optimizers import make
 
 DELAY, NOISE = 8, 0.01
+
+# What this benchmark must show on a 2-core CPU at its default size (``nqm bench --check``).
+TARGETS = {"sgdm_vs_probe": 0.5, "ab_vs_probe": 0.35, "sgdm_vs_numpy": 20.0, "early_exit_efficiency": 0.7}
+
+
+def missed_targets(result: dict) -> list[str]:
+    """The targets of :data:`TARGETS` that ``result`` falls short of."""
+    return [name for name, floor in TARGETS.items() if not result[name] >= floor]
 
 
 def probe_rate(lam, cells: int, steps: int, tiled: bool) -> float:
@@ -158,5 +168,8 @@ def main(cells: int = 256, dim: int = 10_000, steps: int = 2000, quick: bool = F
         "devices": len(devices),
         "backend": devices[0].platform,
     }
+    result["targets_missed"] = missed_targets(result)
+    verdict = ", ".join(f"{k} {result[k]:.3g} < {TARGETS[k]}" for k in result["targets_missed"])
+    print(f"targets ({', '.join(f'{k} >= {v}' for k, v in TARGETS.items())}): {'missed: ' + verdict if verdict else 'all met'}")
     print(json.dumps(result))
     return result

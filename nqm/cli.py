@@ -102,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--dim", type=int, default=10_000)
     b.add_argument("--steps", type=int, default=2000)
     b.add_argument("--quick", action="store_true", help="a small, fast configuration (for CI)")
+    b.add_argument("--check", action="store_true",
+                   help="exit with status 1 unless the throughput targets are met (see nqm.bench.TARGETS)")
     return parser
 
 
@@ -203,7 +205,8 @@ def _threshold(args):
 def _bench(args):
     from nqm import bench
 
-    bench.main(cells=args.cells, dim=args.dim, steps=args.steps, quick=args.quick)
+    result = bench.main(cells=args.cells, dim=args.dim, steps=args.steps, quick=args.quick)
+    return 1 if args.check and result["targets_missed"] else 0
 
 
 def main(argv=None) -> int:
@@ -213,15 +216,14 @@ def main(argv=None) -> int:
             from nqm import load
 
             _plot(load(args.result), args.out, args.threshold)
-        else:
-            {"sweep": _sweep, "threshold": _threshold, "bench": _bench}[args.command](args)
+            return 0
+        return {"sweep": _sweep, "threshold": _threshold, "bench": _bench}[args.command](args) or 0
     except NqmError as exc:
         print(f"nqm: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("nqm: interrupted; run the same command again to resume from the checkpoint", file=sys.stderr)
         return 130
-    return 0
 
 
 if __name__ == "__main__":

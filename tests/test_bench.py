@@ -2,6 +2,7 @@
 
 import json
 
+from nqm import bench
 from nqm.cli import main
 
 
@@ -14,3 +15,11 @@ def test_bench_prints_a_json_summary_last(capsys):
         assert key in result
     assert result["devices"] == 2 and result["backend"] == "cpu"
     assert 0 < result["early_exit_efficiency"] and all(result[k] > 0 for k in result if k.endswith("_per_s"))
+    assert result["targets_missed"] == bench.missed_targets(result)
+
+
+def test_check_names_each_missed_target():
+    met = {name: floor for name, floor in bench.TARGETS.items()}
+    assert bench.missed_targets(met) == []
+    short = dict(met, ab_vs_probe=0.2, early_exit_efficiency=float("nan"))
+    assert bench.missed_targets(short) == ["ab_vs_probe", "early_exit_efficiency"]
