@@ -467,14 +467,19 @@ def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, 
 
     def per_device(cells, inputs, model, noise, row, t0, length, seed, limits):
         key = jax.random.key(seed)
-        count = cells.status.shape[0]
-        blocks = count // spec.block_cells
-        to_blocks = lambda x: x.reshape((blocks, spec.block_cells) + x.shape[1:])
-        advance = lambda args: _advance_block(spec, *args, model, noise, row, t0, length, key, limits)
+        size = spec.block_cells
+        blocks = cells.status.shape[0] // size
         if blocks == 1:
-            return advance((cells, inputs))
-        out = jax.lax.map(advance, jax.tree.map(to_blocks, (cells, inputs)))
-        return jax.tree.map(lambda x: x.reshape((count,) + x.shape[2:]), out)
+            return _advance_block(spec, cells, inputs, model, noise, row, t0, length, key, limits)
+
+        # Block by block, in place: each block is sliced out (into cache), advanced and written
+        # back into the (donated) batch, which is never copied as a whole.
+        def one_block(i, cells):
+            block = jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, i * size, size), (cells, inputs))
+            done = _advance_block(spec, *block, model, noise, row, t0, length, key, limits)
+            return jax.tree.map(lambda x, y: jax.lax.dynamic_update_slice_in_dim(x, y, i * size, 0), cells, done)
+
+        return jax.lax.fori_loop(0, blocks, one_block, cells)
 
     return jax.shard_map(
         per_device,
