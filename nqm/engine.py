@@ -14,10 +14,12 @@ How the work is laid out (DESIGN.md §7):
   so ``w_{t−D}`` and ``w_{t+1}`` share a slot and the ring is updated in place;
 * the noise ``ξ_t`` is one draw per step shared by every cell (common random numbers), keyed by
   ``(seed, t)`` alone, so a cell's result does not depend on its grid, its batch or the chunking;
-  ``independent_noise`` keys it by ``(seed, cell, t)`` instead;
+  ``independent_noise`` keys it by ``(seed, cell, t)`` instead. Common noise is drawn a chunk at
+  a time, each device drawing a share of the steps;
 * a jitted call advances a *batch* of cells by at most ``chunk_steps`` steps. Inside, the batch is
   sharded over devices (``shard_map``) and each device walks its cells in *blocks* small enough to
-  stay in cache, each block leaving its ``while_loop`` as soon as all its cells are done;
+  stay in cache, in place in the donated batch, each block leaving its ``while_loop`` as soon as
+  all its cells are done;
 * between chunks Python reads the status, updates the progress bar, hands finished cells to a
   callback (checkpoints), and repacks the cells still running into fewer batches (compaction);
 * grids larger than the memory budget are run in groups, one after the other.
