@@ -18,6 +18,7 @@ import xarray as xr
 
 from nqm import engine
 from nqm.optimizers import make
+from nqm.optimizers.base import momentum_coefficient
 from nqm.problem import Problem
 
 
@@ -58,15 +59,14 @@ def velocity_norm(view):
 
 def gradient_velocity_ratio(view):
     """``‖g_t‖ / ‖v_t‖``, the gradient-to-velocity ratio before the step (∞ at t = 0)."""
-    return jnp.linalg.norm(view.g) / jnp.linalg.norm(view.state.velocity)
+    return jnp.linalg.norm(view.g) / jnp.linalg.norm(view.velocity)
 
 
 def energy_ratio(dampening: bool = False):
     """Recorder of ``E_{t+1} / Ê_{t+1}`` per component, Ê after an SGDM step from the same state."""
-    reference = make("sgdm", dampening=dampening)
-
     def ratio(view):
-        w_sgdm, _, _ = reference.step(view.hyper, view.state, view.w, view.g, 0)
+        c = momentum_coefficient(view.hyper.momentum, dampening)
+        w_sgdm = view.w - view.hyper.lr * (view.hyper.momentum * view.velocity + c * view.g)
         return _energy(view, view.w_next) / _energy(view, w_sgdm)
 
     return ratio

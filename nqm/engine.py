@@ -4,14 +4,21 @@ Every simulation in nqm runs through :func:`simulate`. A *cell* is one setting o
 hyperparameters (lr, momentum, ρ, noise σ) under one delay and one seed. All cells of a run
 advance in lock-step ``t = 0, 1, …``:
 
-    g_t     = H w_{t−D} + σ ξ_t,   ξ_t ~ N(0, H)          (w_{−k} = w₀)
-    w_{t+1} = optimizer.step(hyper, state, w_t, g_t, t)
+    g_t     = H w_{t−τ_t} + σ ξ_t,   ξ_t ~ N(0, H)        (w_{−k} = w₀)
+    w_{t+1} = optimizer.step(hyper, state, w_t, g_t, ctx_t)
     T       = first t ≥ 1 with L(w_t) < target            (status 1; −1 diverged; 0 budget spent)
+
+where ``(τ_t, k_t)`` — the delay of the gradient applied at step ``t`` and the worker that
+computed it — come from a delay process (:mod:`nqm.delays`; a constant ``D`` by default), and
+``ctx_t = StepContext(t, τ_t, k_t, w_{t−τ_t})``.
 
 How the work is laid out (DESIGN.md §7):
 
-* the weight history is a ring of ``D + 1`` slots per cell: ``w_s`` lives in slot ``s mod (D+1)``,
-  so ``w_{t−D}`` and ``w_{t+1}`` share a slot and the ring is updated in place;
+* the weight history is a ring of ``S = max τ + 1`` slots per cell (the largest delay of the
+  schedule within the budget): ``w_s`` lives in slot ``s mod S``, so the ring is updated in place
+  and no delay can reach past it (with a constant ``D``, ``w_{t−D}`` and ``w_{t+1}`` share a slot);
+* the delay schedule is drawn once per run on the host, keyed by the seed alone, and handed to
+  the devices a chunk at a time with the noise;
 * the noise ``ξ_t`` is one draw per step shared by every cell (common random numbers), keyed by
   ``(seed, t)`` alone, so a cell's result does not depend on its grid, its batch or the chunking;
   ``independent_noise`` keys it by ``(seed, cell, t)`` instead. Common noise is drawn a chunk at
@@ -40,7 +47,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from nqm.errors import NqmError
 import nqm._devices  # noqa: F401  (before any JAX computation)
+from nqm import delays
 from nqm.optimizers import Optimizer
+from nqm.optimizers.base import StepContext
 from nqm.problem import Problem
 
 REACHED, BUDGET, DIVERGED = 1, 0, -1
@@ -96,12 +105,15 @@ class Outcome(NamedTuple):
 
 
 class StepView(NamedTuple):
-    """What a recorder sees of one step of one cell: ``w_t``, the state before, the gradient, and after."""
+    """What a recorder sees of one step of one cell: ``w_t``, the state before, the gradient and
+    its context, the velocity the step continues (zeros for families without one), and after."""
 
     model: Any
     hyper: Any
+    ctx: StepContext
     w: Any
     state: Any
+    velocity: Any
     g: Any
     w_next: Any
     state_next: Any
@@ -111,7 +123,8 @@ class StepView(NamedTuple):
 class _Cells(NamedTuple):
     """The carried state of a set of cells (leading axis = cells)."""
 
-    ring: Any  # (cells, D+1, N) weight history
+    ring: Any  # (cells, slots, N) history of the weights sent to workers (= the weights, but see `w`)
+    w: Any  # (cells, N) the weights, kept apart from the ring only when the optimizer sends others
     opt: Any  # optimizer state
     status: Any  # int8
     steps: Any  # int32
@@ -151,7 +164,7 @@ class _Spec:
     """Everything static about a compiled chunk (the jit cache key)."""
 
     optimizer: Optimizer
-    delay: int
+    slots: int  # weight-ring slots: the schedule's largest delay + 1
     chunk_steps: int
     block_cells: int
     independent_noise: bool
@@ -165,7 +178,7 @@ def simulate(
     hyper: dict[str, np.ndarray],
     sigma: np.ndarray,
     *,
-    delay: int = 0,
+    delay: int | delays.Process | str = 0,
     seed: int = 0,
     uids: np.ndarray | None = None,
     config: RunConfig = RunConfig(),
@@ -180,7 +193,8 @@ def simulate(
       optimizer: a configured optimizer (``nqm.optimizers.make``).
       hyper: per-cell hyperparameters by name (the fields of ``optimizer.hyper``), each ``(C,)``.
       sigma: per-cell noise scale ``(C,)``.
-      delay: constant gradient delay ``D ≥ 0``.
+      delay: the delay process: a constant ``D ≥ 0``, a spec string or a :mod:`nqm.delays`
+        process. The optimizer must have been made for the same process (its worker count).
       seed: the noise seed.
       uids: per-cell ``uint32`` identities for ``independent_noise`` (default ``arange(C)``).
       config: run settings.
@@ -202,10 +216,18 @@ def simulate(
     hyper = {k: np.broadcast_to(np.asarray(hyper[k], np.float64), (cells,)) for k in optimizer.hyper._fields}
     uids = np.arange(cells, dtype=np.uint32) if uids is None else np.asarray(uids, np.uint32)
     record = tuple(sorted((record or {}).items()))
+    process = delays.process(delay)
+    if optimizer.workers is not None and optimizer.workers != process.workers:
+        raise NqmError(
+            f"the {optimizer.name} optimizer was made for {optimizer.workers} workers but delay {process.label} "
+            f"has {process.workers}; make it with nqm.optimizers.make(..., delay={process.label!r})"
+        )
+    plan = process.schedule(seed, config.max_steps)
+    slots = int(plan[0].max(initial=0)) + 1
 
     with jax.enable_x64(config.x64):
         dtype = jnp.float64 if config.x64 else jnp.float32
-        layout = _layout(problem, optimizer, delay, cells, config, dtype, record)
+        layout = _layout(problem, optimizer, slots, cells, config, dtype, record)
         replicated = NamedSharding(layout.sharding.mesh, PartitionSpec())
         model = _put(_model(problem, dtype), replicated)
         w0 = jnp.asarray(problem.w0, dtype)
@@ -229,7 +251,7 @@ def simulate(
                 if len(groups) > 1:
                     bar.set_description(f"{description} [group {number + 1}/{len(groups)}]")
                 _run_group(
-                    index, hyper, sigma, uids, optimizer, model, w0, limits, seed, delay,
+                    index, hyper, sigma, uids, optimizer, model, w0, limits, seed, plan,
                     layout, config, dtype, outcome, on_finished, bar,
                 )
     return outcome
@@ -242,7 +264,7 @@ class _Layout(NamedTuple):
     sharding: NamedSharding
 
 
-def _layout(problem, optimizer, delay, cells, config, dtype, record) -> _Layout:
+def _layout(problem, optimizer, slots, cells, config, dtype, record) -> _Layout:
     """Choose devices, cache blocks, batch and group sizes for a run."""
     devices = jax.devices()
     count = len(devices) if config.devices is None else config.devices
@@ -252,7 +274,7 @@ def _layout(problem, optimizer, delay, cells, config, dtype, record) -> _Layout:
     itemsize = jnp.dtype(dtype).itemsize
     state = jax.eval_shape(optimizer.init, jax.ShapeDtypeStruct((problem.dim,), dtype))
     # The weight ring, the optimizer state and the cell's row of λ (see _advance_block).
-    cell_bytes = itemsize * ((delay + 2) * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state)))
+    cell_bytes = itemsize * ((slots + 1) * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state)))
     budget = config.memory_budget
     if budget is None:  # half of an accelerator's memory, or 4 GiB of host memory
         limit = (devices[0].memory_stats() or {}).get("bytes_limit") if devices[0].platform != "cpu" else None
@@ -282,7 +304,7 @@ def _layout(problem, optimizer, delay, cells, config, dtype, record) -> _Layout:
     chunk = int(config.chunk_steps)
     if chunk < 1:
         raise NqmError(f"chunk_steps must be >= 1, got {config.chunk_steps}")
-    spec = _Spec(optimizer, int(delay), chunk, block, bool(config.independent_noise), mesh, record)
+    spec = _Spec(optimizer, int(slots), chunk, block, bool(config.independent_noise), mesh, record)
     return _Layout(spec, batch, group, NamedSharding(mesh, PartitionSpec(CELLS)))
 
 
@@ -296,7 +318,7 @@ def _model(problem: Problem, dtype) -> _Model:
     return _Model(lam, jnp.asarray(hessian, dtype), jnp.asarray(root, dtype), jnp.asarray(q, dtype))
 
 
-def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, delay,
+def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, plan,
                layout, config, dtype, outcome, on_finished, bar):
     """Advance one group of cells chunk by chunk until all are done."""
     spec, size = layout.spec, layout.batch_cells
@@ -313,16 +335,21 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, de
     batches = [tuple(_split(tree, i * size, size, layout.sharding) for tree in (cells, inputs)) for i in range(len(owner))]
     bar.reset(total=config.max_steps)
     t, chunk = 0, 0
-    noise, noise_t0 = None, 0  # common noise of steps noise_t0 … noise_t0 + chunk_steps − 1
+    window, window_t0 = None, 0  # noise and schedule of steps window_t0 … window_t0 + chunk_steps − 1
+    replicated = NamedSharding(spec.mesh, PartitionSpec())
     while batches and t < config.max_steps:
         # The first chunks are short, so that cells which stop early (often most divergent
         # ones) are compacted away soon; the length is an argument, not a new compilation.
         length = min(max(1, spec.chunk_steps >> max(0, 4 - chunk)), config.max_steps - t)
-        if not spec.independent_noise and (noise is None or t + length > noise_t0 + spec.chunk_steps):
+        if window is None or t + length > window_t0 + spec.chunk_steps:
             # Drawn a chunk ahead and shared by the short chunks it covers: never drawn twice.
-            noise, noise_t0 = _common_noise(seed, jnp.int32(t), model, spec.chunk_steps, spec.mesh), t
+            window_t0 = t
+            rows = slice(t, t + spec.chunk_steps)
+            schedule = _put(tuple(np.resize(x[rows], spec.chunk_steps) for x in plan), replicated)
+            noise = None if spec.independent_noise else _common_noise(seed, jnp.int32(t), model, spec.chunk_steps, spec.mesh)
+            window = (noise, schedule)
         batches = [
-            (_advance(spec, cells_b, inputs_b, model, noise, jnp.int32(t - noise_t0), jnp.int32(t), jnp.int32(length), seed, limits), inputs_b)
+            (_advance(spec, cells_b, inputs_b, model, *window, jnp.int32(t - window_t0), jnp.int32(t), jnp.int32(length), seed, limits), inputs_b)
             for cells_b, inputs_b in batches
         ]
         if spec.record:
@@ -352,7 +379,8 @@ def _init_cells(spec: _Spec, model: _Model, w0, active) -> _Cells:
     w0 = np.asarray(w0)
     shapes = _trace_shapes(spec, model, spec.optimizer, w0)
     return _Cells(
-        ring=np.broadcast_to(w0, (count, spec.delay + 1, w0.size)),
+        ring=np.broadcast_to(w0, (count, spec.slots, w0.size)),
+        w=None if spec.optimizer.sent is None else np.broadcast_to(w0, (count, w0.size)),
         opt=jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (count,) + x.shape), spec.optimizer.init(w0)),
         status=np.where(active, RUNNING, BUDGET).astype(np.int8),
         steps=np.zeros(count, np.int32),
@@ -369,8 +397,9 @@ def _trace_shapes(spec: _Spec, model: _Model, optimizer: Optimizer, w0) -> dict:
     def one_step(w0):
         hyper = optimizer.hyper(*(w0[0] for _ in optimizer.hyper._fields))
         state = optimizer.init(w0)
-        w_next, state_next, info = optimizer.step(hyper, state, w0, w0, 0)
-        view = StepView(model, hyper, w0, state, w0, w_next, state_next, info)
+        ctx = StepContext(jnp.int32(0), jnp.int32(0), jnp.int32(0), w0)
+        w_next, state_next, info = optimizer.step(hyper, state, w0, w0, ctx)
+        view = StepView(model, hyper, ctx, w0, state, _velocity(optimizer, state, ctx), w0, w_next, state_next, info)
         return {name: jnp.asarray(fn(view)) for name, fn in spec.record}
 
     return jax.eval_shape(one_step, w0)
@@ -462,23 +491,25 @@ def _normal(key, t, like):
 
 
 @functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
-def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, row, t0, length, seed, limits) -> _Cells:
+def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, schedule, row, t0, length, seed, limits) -> _Cells:
     """Advance a batch of cells by up to ``length ≤ spec.chunk_steps`` steps from step ``t0``,
-    step ``t0 + k`` taking the common noise ``noise[row + k]`` (``None``: independent noise)."""
+    step ``t0 + k`` taking the common noise ``noise[row + k]`` (``None``: independent noise) and
+    the delay and worker ``schedule[i][row + k]``."""
     replicated, sharded = PartitionSpec(), PartitionSpec(CELLS)
 
-    def per_device(cells, inputs, model, noise, row, t0, length, seed, limits):
+    def per_device(cells, inputs, model, noise, schedule, row, t0, length, seed, limits):
         key = jax.random.key(seed)
         size = spec.block_cells
         blocks = cells.status.shape[0] // size
+        window = (noise, schedule, row, t0, length, key, limits)
         if blocks == 1:
-            return _advance_block(spec, cells, inputs, model, noise, row, t0, length, key, limits)
+            return _advance_block(spec, cells, inputs, model, *window)
 
         # Block by block, in place: each block is sliced out (into cache), advanced and written
         # back into the (donated) batch, which is never copied as a whole.
         def one_block(i, cells):
             block = jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, i * size, size), (cells, inputs))
-            done = _advance_block(spec, *block, model, noise, row, t0, length, key, limits)
+            done = _advance_block(spec, *block, model, *window)
             return jax.tree.map(lambda x, y: jax.lax.dynamic_update_slice_in_dim(x, y, i * size, 0), cells, done)
 
         return jax.lax.fori_loop(0, blocks, one_block, cells)
@@ -486,17 +517,17 @@ def _advance(spec: _Spec, cells: _Cells, inputs: _Inputs, model: _Model, noise, 
     return jax.shard_map(
         per_device,
         mesh=spec.mesh,
-        in_specs=(sharded, sharded) + (replicated,) * 7,
+        in_specs=(sharded, sharded) + (replicated,) * 8,
         out_specs=sharded,
-    )(cells, inputs, model, noise, row, t0, length, seed, limits)
+    )(cells, inputs, model, noise, schedule, row, t0, length, seed, limits)
 
 
-def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, row, t0, length, key, limits) -> _Cells:
+def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, schedule, row, t0, length, key, limits) -> _Cells:
     """The loop: at most ``length`` steps of a block of cells, leaving when all are done."""
     # λ as one materialised row per cell: XLA would otherwise broadcast it afresh at every step
     # for the loss's reduction (a full extra pass over the block).
     model = model._replace(lam=jnp.broadcast_to(model.lam, (cells.status.shape[0],) + model.lam.shape))
-    step = jax.vmap(_cell_step, in_axes=(None, None, 0, 0, _Model(0, None, None, None), None, None, None))
+    step = jax.vmap(_cell_step, in_axes=(None, None, None, 0, 0, _Model(0, None, None, None), None, None, None))
 
     def running(carry):
         k, cells = carry
@@ -505,27 +536,35 @@ def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, ro
     def advance(carry):
         k, cells = carry
         shared = None if noise is None else noise[row + k]
-        cells, values = step(spec, t0 + k, cells, inputs, model, shared, key, limits)
+        source = tuple(x[row + k] for x in schedule)
+        cells, values = step(spec, t0 + k, source, cells, inputs, model, shared, key, limits)
         trace = {n: jax.lax.dynamic_update_index_in_dim(cells.trace[n], values[n], k, 1) for n in values}
         return k + 1, cells._replace(trace=trace)
 
     return jax.lax.while_loop(running, advance, (jnp.int32(0), cells))[1]
 
 
-def _cell_step(spec: _Spec, t, cell: _Cells, inputs: _Inputs, model: _Model, noise, key, limits):
+def _cell_step(spec: _Spec, t, source, cell: _Cells, inputs: _Inputs, model: _Model, noise, key, limits):
     """One step of one cell: delayed noisy gradient, optimizer update, ring write, status."""
     target, diverge_loss, max_steps = limits
-    slots = spec.delay + 1
-    w = jax.lax.dynamic_index_in_dim(cell.ring, t % slots, keepdims=False)
-    w_delayed = jax.lax.dynamic_index_in_dim(cell.ring, (t - spec.delay) % slots, keepdims=False)
+    delay, worker = source
+    optimizer, slots = spec.optimizer, spec.slots
+    w = jax.lax.dynamic_index_in_dim(cell.ring, t % slots, keepdims=False) if cell.w is None else cell.w
+    # Slots of iterations t − slots < s < 0 were never written, so they still hold w₀.
+    w_stale = jax.lax.dynamic_index_in_dim(cell.ring, (t - delay) % slots, keepdims=False)
     if noise is None:
         cell_key = jax.random.fold_in(jax.random.fold_in(key, 1), inputs.uid)
         noise = model.shape_noise(_normal(cell_key, t, model.lam))
-    g = model.hvp(w_delayed) + inputs.sigma * noise
-    w_next, opt, info = spec.optimizer.step(inputs.hyper, cell.opt, w, g, t)
-    view = StepView(model, inputs.hyper, w, cell.opt, g, w_next, opt, info)
-    values = {name: fn(view) for name, fn in spec.record}
-    ring = jax.lax.dynamic_update_index_in_dim(cell.ring, w_next, (t + 1) % slots, 0)
+    g = model.hvp(w_stale) + inputs.sigma * noise
+    ctx = StepContext(t, delay, worker, w_stale)
+    w_next, opt, info = optimizer.step(inputs.hyper, cell.opt, w, g, ctx)
+    if spec.record:
+        view = StepView(model, inputs.hyper, ctx, w, cell.opt, _velocity(optimizer, cell.opt, ctx), g, w_next, opt, info)
+        values = {name: fn(view) for name, fn in spec.record}
+    else:
+        values = {}
+    sent = w_next if optimizer.sent is None else optimizer.sent(inputs.hyper, opt, w_next)
+    ring = jax.lax.dynamic_update_index_in_dim(cell.ring, sent, (t + 1) % slots, 0)
     loss = model.loss(w_next)
     status = jnp.where(
         loss < target, REACHED,
@@ -534,12 +573,17 @@ def _cell_step(spec: _Spec, t, cell: _Cells, inputs: _Inputs, model: _Model, noi
     live = cell.status == RUNNING
     return _Cells(
         ring=ring,
+        w=None if cell.w is None else w_next,
         opt=opt,
         status=jnp.where(live, status, cell.status),
         steps=jnp.where(live, t + 1, cell.steps),
         loss=jnp.where(live, loss, cell.loss),
         trace=cell.trace,
     ), values
+
+
+def _velocity(optimizer: Optimizer, state, ctx: StepContext):
+    return jnp.zeros_like(ctx.stale) if optimizer.velocity is None else optimizer.velocity(state, ctx)
 
 
 def _progress(config: RunConfig, description: str):

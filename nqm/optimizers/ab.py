@@ -10,7 +10,7 @@ import numpy as np
 
 from nqm.errors import NqmError
 from nqm.optimizers.base import Optimizer, convention, momentum_coefficient, register
-from nqm.optimizers.sgdm import VelocityState
+from nqm.optimizers.sgdm import VelocityState, velocity
 
 MODES = ("both", "vel-only", "weight-only")
 
@@ -31,7 +31,7 @@ def adaptive_braking(
     alpha_max: float | None = None,
     eps: float = 1e-12,
     dampening: bool = False,
-    delay: int = 0,
+    workers: int = 1,
 ) -> Optimizer:
     """Adaptive Braking, per parameter group ``i``:
 
@@ -58,11 +58,11 @@ def adaptive_braking(
       alpha_min, alpha_max: optional clamps of α (e.g. ``alpha_max=1`` never amplifies).
       eps: floor ``ε`` of the norm product.
       dampening: weight the gradient by ``1 − m``.
-      delay: unused (the engine delays the gradient).
+      workers: unused (one velocity, whoever computed the gradient).
 
     Reference: Venigalla et al. (2020), eq. 2 and Algorithm 10.
     """
-    del delay
+    del workers
     if mode not in MODES:
         raise NqmError(f"unknown AB mode {mode!r}; choose one of {', '.join(MODES)}")
     if int(micro_steps) != micro_steps or micro_steps < 1:
@@ -75,8 +75,8 @@ def adaptive_braking(
     def init(w0):
         return VelocityState(jnp.zeros_like(w0))
 
-    def step(hyper, state, w, g, t):
-        del t
+    def step(hyper, state, w, g, ctx):
+        del ctx
         c = momentum_coefficient(hyper.momentum, dampening)
         v = state.velocity
         heavy_ball = hyper.momentum * v
@@ -102,7 +102,7 @@ def adaptive_braking(
         ("alpha_min", alpha_min), ("alpha_max", alpha_max), ("eps", eps),
         ("dampening", dampening), ("convention", convention(dampening)),
     )
-    return Optimizer("ab", BrakingHyper, init, step, config)
+    return Optimizer("ab", BrakingHyper, init, step, config, velocity=velocity)
 
 
 def _grouping(group):

@@ -4,11 +4,16 @@ An optimizer acts on ONE cell (one weight vector); the engine ``vmap``s it over 
 hyperparameters are arrays carried in a NamedTuple, so a grid of values is one compiled program.
 
     state = init(w0)
-    w_next, state, info = step(hyper, state, w, g, t)
+    w_next, state, info = step(hyper, state, w, g, ctx)
 
-``w`` is the current weight vector ``w_t``, ``g`` the (delayed, noisy) gradient used at step
-``t``, and ``info`` a dict of diagnostics (e.g. the braking factor α) that the engine may record
-but never carries.
+``w`` is the current weight vector ``w_t``, ``g`` the (delayed, noisy) gradient applied at step
+``t``, ``ctx`` the :class:`StepContext` of that gradient (step, delay, worker, the weights it was
+computed at), and ``info`` a dict of diagnostics (e.g. the braking factor α) that the engine may
+record but never carries.
+
+A factory is registered by name and called with keyword options only; its signature is the list
+of options it takes (the CLI and ``nqm.sweep`` derive theirs from it), plus ``workers``: how many
+workers the delay process has, for families that keep per-worker state.
 """
 
 from __future__ import annotations
@@ -22,16 +27,38 @@ import numpy as np
 from nqm.errors import NqmError
 
 
+class StepContext(NamedTuple):
+    """Where the gradient applied at step ``t`` comes from.
+
+    Attributes:
+      t: the step (int32).
+      delay: the gradient's delay ``τ_t`` as the delay process drew it: it was computed at the
+        weights of iteration ``max(0, t − τ_t)`` (int32).
+      worker: the id of the worker that computed it, in ``[0, workers)`` (int32).
+      stale: the weights it was computed at (``w_{t−τ_t}``, or what the optimizer sent then).
+    """
+
+    t: Any
+    delay: Any
+    worker: Any
+    stale: Any
+
+
 class Optimizer(NamedTuple):
     """A configured optimizer: pure ``init``/``step`` functions and the names of its hyperparameters.
 
     Attributes:
-      name: registry name (``"sgdm"``, ``"ab"``, ``"shifted"``).
+      name: registry name (``"sgdm"``, ``"ab"``, ...; see :func:`methods`).
       hyper: the NamedTuple type of per-cell hyperparameters (fields = swept names).
       init: ``init(w0) -> state``.
-      step: ``step(hyper, state, w, g, t) -> (w_next, state, info)``.
+      step: ``step(hyper, state, w, g, ctx) -> (w_next, state, info)``.
       config: static settings as ``(name, value)`` pairs (hashable, so an optimizer can be a
         static argument of ``jax.jit``), recorded in result attributes.
+      velocity: ``velocity(state, ctx) -> v_t``, the velocity the step at ``ctx`` continues (for
+        diagnostics; ``None``: the family has none, read as zeros).
+      sent: ``sent(hyper, state, w_next) -> weights`` a worker receives after the step, when that
+        is not ``w_next`` itself (DANA's look-ahead); ``None``: ``w_next``.
+      workers: the number of workers the per-worker state was built for (``None``: no such state).
     """
 
     name: str
@@ -39,6 +66,9 @@ class Optimizer(NamedTuple):
     init: Callable[[Any], Any]
     step: Callable[..., tuple]
     config: tuple
+    velocity: Callable[[Any, StepContext], Any] | None = None
+    sent: Callable[..., Any] | None = None
+    workers: int | None = None
 
 
 class MomentumHyper(NamedTuple):
@@ -50,7 +80,7 @@ _REGISTRY: dict[str, Callable[..., Optimizer]] = {}
 
 
 def register(name: str):
-    """Decorator: make a factory ``f(*, delay, **options) -> Optimizer`` available by name."""
+    """Decorator: make a factory ``f(*, workers, **options) -> Optimizer`` available by name."""
 
     def deco(factory):
         _REGISTRY[name] = factory
@@ -63,27 +93,36 @@ def methods() -> tuple[str, ...]:
     return tuple(sorted(_REGISTRY))
 
 
-def make(method: str, *, delay: int = 0, **options) -> Optimizer:
-    """Build the optimizer ``method`` for a run with constant delay ``delay``.
+def options(method: str) -> dict[str, inspect.Parameter]:
+    """The options of ``method``'s family by name (its factory's keyword parameters but ``workers``)."""
+    if method not in _REGISTRY:
+        raise NqmError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
+    parameters = inspect.signature(_REGISTRY[method]).parameters
+    return {name: p for name, p in parameters.items() if name != "workers"}
+
+
+def make(method: str, *, delay=0, **given) -> Optimizer:
+    """Build the optimizer ``method`` for a run under ``delay`` (a constant ``D`` or a
+    :mod:`nqm.delays` process, which says how many workers per-worker state needs).
 
     Options left at ``None`` take the family's default; an option the family does not have is an
     error (so that e.g. ``--group`` is never silently ignored for SGDM).
     """
-    if method not in _REGISTRY:
-        raise NqmError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
-    factory = _REGISTRY[method]
-    accepted = inspect.signature(factory).parameters
-    given = {k: v for k, v in options.items() if v is not None}
+    from nqm.delays import process
+
+    accepted = options(method)
+    given = {k: v for k, v in given.items() if v is not None}
     extra = sorted(set(given) - set(accepted))
     if extra:
         raise NqmError(f"option(s) {', '.join(extra)} do not apply to method {method!r}")
-    return _build(method, int(delay), tuple(sorted((k, _frozen(v)) for k, v in given.items())))
+    workers = process(delay).workers
+    return _build(method, workers, tuple(sorted((k, _frozen(v)) for k, v in given.items())))
 
 
 @functools.lru_cache(maxsize=256)
-def _build(method: str, delay: int, options: tuple) -> Optimizer:
+def _build(method: str, workers: int, options: tuple) -> Optimizer:
     # Memoized: the same settings give the same (hashable) functions, so jit never recompiles.
-    return _REGISTRY[method](delay=delay, **{k: _thawed(v) for k, v in options})
+    return _REGISTRY[method](workers=workers, **{k: _thawed(v) for k, v in options})
 
 
 class _Labels(tuple):

@@ -14,23 +14,29 @@ class VelocityState(NamedTuple):
 
 
 @register("sgdm")
-def sgdm(*, dampening: bool = False, delay: int = 0) -> Optimizer:
+def sgdm(*, dampening: bool = False, workers: int = 1) -> Optimizer:
     """Heavy ball: ``v_{t+1} = m v_t + c g_t``, ``w_{t+1} = w_t − η v_{t+1}``.
 
     ``c = 1`` (AB paper convention) or ``c = 1 − m`` with ``dampening`` (Giladi et al. 2020).
 
     Args:
       dampening: weight the gradient by ``1 − m``.
-      delay: unused (the engine delays the gradient).
+      workers: unused (one velocity, whoever computed the gradient).
     """
-    del delay
+    del workers
 
     def init(w0):
         return VelocityState(jnp.zeros_like(w0))
 
-    def step(hyper, state, w, g, t):
-        del t
+    def step(hyper, state, w, g, ctx):
+        del ctx
         v = hyper.momentum * state.velocity + momentum_coefficient(hyper.momentum, dampening) * g
         return w - hyper.lr * v, VelocityState(v), {}
 
-    return Optimizer("sgdm", MomentumHyper, init, step, (("dampening", dampening), ("convention", convention(dampening))))
+    config = (("dampening", dampening), ("convention", convention(dampening)))
+    return Optimizer("sgdm", MomentumHyper, init, step, config, velocity=velocity)
+
+
+def velocity(state, ctx):
+    """The single velocity of the heavy-ball families."""
+    return state.velocity

@@ -11,36 +11,34 @@ from nqm.optimizers.base import MomentumHyper, Optimizer, convention, momentum_c
 
 
 class WorkerVelocities(NamedTuple):
-    velocities: Any  # (delay + 1, N): the velocity of each of the D+1 round-robin workers
+    velocities: Any  # (workers, N): each worker's own velocity
 
 
 @register("shifted")
-def shifted(*, dampening: bool = False, delay: int = 0) -> Optimizer:
-    """Shifted momentum: ``v_{t+1} = m v_{t−D} + c g_t``, ``w_{t+1} = w_t − η v_{t+1}``, ``v_{≤0} = 0``.
+def shifted(*, dampening: bool = False, workers: int = 1) -> Optimizer:
+    """Shifted momentum: the worker ``k`` that computed ``g_t`` continues its own velocity,
+    ``v^k ← m v^k + c g_t``, ``w_{t+1} = w_t − η v^k`` (all ``v^k = 0`` at first).
 
-    With ``D + 1`` workers served round-robin, the worker that computes ``g_t`` last updated at
-    step ``t − D``, so it continues its own velocity ``v_{t−D}``. ``D = 0`` is SGDM.
+    With a constant delay ``D`` (``D + 1`` workers served round robin) the worker that computes
+    ``g_t`` last updated at step ``t − D``: ``v_{t+1} = m v_{t−D} + c g_t``. ``D = 0`` is SGDM.
 
     Args:
       dampening: weight the gradient by ``c = 1 − m`` instead of 1.
-      delay: the constant gradient delay ``D``; it sets the number of workers.
+      workers: how many workers (and velocities) the delay process has.
 
     Reference: Giladi et al. (2020), eq. 10.
     """
-    workers = int(delay) + 1
 
     def init(w0):
         return WorkerVelocities(jnp.zeros((workers,) + w0.shape, w0.dtype))
 
-    def step(hyper, state, w, g, t):
-        # v_s lives in slot s mod (D+1); v_{t−D} and v_{t+1} share slot (t+1) mod (D+1).
-        slot = (t + 1) % workers
-        v_old = jax.lax.dynamic_index_in_dim(state.velocities, slot, keepdims=False)
-        v = hyper.momentum * v_old + momentum_coefficient(hyper.momentum, dampening) * g
-        velocities = jax.lax.dynamic_update_index_in_dim(state.velocities, v, slot, 0)
+    def velocity(state, ctx):
+        return jax.lax.dynamic_index_in_dim(state.velocities, ctx.worker, keepdims=False)
+
+    def step(hyper, state, w, g, ctx):
+        v = hyper.momentum * velocity(state, ctx) + momentum_coefficient(hyper.momentum, dampening) * g
+        velocities = jax.lax.dynamic_update_index_in_dim(state.velocities, v, ctx.worker, 0)
         return w - hyper.lr * v, WorkerVelocities(velocities), {}
 
-    return Optimizer(
-        "shifted", MomentumHyper, init, step,
-        (("dampening", dampening), ("convention", convention(dampening)), ("workers", workers)),
-    )
+    config = (("dampening", dampening), ("convention", convention(dampening)), ("workers", workers))
+    return Optimizer("shifted", MomentumHyper, init, step, config, velocity=velocity, workers=workers)
