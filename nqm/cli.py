@@ -13,7 +13,8 @@ import numpy as np
 
 from nqm.errors import NqmError
 
-_METHODS = ("sgdm", "ab", "shifted")
+_ALIASES = {"mode": ("--ab-mode",)}  # earlier names of derived options
+_METHOD_COMMANDS = ("sweep",)  # subcommands that take a method and its options (need the registry)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,27 +50,23 @@ def _joined(items: list[str] | None) -> list[float] | None:
     return None if items is None else [x for item in items for x in values(item)]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; the method options (read off the optimizer registry, which imports JAX) are
+    added only when ``command`` needs them, so that e.g. ``nqm threshold`` starts fast."""
     parser = _Parser(prog="nqm", description="Noisy Quadratic Model under gradient delay.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("sweep", help="steps to target over a hyperparameter grid → netCDF (+ heatmap)")
-    s.add_argument("--method", choices=_METHODS, default="sgdm")
     grid = s.add_argument_group("grid (each takes numbers, geom:START:STOP:NUM or lin:START:STOP:NUM)")
     grid.add_argument("--lr", nargs="+", required=True, metavar="V")
     grid.add_argument("--momentum", nargs="+", required=True, metavar="V")
-    grid.add_argument("--delay", nargs="+", default=["0"], metavar="D")
+    grid.add_argument("--delay", nargs="+", default=None, metavar="D", help="constant delays (default 0)")
+    grid.add_argument("--delay-dist", nargs="+", default=None, metavar="SPEC",
+                      help="delay processes: uniform:A:B | gaussian:MU | pmf:P0,P1,... | workers:K[:slow=F:S]")
     grid.add_argument("--noise", nargs="+", default=["0"], metavar="S")
-    grid.add_argument("--rho", nargs="+", default=None, metavar="R", help="AB braking coefficient (default 0.5)")
     grid.add_argument("--seed", nargs="+", default=["0"], metavar="S")
-    ab = s.add_argument_group("Adaptive Braking")
-    ab.add_argument("--group", default=None, help="global (default) | element | blocks:K")
-    ab.add_argument("--micro-steps", type=int, default=None, metavar="S")
-    ab.add_argument("--ab-mode", choices=("both", "vel-only", "weight-only"), default=None)
-    ab.add_argument("--alpha-min", type=float, default=None, help="clamp α >= this (e.g. 0)")
-    ab.add_argument("--alpha-max", type=float, default=None, help="clamp α <= this (e.g. 1)")
-    ab.add_argument("--eps", type=float, default=None, help="floor of ‖g‖‖v‖ (default 1e-12)")
-    s.add_argument("--dampening", action="store_true", help="v = m v + (1-m) g (Giladi et al.)")
+    if command in _METHOD_COMMANDS:
+        _method_arguments(s, grid)
     _problem_arguments(s)
     run = s.add_argument_group("run")
     run.add_argument("--target", type=float, default=0.01)
@@ -107,6 +104,55 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _method_arguments(parser, grid):
+    """``--method``, each family's swept hyperparameters and its options, read off the registry:
+    a new family needs no edit here."""
+    from nqm.optimizers import methods
+    from nqm.optimizers.base import documentation, hyperparameters, options
+    from nqm.sweeps import all_hyper_dims
+
+    parser.add_argument("--method", choices=methods(), default="sgdm", help="optimizer (default sgdm)")
+    for name in all_hyper_dims():
+        owners = [m for m in methods() if name in hyperparameters(m)._fields]
+        default = hyperparameters(owners[0])._field_defaults.get(name)
+        grid.add_argument("--" + name.replace("_", "-"), nargs="+", default=None, metavar="V",
+                          help=f"{', '.join(owners)} hyperparameter" + (f" (default {default:g})" if default is not None else ""))
+    group = parser.add_argument_group("method options (each applies to the methods named)")
+    seen = {}
+    for method in methods():
+        docs = documentation(method)
+        for name, parameter in options(method).items():
+            seen.setdefault(name, (parameter, docs.get(name, ""), []))[2].append(method)
+    for name, (parameter, doc, owners) in seen.items():
+        flags = ["--" + name.replace("_", "-"), *_ALIASES.get(name, ())]
+        default = parameter.default
+        text = f"{doc} [{', '.join(owners)}; default {default}]".replace("``", "").replace("%", "%%").strip()
+        if isinstance(default, bool):
+            group.add_argument(*flags, dest=name, action="store_true", default=None, help=text)
+        else:
+            kind = type(default) if isinstance(default, (int, float)) else (
+                float if "float" in str(parameter.annotation) else int if "int" in str(parameter.annotation) else str)
+            group.add_argument(*flags, dest=name, type=kind, default=None, metavar=name.upper(), help=text)
+
+
+def _method_options(args) -> dict:
+    """The method's hyperparameter grids and options given on the command line (None: not given)."""
+    from nqm.optimizers import methods
+    from nqm.optimizers.base import options
+    from nqm.sweeps import all_hyper_dims
+
+    names = {n for m in methods() for n in options(m)}
+    given = {n: getattr(args, n) for n in names}
+    given.update({n: _joined(getattr(args, n)) for n in all_hyper_dims()})
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def _delays(args) -> list:
+    """``--delay`` (constants) and ``--delay-dist`` (processes) as one list for the delay dimension."""
+    constants = _joined(args.delay) or ([] if args.delay_dist else [0.0])
+    return [*constants, *(args.delay_dist or [])]
+
+
 def _problem_arguments(s):
     g = s.add_argument_group("problem")
     g.add_argument("--spectrum", choices=("zhang", "loguniform"), default="zhang")
@@ -141,11 +187,8 @@ def _sweep(args):
         os.remove(partial)
     ds = nqm.sweep(
         args.method,
-        lr=_joined(args.lr), momentum=_joined(args.momentum), delay=_joined(args.delay),
-        noise=_joined(args.noise), rho=_joined(args.rho), seed=_joined(args.seed),
-        problem=_problem(args),
-        group=args.group, micro_steps=args.micro_steps, mode=args.ab_mode,
-        alpha_min=args.alpha_min, alpha_max=args.alpha_max, eps=args.eps, dampening=args.dampening or None,
+        lr=_joined(args.lr), momentum=_joined(args.momentum), delay=_delays(args),
+        noise=_joined(args.noise), seed=_joined(args.seed), problem=_problem(args), **_method_options(args),
         target=args.target, max_steps=args.max_steps, x64=args.x64, independent_noise=args.independent_noise,
         chunk_steps=args.chunk_steps, devices=args.devices, progress=not args.no_progress,
         checkpoint=partial,
@@ -211,7 +254,9 @@ def _bench(args):
 
 def main(argv=None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else list(argv)
+        command = next((a for a in argv if not a.startswith("-")), None)
+        args = build_parser(command).parse_args(argv)
         if args.command == "plot":
             from nqm import load
 

@@ -179,6 +179,14 @@ def process(spec) -> Process:
     raise NqmError(f"delay process must be {SYNTAX}, got {spec!r}")
 
 
+def pmf(process: Process) -> np.ndarray | None:
+    """The delay pmf of a constant or iid process (``None`` for a worker pool, whose delays are
+    not independent); what :mod:`nqm.stability` analyses."""
+    if isinstance(process, Constant):
+        return np.eye(process.delay + 1)[-1]
+    return np.asarray(process.pmf) if isinstance(process, Iid) else None
+
+
 def _count(value, what: str, *, low: int) -> int:
     try:
         ok = float(value) == int(value) and int(value) >= low

@@ -1,8 +1,11 @@
 """Grids of hyperparameters → the engine → a labelled ``xarray.Dataset``; save, load and resume.
 
-A sweep is the Cartesian product of ``lr × momentum × delay × noise × rho × seed``. Each value is
-a dimension coordinate of the result (present even with a single value; ``rho`` only for AB),
-with data variables ``steps`` (T, or where the run stopped), ``status`` (1 reached the target,
+A sweep is the Cartesian product of ``lr × momentum × delay × noise × [method hyperparameters] ×
+seed``, the method's own hyperparameters being the fields of its ``hyper`` type beyond lr and
+momentum (AB's ``rho``, DC-ASGD's ``lambda_dc``, …). Each value is a dimension coordinate of the
+result (present even with a single value). ``delay`` holds integers for constant delays, or the
+spec strings of :mod:`nqm.delays` processes (with their long-run ``mean_delay``) when any is random.
+Data variables are ``steps`` (T, or where the run stopped), ``status`` (1 reached the target,
 0 budget exhausted, −1 diverged) and ``loss`` (the loss at ``steps``). Attributes record every
 setting needed to reproduce it.
 """
@@ -21,15 +24,16 @@ import numpy as np
 import xarray as xr
 
 import nqm
-from nqm import engine
+from nqm import delays, engine
 from nqm.errors import NqmError
-from nqm.optimizers import make
+from nqm.optimizers import make, methods
+from nqm.optimizers.base import hyperparameters, options as method_options
 from nqm.problem import Problem, zhang
 
-DIMS = ("delay", "noise", "rho", "seed", "momentum", "lr")
+DIMS = ("delay", "noise", "rho", "seed", "momentum", "lr")  # the order of dims (with AB's rho)
+BASE_HYPER = ("lr", "momentum")
 STATUS_MEANING = "1: reached target, 0: step budget exhausted, -1: diverged"
 _NOT_RUN = engine.RUNNING  # status of cells a checkpoint has not finished yet
-_OPTIMIZER_OPTIONS = ("dampening", "group", "micro_steps", "mode", "alpha_min", "alpha_max", "eps")
 _RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(engine.RunConfig))
 
 
@@ -40,50 +44,62 @@ def sweep(
     momentum,
     delay=0,
     noise=0.0,
-    rho=None,
     seed=0,
     problem: Problem | None = None,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: float = 30.0,
     **options,
 ) -> xr.Dataset:
-    """Steps to the target loss for every cell of ``lr × momentum × delay × noise × rho × seed``.
+    """Steps to the target loss for every cell of ``lr × momentum × delay × noise × … × seed``.
 
     Args:
-      method: ``"sgdm"``, ``"ab"`` or ``"shifted"`` (see :mod:`nqm.optimizers`).
-      lr, momentum, delay, noise, rho, seed: a value or a list of values each. ``rho`` applies to
-        AB only (default 0.5).
+      method: a name from :func:`nqm.optimizers.methods` (``"sgdm"``, ``"ab"``, ``"shifted"``, …).
+      lr, momentum, noise, seed: a value or a list of values each.
+      delay: a value or a list: constant delays ``D`` and/or delay processes (spec strings such as
+        ``"uniform:1:8"`` or ``"workers:16:slow=0.25:4"``, see :mod:`nqm.delays`).
       problem: the quadratic (default :func:`nqm.zhang`, N = 10⁴).
       checkpoint: a netCDF path where finished cells are saved as the sweep goes; if it exists, the
         sweep resumes from it (same settings required) and computes only the missing cells.
       checkpoint_every: seconds between checkpoint writes.
-      **options: optimizer options (``dampening``, ``group``, ``micro_steps``, ``mode``,
-        ``alpha_min``, ``alpha_max``, ``eps``) and run settings (fields of
-        :class:`nqm.engine.RunConfig`: ``target``, ``max_steps``, ``independent_noise``,
-        ``x64``, ``chunk_steps``, ``devices``, ``memory_budget``, ``progress``, …).
+      **options: the method's own hyperparameters as grids (e.g. ``rho`` for AB, default 0.5;
+        see its ``hyper`` type), its options (the keyword parameters of its factory, e.g.
+        ``dampening``, ``group``, ``micro_steps``), and run settings (fields of
+        :class:`nqm.engine.RunConfig`: ``target``, ``max_steps``, ``independent_noise``, ``x64``,
+        ``chunk_steps``, ``devices``, ``memory_budget``, ``progress``, …).
 
     Returns:
-      an ``xarray.Dataset`` with dims ``delay, noise, [rho,] seed, momentum, lr``.
+      an ``xarray.Dataset`` with dims ``delay, noise, [hyperparameters,] seed, momentum, lr``.
     """
-    unknown = sorted(set(options) - set(_OPTIMIZER_OPTIONS) - set(_RUN_OPTIONS))
+    extra = hyper_dims(method)
+    given = {k: v for k, v in options.items() if v is not None}
+    grids = {k: given.pop(k) for k in extra if k in given}
+    misplaced = sorted(k for k in given if k in all_hyper_dims())
+    if misplaced:
+        raise NqmError(f"{misplaced[0]} is not a hyperparameter of method {method!r}; "
+                       f"it has {', '.join(('lr', 'momentum') + extra)}")
+    unknown = sorted(set(given) - set(method_options(method)) - set(_RUN_OPTIONS))
+    foreign = [k for k in unknown if any(k in method_options(m) for m in methods())]
+    if foreign:
+        owners = sorted(m for m in methods() if foreign[0] in method_options(m))
+        raise NqmError(f"option(s) {', '.join(foreign)} do not apply to method {method!r} "
+                       f"({foreign[0]} is an option of {', '.join(owners)})")
     if unknown:
-        raise NqmError(f"unknown option(s) {', '.join(unknown)}; see help(nqm.sweep)")
-    config = _run_config({k: v for k, v in options.items() if k in _RUN_OPTIONS})
-    opt_options = {k: v for k, v in options.items() if k in _OPTIMIZER_OPTIONS}
-    if method == "ab" and rho is None:
-        rho = 0.5
-    elif method != "ab" and rho is not None:
-        raise NqmError(f"rho applies to method 'ab' only, not {method!r}")
-    coords = _coordinates(lr=lr, momentum=momentum, delay=delay, noise=noise, rho=rho, seed=seed)
+        raise NqmError(f"unknown option(s) {', '.join(unknown)} for method {method!r}; see help(nqm.sweep)")
+    config = _run_config({k: v for k, v in given.items() if k in _RUN_OPTIONS})
+    opt_options = {k: v for k, v in given.items() if k not in _RUN_OPTIONS}
+    defaults = hyperparameters(method)._field_defaults
+    grids = {k: grids.get(k, defaults.get(k)) for k in extra}
+    coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, **grids)
+    coords["delay"], processes = _delay_coordinate(delay)
     problem = zhang() if problem is None else problem
     make(method, **opt_options)  # validate options before any work
-    result = _empty(method, coords, problem, config, opt_options)
+    result = _empty(method, coords, problem, config, opt_options, processes)
     if checkpoint is not None:
         result = _resume(result, checkpoint)
 
     writer = _Checkpointer(result, checkpoint, checkpoint_every)
-    dims = [d for d in DIMS if d in coords]
-    for delay_value, seed_value in itertools.product(coords["delay"], coords["seed"]):
+    dims = list(result.steps.dims)
+    for (delay_value, process), seed_value in itertools.product(zip(coords["delay"], processes), coords["seed"]):
         part = result.sel(delay=delay_value, seed=seed_value)
         cell_dims = [d for d in dims if d not in ("delay", "seed")]
         grid = part.status.transpose(*cell_dims)
@@ -91,8 +107,8 @@ def sweep(
         if todo.size == 0:
             continue
         values = {d: v.reshape(-1)[todo] for d, v in zip(cell_dims, np.meshgrid(*(coords[d] for d in cell_dims), indexing="ij"))}
-        optimizer = make(method, delay=int(delay_value), **opt_options)
-        hyper = {"lr": values["lr"], "momentum": values["momentum"], "rho": values.get("rho")}
+        optimizer = make(method, delay=process, **opt_options)
+        hyper = {name: values[name] for name in optimizer.hyper._fields}
 
         def store(ids, outcome, todo=todo, grid_shape=grid.shape, delay_value=delay_value, seed_value=seed_value):
             index = np.unravel_index(todo[ids], grid_shape)
@@ -100,7 +116,7 @@ def sweep(
 
         engine.simulate(
             problem, optimizer, hyper, values["noise"],
-            delay=int(delay_value), seed=int(seed_value), uids=_cell_uids(values), config=config,
+            delay=process, seed=int(seed_value), uids=_cell_uids(values), config=config,
             on_finished=store, description=f"{method} D={delay_value} seed={seed_value}",
         )
         writer.flush(force=False)
@@ -167,20 +183,37 @@ def t_star(ds: xr.Dataset, percentile: float = 1.0) -> float:
 # --------------------------------------------------------------------------- grids and validation
 
 
+def hyper_dims(method: str) -> tuple[str, ...]:
+    """The method's swept hyperparameters beyond lr and momentum (e.g. ``("rho",)`` for AB)."""
+    return tuple(f for f in hyperparameters(method)._fields if f not in BASE_HYPER)
+
+
+def all_hyper_dims() -> tuple[str, ...]:
+    """Every registered method's extra hyperparameters, each once, in registry order."""
+    return tuple(dict.fromkeys(f for m in methods() for f in hyper_dims(m)))
+
+
+def dims(ds: xr.Dataset) -> tuple[str, ...]:
+    """The dimensions that index panels of a result: all but seed, momentum and lr."""
+    return tuple(d for d in ds.steps.dims if d not in ("seed", "momentum", "lr"))
+
+
+_RULES = {
+    "lr": ("a learning rate > 0", lambda x: x > 0, float),
+    "momentum": ("a momentum in [0, 1)", lambda x: (x >= 0) & (x < 1), float),
+    "delay": ("an integer delay >= 0", lambda x: (x >= 0) & (x == np.round(x)), int),
+    "noise": ("a noise scale >= 0", lambda x: x >= 0, float),
+    "seed": ("an integer seed >= 0", lambda x: (x >= 0) & (x == np.round(x)) & (x < 2**32), int),
+}
+_HYPER_RULE = ("a number >= 0", lambda x: x >= 0, float)  # ρ, λ_dc, …
+
+
 def _coordinates(**grids) -> dict[str, np.ndarray]:
-    rules = {
-        "lr": ("a learning rate > 0", lambda x: x > 0, float),
-        "momentum": ("a momentum in [0, 1)", lambda x: (x >= 0) & (x < 1), float),
-        "delay": ("an integer delay >= 0", lambda x: (x >= 0) & (x == np.round(x)), int),
-        "noise": ("a noise scale >= 0", lambda x: x >= 0, float),
-        "rho": ("a braking coefficient rho >= 0", lambda x: x >= 0, float),
-        "seed": ("an integer seed >= 0", lambda x: (x >= 0) & (x == np.round(x)) & (x < 2**32), int),
-    }
     coords = {}
     for name, values in grids.items():
         if values is None:
             continue
-        what, ok, kind = rules[name]
+        what, ok, kind = _RULES.get(name, _HYPER_RULE)
         try:
             array = np.atleast_1d(np.asarray(values, dtype=np.float64))
         except (TypeError, ValueError):
@@ -196,6 +229,22 @@ def _coordinates(**grids) -> dict[str, np.ndarray]:
     return coords
 
 
+def _delay_coordinate(values) -> tuple[np.ndarray, list]:
+    """The ``delay`` coordinate and its processes: integers when every delay is constant, else the
+    processes' spec strings."""
+    items = list(values) if isinstance(values, (list, tuple, np.ndarray)) else [values]
+    if all(not isinstance(v, (str, delays.Iid, delays.Workers, delays.Constant)) for v in items):
+        coord = _coordinates(delay=items)["delay"]
+        return coord, [delays.constant(int(d)) for d in coord]
+    if not items:
+        raise NqmError("delay is empty: give at least one value")
+    processes = [delays.process(v) for v in items]
+    labels = np.array([p.label for p in processes])
+    if np.unique(labels).size != labels.size:
+        raise NqmError("delay has repeated processes: give each once")
+    return labels, processes
+
+
 def _run_config(settings: dict) -> engine.RunConfig:
     config = engine.RunConfig(**settings)
     if not (np.isfinite(config.target) and config.target > 0):
@@ -209,7 +258,7 @@ def _run_config(settings: dict) -> engine.RunConfig:
 
 def _cell_uids(values: dict) -> np.ndarray:
     """A cell's identity from its hyperparameter values (not its position), for independent noise."""
-    names = [n for n in ("lr", "momentum", "noise", "rho") if n in values]
+    names = ["lr", "momentum", "noise"] + sorted(n for n in values if n not in ("lr", "momentum", "noise"))
     rows = np.stack([np.asarray(values[n], np.float64) for n in names], axis=1)
     return np.array([zlib.crc32(row.tobytes()) for row in rows], dtype=np.uint32)
 
@@ -217,8 +266,8 @@ def _cell_uids(values: dict) -> np.ndarray:
 # --------------------------------------------------------------------------- result bookkeeping
 
 
-def _empty(method, coords, problem, config, opt_options) -> xr.Dataset:
-    dims = [d for d in DIMS if d in coords]
+def _empty(method, coords, problem, config, opt_options, processes) -> xr.Dataset:
+    dims = ["delay", "noise", *hyper_dims(method), "seed", "momentum", "lr"]
     shape = tuple(coords[d].size for d in dims)
     optimizer = make(method, **opt_options)
     attrs = {
@@ -231,6 +280,7 @@ def _empty(method, coords, problem, config, opt_options) -> xr.Dataset:
         "noise_mode": "independent per cell" if config.independent_noise else "common random numbers",
         "dtype": "float64" if config.x64 else "float32",
         "seed": ",".join(str(s) for s in coords["seed"]),
+        "delay_processes": ", ".join(p.label for p in processes),
         "nqm_version": nqm.__version__,
         "jax_version": jax.__version__,
     }
@@ -241,7 +291,7 @@ def _empty(method, coords, problem, config, opt_options) -> xr.Dataset:
             "status": status,
             "loss": xr.Variable(dims, np.full(shape, np.nan), {"long_name": "loss at the last step"}),
         },
-        coords={d: coords[d] for d in dims},
+        coords={**{d: coords[d] for d in dims}, "mean_delay": ("delay", [p.mean for p in processes])},
         attrs={k: _attr(v) for k, v in attrs.items()},
     )
 
@@ -294,21 +344,30 @@ class _Checkpointer:
             self.last, self.dirty = time.monotonic(), False
 
 
+def threshold_of(ds: xr.Dataset, method: str, delay) -> np.ndarray:
+    """``x*(m)`` over the result's momenta for one delay (constant or iid; NaN for worker pools)."""
+    from nqm import stability
+
+    pmf = delays.pmf(delays.process(delay))
+    if pmf is None:
+        return np.full(ds.momentum.size, np.nan)
+    return stability.threshold(method, momentum=ds.momentum.values, dampening=bool(ds.attrs.get("dampening", 0)), pmf=pmf)
+
+
 def linear_stability_agreement(ds: xr.Dataset, band: float = 0.03) -> dict:
     """How often the simulation agrees with the linear stability threshold (DESIGN.md §3).
 
     For every cell with ``lr`` outside ``η*(D, m)·[1 − band, 1 + band]`` the linear theory
     predicts convergence (below) or divergence (above); a cell agrees when its status is not −1
     below, and −1 above. ``η* = x*/λ_max`` for the sweep's method (SGDM or shifted momentum;
-    AB is compared with SGDM's threshold) and momentum convention.
+    AB is compared with SGDM's threshold) and momentum convention; iid delays use their pmf
+    (Giladi et al.'s mean dynamics), worker pools are not compared.
 
     Returns:
       ``{"fraction": agreeing / compared, "compared": …, "in_band": …, "stable": …, "unstable": …}``.
     """
-    from nqm import stability
-
     method = "shifted" if ds.attrs.get("method") == "shifted" else "sgdm"
-    eta = stability.threshold(method, ds.delay.values, ds.momentum.values, dampening=bool(ds.attrs.get("dampening", 0)))
+    eta = np.stack([threshold_of(ds, method, d) for d in ds.delay.values])
     eta_star = xr.DataArray(eta / float(ds.attrs["lam_max"]), coords={"delay": ds.delay, "momentum": ds.momentum})
     ratio = ds.lr / eta_star
     stable, unstable = ratio < 1 - band, ratio > 1 + band

@@ -125,7 +125,7 @@ def test_checkpoint_of_another_sweep_is_refused(tmp_path):
     (dict(method="ab", group="blocks:x"), "blocks:K"),
     (dict(method="ab", mode="sideways"), "unknown AB mode"),
     (dict(method="ab", micro_steps=0), "micro_steps"),
-    (dict(rho=0.5), "rho applies to method 'ab' only"),
+    (dict(rho=0.5), "rho is not a hyperparameter of method 'sgdm'"),
     (dict(group="element"), "do not apply to method 'sgdm'"),
     (dict(max_steps=0), "max_steps"),
     (dict(target=-1.0), "target"),

@@ -18,7 +18,7 @@ MODES = ("both", "vel-only", "weight-only")
 class BrakingHyper(NamedTuple):
     lr: Any
     momentum: Any
-    rho: Any
+    rho: Any = 0.5  # the braking coefficient ρ (swept; 0 is SGDM)
 
 
 @register("ab")

@@ -101,6 +101,27 @@ def options(method: str) -> dict[str, inspect.Parameter]:
     return {name: p for name, p in parameters.items() if name != "workers"}
 
 
+def hyperparameters(method: str) -> type:
+    """The NamedTuple type of ``method``'s per-cell hyperparameters (its defaults are the sweep's)."""
+    return make(method).hyper
+
+
+def documentation(method: str) -> dict[str, str]:
+    """One line per option of ``method``, from the ``Args:`` section of its factory's docstring."""
+    lines = inspect.getdoc(_REGISTRY[method]).splitlines() if method in _REGISTRY else []
+    docs, name = {}, None
+    for line in lines[lines.index("Args:") + 1:] if "Args:" in lines else []:
+        if not line.strip() or not line.startswith("  "):
+            break
+        head, sep, text = line.strip().partition(": ")
+        if sep and not line.startswith("    ") and all(n.strip().isidentifier() for n in head.split(",")):
+            for name in (n.strip() for n in head.split(",")):
+                docs[name] = text
+        elif name is not None:
+            docs[name] += " " + line.strip()
+    return docs
+
+
 def make(method: str, *, delay=0, **given) -> Optimizer:
     """Build the optimizer ``method`` for a run under ``delay`` (a constant ``D`` or a
     :mod:`nqm.delays` process, which says how many workers per-worker state needs).

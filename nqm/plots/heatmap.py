@@ -14,7 +14,6 @@ from nqm.engine import BUDGET, DIVERGED, REACHED
 from nqm.errors import NqmError
 from nqm.sweeps import t_star
 
-PANEL_DIMS = ("delay", "noise", "rho")
 METHOD_NAMES = {"sgdm": "SGDM", "ab": "Adaptive Braking", "shifted": "shifted momentum"}
 
 
@@ -30,8 +29,8 @@ def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
 
 
 def panel_keys(ds: xr.Dataset) -> list[dict]:
-    """The (delay, noise, rho) combinations of a result, one dict per panel."""
-    dims = [d for d in PANEL_DIMS if d in ds.dims]
+    """The (delay, noise, method hyperparameter) combinations of a result, one dict per panel."""
+    dims = [d for d in ds.steps.dims if d not in ("seed", "momentum", "lr")]
     return [dict(zip(dims, values)) for values in itertools.product(*(ds[d].values for d in dims))]
 
 
@@ -120,8 +119,9 @@ def default_title(ds: xr.Dataset, seeds: int = 1) -> str:
 
 
 def _format(name, value):
-    symbol = {"delay": "D", "noise": "σ", "rho": "ρ"}[name]
-    return f"{symbol} = {value:g}" + (" (SGDM)" if name == "rho" and value == 0 else "")
+    symbol = {"delay": "D", "noise": "σ", "rho": "ρ", "lambda_dc": "λ_dc"}.get(name, name)
+    shown = value if isinstance(value, str) else f"{value:g}"
+    return f"{symbol} = {shown}" + (" (SGDM)" if name == "rho" and value == 0 else "")
 
 
 def _edges(values: np.ndarray, log: bool) -> np.ndarray:
@@ -138,13 +138,16 @@ def _edges(values: np.ndarray, log: bool) -> np.ndarray:
 
 def overlay_threshold(ax, ds, key):
     """Draw the linear-stability threshold η*(m) of the panel `key` of `ds` (a dashed red line)."""
-    from nqm import stability
+    from nqm import delays, stability
 
     method = ds.attrs.get("method")
-    delay = int(key.get("delay", 0))
+    pmf = delays.pmf(delays.process(key.get("delay", 0)))
+    if pmf is None:  # a worker pool: no linearised threshold
+        return
     momenta = np.linspace(ds.momentum.values.min(), ds.momentum.values.max(), 200)
     dampened = bool(ds.attrs.get("dampening", 0))
-    x_star = stability.threshold("shifted" if method == "shifted" else "sgdm", delay, momenta, dampening=dampened)
+    x_star = stability.threshold("shifted" if method == "shifted" else "sgdm", momentum=momenta,
+                                 dampening=dampened, pmf=pmf)
     ax.plot(np.asarray(x_star) / float(ds.attrs["lam_max"]), momenta, color="red", lw=1.6, ls="--",
             label="linear stability η*(m)")
     ax.legend(loc="lower left", fontsize=8, framealpha=0.8)
