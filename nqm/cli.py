@@ -14,7 +14,7 @@ import numpy as np
 from nqm.errors import NqmError
 
 _ALIASES = {"mode": ("--ab-mode",)}  # earlier names of derived options
-_METHOD_COMMANDS = ("sweep",)  # subcommands that take a method and its options (need the registry)
+_METHOD_COMMANDS = ("sweep", "trace")  # subcommands that take a method and its options (need the registry)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -80,6 +80,25 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="result file (netCDF)")
     s.add_argument("--plot", default=None, metavar="FIGURE", help="also write a heatmap (PNG/PDF/SVG)")
     s.add_argument("--threshold", action="store_true", help="overlay the linear-stability threshold on --plot")
+
+    tr = sub.add_parser("trace", help="per-step diagnostics of one cell → netCDF (+ figure)")
+    cell = tr.add_argument_group("the cell (one value each)")
+    cell.add_argument("--lr", nargs="+", required=True, metavar="V")
+    cell.add_argument("--momentum", nargs="+", required=True, metavar="V")
+    cell.add_argument("--delay", default="0", metavar="D", help="a constant delay or a --delay-dist SPEC (default 0)")
+    cell.add_argument("--noise", nargs="+", default=["0"], metavar="S")
+    cell.add_argument("--seed", nargs="+", default=["0"], metavar="S")
+    if command == "trace":
+        _method_arguments(tr, cell)
+    _problem_arguments(tr)
+    run = tr.add_argument_group("run")
+    run.add_argument("--steps", type=int, required=True, help="steps to run (no early stop)")
+    run.add_argument("--stride", type=int, default=1, help="record every K-th step (default 1)")
+    run.add_argument("--target", type=float, default=0.01, help="report the first step with loss < target (default 0.01)")
+    run.add_argument("--x64", action="store_true", help="simulate in float64")
+    run.add_argument("--independent-noise", action="store_true", help="noise drawn per cell, as nqm sweep's option")
+    tr.add_argument("--out", required=True, help="trace file (netCDF)")
+    tr.add_argument("--plot", default=None, metavar="FIGURE", help="also write a figure (PNG/PDF/SVG)")
 
     p = sub.add_parser("plot", help="heatmap of a saved sweep")
     p.add_argument("result")
@@ -201,6 +220,39 @@ def _sweep(args):
         _plot(ds, args.plot, args.threshold)
 
 
+TRACED = {"loss": "loss", "alpha": "alpha", "velocity_norm": "velocity_norm", "gvr": "gradient_velocity_ratio",
+          "update_alignment": "update_alignment", "gradient_velocity_cosine": "gradient_velocity_cosine",
+          "gradient_norm": "gradient_norm"}
+
+
+def _trace(args):
+    from nqm import diagnostics
+    from nqm.sweeps import check_writable, save
+
+    check_writable(args.out)
+    if args.plot:
+        check_writable(args.plot)
+    ds = diagnostics.trajectory(
+        _problem(args), args.method, lr=_joined(args.lr), momentum=_joined(args.momentum), delay=args.delay,
+        noise=_joined(args.noise), seed=_joined(args.seed), steps=args.steps, stride=args.stride,
+        record=tuple(TRACED.values()), summaries=True, target=args.target, x64=args.x64,
+        independent_noise=args.independent_noise, **_method_options(args),
+    )
+    ds = ds.rename({v: k for k, v in TRACED.items() if k != v})
+    save(ds, args.out)
+    reached = int(ds.steps_to_target)
+    print(f"{args.steps:,} steps: loss {float(ds.loss[-1]):.3g} at the end; "
+          + (f"loss < {args.target:g} first at step {reached:,}" if reached else f"never below {args.target:g}"))
+    print(f"wrote {args.out}")
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from nqm.plots.trace import plot_trace
+
+        _savefig(plot_trace(ds), args.plot)
+
+
 def _summary(ds):
     from nqm.sweeps import t_star
 
@@ -218,7 +270,10 @@ def _plot(ds, path, threshold):
     from nqm.sweeps import check_writable
 
     check_writable(path)
-    fig = plot_heatmaps(ds, threshold=threshold)
+    _savefig(plot_heatmaps(ds, threshold=threshold), path)
+
+
+def _savefig(fig, path):
     try:
         fig.savefig(path, dpi=150)
     except (OSError, ValueError) as exc:
@@ -262,7 +317,7 @@ def main(argv=None) -> int:
 
             _plot(load(args.result), args.out, args.threshold)
             return 0
-        return {"sweep": _sweep, "threshold": _threshold, "bench": _bench}[args.command](args) or 0
+        return {"sweep": _sweep, "trace": _trace, "threshold": _threshold, "bench": _bench}[args.command](args) or 0
     except NqmError as exc:
         print(f"nqm: error: {exc}", file=sys.stderr)
         return 2

@@ -96,17 +96,56 @@ class RunConfig:
 
 class Outcome(NamedTuple):
     """Per-cell results: ``steps`` (T, or the step at which the run stopped), ``status``, final
-    ``loss``, and the recorded per-step ``trace`` (name → ``(C, max_steps, …)``; empty unless asked)."""
+    ``loss``, the recorded ``trace`` (name → ``(C, max_steps // stride, …)``: steps ``stride``,
+    ``2·stride``, …) and the running ``summary`` values (name → ``(C, …)``); both empty unless asked."""
 
     steps: np.ndarray
     status: np.ndarray
     loss: np.ndarray
     trace: dict = {}
+    summary: dict = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """A recorder kept as a running summary on the device, in memory that does not grow with the
+    number of steps. ``kind``:
+
+    * ``"mean"``: the mean over the cell's steps of ``value(view)``;
+    * ``"histogram"``: counts of ``value(view)``'s elements in the bins
+      ``(−∞, e₀), [e₀, e₁), …, [e_last, ∞)`` of ``edges``;
+    * ``"first"``: the first step ``t + 1`` at which ``value(view)`` is true (0: never).
+
+    ``value`` must be a module-level function (or another stable, hashable object), so that the
+    same recorder never compiles twice."""
+
+    value: Callable[["StepView"], Any]
+    kind: str = "mean"
+    edges: tuple = ()
+
+    def zeros(self, like):
+        if self.kind == "mean":
+            return np.zeros(like.shape, like.dtype)
+        return np.zeros(len(self.edges) + 1 if self.kind == "histogram" else (), np.int32)
+
+    def update(self, total, x, t):
+        if self.kind == "mean":
+            return total + x
+        if self.kind == "histogram":
+            bins = jnp.searchsorted(jnp.asarray(self.edges, x.dtype), jnp.ravel(x), side="right")
+            return total.at[bins].add(1)
+        return jnp.where((total == 0) & x, t + 1, total)
+
+    def result(self, total, steps):
+        if self.kind == "mean":
+            return total / np.maximum(steps, 1).reshape((-1,) + (1,) * (total.ndim - 1))
+        return total
 
 
 class StepView(NamedTuple):
     """What a recorder sees of one step of one cell: ``w_t``, the state before, the gradient and
-    its context, the velocity the step continues (zeros for families without one), and after."""
+    its context, the velocity the step continues (zeros for families without one), after, and the
+    optimizer itself."""
 
     model: Any
     hyper: Any
@@ -118,6 +157,7 @@ class StepView(NamedTuple):
     w_next: Any
     state_next: Any
     info: dict
+    optimizer: Optimizer
 
 
 class _Cells(NamedTuple):
@@ -129,7 +169,8 @@ class _Cells(NamedTuple):
     status: Any  # int8
     steps: Any  # int32
     loss: Any  # loss at `steps`
-    trace: Any  # name -> (cells, chunk_steps, ...) values recorded in the current chunk
+    trace: Any  # name -> (cells, chunk_steps // stride + 1, ...) values recorded in the current chunk
+    summary: Any  # name -> (cells, ...) running totals of the Summary recorders
 
 
 class _Inputs(NamedTuple):
@@ -169,7 +210,9 @@ class _Spec:
     block_cells: int
     independent_noise: bool
     mesh: Mesh
-    record: tuple = ()  # (name, recorder) pairs; recorder(StepView) -> array
+    record: tuple = ()  # (name, recorder) pairs; recorder(StepView) -> array, traced every `stride` steps
+    summaries: tuple = ()  # (name, Summary) pairs
+    stride: int = 1
 
 
 def simulate(
@@ -182,7 +225,8 @@ def simulate(
     seed: int = 0,
     uids: np.ndarray | None = None,
     config: RunConfig = RunConfig(),
-    record: dict[str, Callable[[StepView], Any]] | None = None,
+    record: dict[str, Callable[[StepView], Any] | Summary] | None = None,
+    stride: int = 1,
     on_finished: Callable[[np.ndarray, Outcome], None] | None = None,
     description: str = "nqm",
 ) -> Outcome:
@@ -198,15 +242,16 @@ def simulate(
       seed: the noise seed.
       uids: per-cell ``uint32`` identities for ``independent_noise`` (default ``arange(C)``).
       config: run settings.
-      record: per-step diagnostics to trace, name → ``recorder(StepView) -> array`` (see
-        :mod:`nqm.diagnostics`); the trace holds ``max_steps`` entries per cell, meaningful up to
-        each cell's ``steps``.
+      record: diagnostics by name (see :mod:`nqm.diagnostics`): a ``recorder(StepView) -> array``
+        is traced every ``stride`` steps (``max_steps // stride`` entries per cell, meaningful up
+        to each cell's ``steps``); a :class:`Summary` is kept as a running mean or histogram.
+      stride: trace steps ``stride, 2·stride, …`` only.
       on_finished: called between chunks with the indices of newly finished cells and their
         results (used for checkpoints).
       description: label of the progress bar.
 
     Returns:
-      ``Outcome(steps, status, loss)``, each ``(C,)``.
+      ``Outcome(steps, status, loss, trace, summary)``, ``steps``, ``status`` and ``loss`` ``(C,)``.
     """
     sigma = np.asarray(sigma, np.float64).reshape(-1)
     cells = sigma.size
@@ -215,7 +260,11 @@ def simulate(
         raise NqmError(f"method {optimizer.name!r} needs hyperparameter(s) {', '.join(sorted(missing))}")
     hyper = {k: np.broadcast_to(np.asarray(hyper[k], np.float64), (cells,)) for k in optimizer.hyper._fields}
     uids = np.arange(cells, dtype=np.uint32) if uids is None else np.asarray(uids, np.uint32)
-    record = tuple(sorted((record or {}).items()))
+    record = sorted((record or {}).items())
+    summaries = tuple((n, r) for n, r in record if isinstance(r, Summary))
+    record = tuple((n, r) for n, r in record if not isinstance(r, Summary))
+    if int(stride) != stride or stride < 1:
+        raise NqmError(f"stride must be an integer >= 1, got {stride}")
     process = delays.process(delay)
     if optimizer.workers is not None and optimizer.workers != process.workers:
         raise NqmError(
@@ -227,14 +276,16 @@ def simulate(
 
     with jax.enable_x64(config.x64):
         dtype = jnp.float64 if config.x64 else jnp.float32
-        layout = _layout(problem, optimizer, slots, cells, config, dtype, record)
+        layout = _layout(problem, optimizer, slots, cells, config, dtype, record, summaries, int(stride))
         replicated = NamedSharding(layout.sharding.mesh, PartitionSpec())
         model = _put(_model(problem, dtype), replicated)
         w0 = jnp.asarray(problem.w0, dtype)
-        traces = _trace_shapes(layout.spec, model, optimizer, w0)
+        traces, totals = _value_shapes(layout.spec, model, w0)
         outcome = Outcome(
             np.zeros(cells, np.int32), np.zeros(cells, np.int8), np.zeros(cells, np.float64),
-            {name: np.full((cells, config.max_steps) + s.shape, np.nan, s.dtype) for name, s in traces.items()},
+            {name: np.full((cells, config.max_steps // int(stride)) + s.shape, np.nan if s.dtype.kind in "fc" else 0, s.dtype) for name, s in traces.items()},
+            {name: np.zeros((cells,) + r.zeros(totals[name]).shape, r.result(r.zeros(totals[name])[None], np.ones(1)).dtype)
+             for name, r in layout.spec.summaries},
         )
         if cells == 0:
             return outcome
@@ -264,7 +315,7 @@ class _Layout(NamedTuple):
     sharding: NamedSharding
 
 
-def _layout(problem, optimizer, slots, cells, config, dtype, record) -> _Layout:
+def _layout(problem, optimizer, slots, cells, config, dtype, record, summaries=(), stride=1) -> _Layout:
     """Choose devices, cache blocks, batch and group sizes for a run."""
     devices = jax.devices()
     count = len(devices) if config.devices is None else config.devices
@@ -304,7 +355,7 @@ def _layout(problem, optimizer, slots, cells, config, dtype, record) -> _Layout:
     chunk = int(config.chunk_steps)
     if chunk < 1:
         raise NqmError(f"chunk_steps must be >= 1, got {config.chunk_steps}")
-    spec = _Spec(optimizer, int(slots), chunk, block, bool(config.independent_noise), mesh, record)
+    spec = _Spec(optimizer, int(slots), chunk, block, bool(config.independent_noise), mesh, record, summaries, stride)
     return _Layout(spec, batch, group, NamedSharding(mesh, PartitionSpec(CELLS)))
 
 
@@ -353,7 +404,7 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, pl
             for cells_b, inputs_b in batches
         ]
         if spec.record:
-            _collect_trace(outcome.trace, batches, owner, t, length)
+            _collect_trace(outcome.trace, batches, owner, t, length, spec.stride)
         t, chunk = t + length, chunk + 1
         status = np.stack(_fetch([cells_b.status for cells_b, _ in batches]))
         finished = (status != RUNNING) & (owner >= 0)
@@ -361,6 +412,10 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, pl
             steps, loss = (np.stack(_fetch([getattr(c, f) for c, _ in batches])) for f in ("steps", "loss"))
             ids = owner[finished]
             outcome.steps[ids], outcome.status[ids], outcome.loss[ids] = steps[finished], status[finished], loss[finished]
+            if spec.summaries:
+                totals = jax.tree.map(lambda *xs: np.stack(xs), *_fetch([c.summary for c, _ in batches]))
+                for name, summary in spec.summaries:
+                    outcome.summary[name][ids] = summary.result(totals[name][finished], steps[finished])
             if on_finished is not None:
                 on_finished(ids, Outcome(steps[finished], status[finished], loss[finished]))
             owner = np.where(finished, -1, owner)
@@ -377,7 +432,7 @@ def _init_cells(spec: _Spec, model: _Model, w0, active) -> _Cells:
     """Initial state of ``active.size`` cells, on the host (numpy)."""
     count = active.size
     w0 = np.asarray(w0)
-    shapes = _trace_shapes(spec, model, spec.optimizer, w0)
+    traces, totals = _value_shapes(spec, model, w0)
     return _Cells(
         ring=np.broadcast_to(w0, (count, spec.slots, w0.size)),
         w=None if spec.optimizer.sent is None else np.broadcast_to(w0, (count, w0.size)),
@@ -385,33 +440,38 @@ def _init_cells(spec: _Spec, model: _Model, w0, active) -> _Cells:
         status=np.where(active, RUNNING, BUDGET).astype(np.int8),
         steps=np.zeros(count, np.int32),
         loss=np.zeros(count, w0.dtype),
-        trace={n: np.zeros((count, spec.chunk_steps) + s.shape, s.dtype) for n, s in shapes.items()},
+        trace={n: np.zeros((count, spec.chunk_steps // spec.stride + 1) + s.shape, s.dtype) for n, s in traces.items()},
+        summary={n: np.broadcast_to(r.zeros(totals[n]), (count,) + r.zeros(totals[n]).shape) for n, r in spec.summaries},
     )
 
 
-def _trace_shapes(spec: _Spec, model: _Model, optimizer: Optimizer, w0) -> dict:
-    """Shape and dtype of one step's value of each recorder (by tracing it once, abstractly)."""
-    if not spec.record:
-        return {}
+def _value_shapes(spec: _Spec, model: _Model, w0) -> tuple[dict, dict]:
+    """Shape and dtype of one step's value of each traced and each summarised recorder (by tracing
+    a step once, abstractly)."""
+    if not (spec.record or spec.summaries):
+        return {}, {}
+    optimizer = spec.optimizer
 
     def one_step(w0):
         hyper = optimizer.hyper(*(w0[0] for _ in optimizer.hyper._fields))
         state = optimizer.init(w0)
         ctx = StepContext(jnp.int32(0), jnp.int32(0), jnp.int32(0), w0)
         w_next, state_next, info = optimizer.step(hyper, state, w0, w0, ctx)
-        view = StepView(model, hyper, ctx, w0, state, _velocity(optimizer, state, ctx), w0, w_next, state_next, info)
-        return {name: jnp.asarray(fn(view)) for name, fn in spec.record}
+        view = StepView(model, hyper, ctx, w0, state, _velocity(optimizer, state, ctx), w0, w_next, state_next, info, optimizer)
+        traced = {name: jnp.asarray(fn(view)) for name, fn in spec.record}
+        return traced, {name: jnp.asarray(r.value(view)) for name, r in spec.summaries}
 
     return jax.eval_shape(one_step, w0)
 
 
-def _collect_trace(trace: dict, batches, owner, t0: int, length: int):
+def _collect_trace(trace: dict, batches, owner, t0: int, length: int, stride: int):
     """Copy the chunk's recorded values of every live cell into the host arrays."""
+    first, end = t0 // stride, (t0 + length) // stride  # entries of steps first·stride … end·stride
     for (cells_b, _), ids in zip(batches, owner):
         values = _fetch(cells_b.trace)
         live = ids >= 0
         for name, array in trace.items():
-            array[ids[live], t0:t0 + length] = values[name][live, :length]
+            array[ids[live], first:end] = values[name][live, :end - first]
 
 
 def _put(tree, sharding):
@@ -538,10 +598,24 @@ def _advance_block(spec: _Spec, cells: _Cells, inputs: _Inputs, model, noise, sc
         shared = None if noise is None else noise[row + k]
         source = tuple(x[row + k] for x in schedule)
         cells, values = step(spec, t0 + k, source, cells, inputs, model, shared, key, limits)
-        trace = {n: jax.lax.dynamic_update_index_in_dim(cells.trace[n], values[n], k, 1) for n in values}
-        return k + 1, cells._replace(trace=trace)
+        return k + 1, cells._replace(trace=_traced(spec, cells.trace, values, t0, k))
 
     return jax.lax.while_loop(running, advance, (jnp.int32(0), cells))[1]
+
+
+def _traced(spec: _Spec, trace: dict, values: dict, t0, k) -> dict:
+    """Write step ``t0 + k``'s values into the chunk's trace when ``t0 + k + 1`` is a multiple of
+    the stride (entry ``(t0 + k + 1) // stride − 1 − t0 // stride``)."""
+    if spec.stride == 1:
+        return {n: jax.lax.dynamic_update_index_in_dim(trace[n], values[n], k, 1) for n in values}
+    t, stride = t0 + k, spec.stride
+    row = (t + 1) // stride - 1 - t0 // stride
+    due = (t + 1) % stride == 0
+    out = {}
+    for n, value in values.items():
+        old = jax.lax.dynamic_index_in_dim(trace[n], jnp.maximum(row, 0), 1, keepdims=False)
+        out[n] = jax.lax.dynamic_update_index_in_dim(trace[n], jnp.where(due, value, old), jnp.maximum(row, 0), 1)
+    return out
 
 
 def _cell_step(spec: _Spec, t, source, cell: _Cells, inputs: _Inputs, model: _Model, noise, key, limits):
@@ -558,11 +632,12 @@ def _cell_step(spec: _Spec, t, source, cell: _Cells, inputs: _Inputs, model: _Mo
     g = model.hvp(w_stale) + inputs.sigma * noise
     ctx = StepContext(t, delay, worker, w_stale)
     w_next, opt, info = optimizer.step(inputs.hyper, cell.opt, w, g, ctx)
-    if spec.record:
-        view = StepView(model, inputs.hyper, ctx, w, cell.opt, _velocity(optimizer, cell.opt, ctx), g, w_next, opt, info)
+    values, summary = {}, cell.summary
+    if spec.record or spec.summaries:
+        view = StepView(model, inputs.hyper, ctx, w, cell.opt, _velocity(optimizer, cell.opt, ctx), g, w_next, opt, info, optimizer)
         values = {name: fn(view) for name, fn in spec.record}
-    else:
-        values = {}
+        summary = {name: jnp.where(cell.status == RUNNING, r.update(cell.summary[name], r.value(view), t), cell.summary[name])
+                   for name, r in spec.summaries}
     sent = w_next if optimizer.sent is None else optimizer.sent(inputs.hyper, opt, w_next)
     ring = jax.lax.dynamic_update_index_in_dim(cell.ring, sent, (t + 1) % slots, 0)
     loss = model.loss(w_next)
@@ -579,6 +654,7 @@ def _cell_step(spec: _Spec, t, source, cell: _Cells, inputs: _Inputs, model: _Mo
         steps=jnp.where(live, t + 1, cell.steps),
         loss=jnp.where(live, loss, cell.loss),
         trace=cell.trace,
+        summary=summary,
     ), values
 
 

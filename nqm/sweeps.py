@@ -18,6 +18,7 @@ import os
 import tempfile
 import time
 import zlib
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -70,25 +71,8 @@ def sweep(
     Returns:
       an ``xarray.Dataset`` with dims ``delay, noise, [hyperparameters,] seed, momentum, lr``.
     """
-    extra = hyper_dims(method)
-    given = {k: v for k, v in options.items() if v is not None}
-    grids = {k: given.pop(k) for k in extra if k in given}
-    misplaced = sorted(k for k in given if k in all_hyper_dims())
-    if misplaced:
-        raise NqmError(f"{misplaced[0]} is not a hyperparameter of method {method!r}; "
-                       f"it has {', '.join(('lr', 'momentum') + extra)}")
-    unknown = sorted(set(given) - set(method_options(method)) - set(_RUN_OPTIONS))
-    foreign = [k for k in unknown if any(k in method_options(m) for m in methods())]
-    if foreign:
-        owners = sorted(m for m in methods() if foreign[0] in method_options(m))
-        raise NqmError(f"option(s) {', '.join(foreign)} do not apply to method {method!r} "
-                       f"({foreign[0]} is an option of {', '.join(owners)})")
-    if unknown:
-        raise NqmError(f"unknown option(s) {', '.join(unknown)} for method {method!r}; see help(nqm.sweep)")
-    config = _run_config({k: v for k, v in given.items() if k in _RUN_OPTIONS})
-    opt_options = {k: v for k, v in given.items() if k not in _RUN_OPTIONS}
-    defaults = hyperparameters(method)._field_defaults
-    grids = {k: grids.get(k, defaults.get(k)) for k in extra}
+    grids, opt_options, settings = _split(method, options)
+    config = _run_config(settings)
     coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, **grids)
     coords["delay"], processes = _delay_coordinate(delay)
     problem = zhang() if problem is None else problem
@@ -122,6 +106,51 @@ def sweep(
         writer.flush(force=False)
     writer.flush(force=True)
     return result
+
+
+class Cell(NamedTuple):
+    """One validated cell: its hyperparameters (each ``(1,)``), optimizer options and noise identity."""
+
+    hyper: dict
+    options: dict
+    uid: np.ndarray
+
+
+def cell(method: str, *, lr, momentum, noise=0.0, seed=0, **options) -> Cell:
+    """Check one cell's settings as :func:`sweep` does (same defaults, same noise identity)."""
+    grids, opt_options, settings = _split(method, options)
+    if settings:
+        raise NqmError(f"option(s) {', '.join(sorted(settings))} do not apply to a single cell")
+    coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, **grids)
+    if any(v.size != 1 for v in coords.values()):
+        raise NqmError("a trajectory is one cell: give one value each of lr, momentum, noise, seed, …")
+    make(method, **opt_options)
+    values = {k: v for k, v in coords.items() if k != "seed"}
+    return Cell({k: values[k] for k in hyperparameters(method)._fields}, opt_options, _cell_uids(values))
+
+
+def _split(method: str, options: dict) -> tuple[dict, dict, dict]:
+    """``options`` → (the method's extra hyperparameter grids with their defaults, its optimizer
+    options, run settings); anything else is an error that says where it belongs."""
+    extra = hyper_dims(method)
+    given = {k: v for k, v in options.items() if v is not None}
+    grids = {k: given.pop(k) for k in extra if k in given}
+    misplaced = sorted(k for k in given if k in all_hyper_dims())
+    if misplaced:
+        raise NqmError(f"{misplaced[0]} is not a hyperparameter of method {method!r}; "
+                       f"it has {', '.join(('lr', 'momentum') + extra)}")
+    unknown = sorted(set(given) - set(method_options(method)) - set(_RUN_OPTIONS))
+    foreign = [k for k in unknown if any(k in method_options(m) for m in methods())]
+    if foreign:
+        owners = sorted(m for m in methods() if foreign[0] in method_options(m))
+        raise NqmError(f"option(s) {', '.join(foreign)} do not apply to method {method!r} "
+                       f"({foreign[0]} is an option of {', '.join(owners)})")
+    if unknown:
+        raise NqmError(f"unknown option(s) {', '.join(unknown)} for method {method!r}; see help(nqm.sweep)")
+    defaults = hyperparameters(method)._field_defaults
+    settings = {k: v for k, v in given.items() if k in _RUN_OPTIONS}
+    opt_options = {k: v for k, v in given.items() if k not in _RUN_OPTIONS}
+    return {k: grids.get(k, defaults.get(k)) for k in extra}, opt_options, settings
 
 
 def save(ds: xr.Dataset, path: str | os.PathLike) -> None:

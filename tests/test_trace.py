@@ -1,0 +1,105 @@
+"""Traces: strided recorders, on-device summaries, and agreement with the sweep's T."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import nqm
+from nqm import diagnostics, engine
+from nqm.cli import main
+from nqm.optimizers import methods
+from nqm.problem import zhang
+
+PROBLEM = zhang(48)
+
+
+@pytest.mark.parametrize("noise, independent", [(0.0, False), (0.03, False), (0.03, True)])
+@pytest.mark.parametrize("method, extra", [("sgdm", {}), ("ab", {"rho": 0.7}), ("shifted", {})])
+def test_a_trace_reaches_the_target_at_the_step_the_sweep_reports(method, extra, noise, independent):
+    lr, m, delay, target = np.geomspace(0.1, 1.0, 5), 0.6, 2, 0.02
+    ds = nqm.sweep(method, lr=lr, momentum=m, delay=delay, noise=noise, seed=4, problem=PROBLEM, target=target,
+                   max_steps=3000, independent_noise=independent, progress=False, **extra)
+    reached = ds.status.values.reshape(-1) == 1
+    assert reached.sum() >= 2
+    for i in np.flatnonzero(reached):
+        trace = diagnostics.trajectory(PROBLEM, method, lr=lr[i], momentum=m, delay=delay, noise=noise, seed=4,
+                                       steps=3000, stride=50, target=target, independent_noise=independent, **extra)
+        assert int(trace.steps_to_target) == int(ds.steps.values.reshape(-1)[i])
+
+
+def test_a_strided_trace_is_the_full_trace_at_those_steps():
+    kw = dict(lr=0.3, momentum=0.8, rho=0.5, delay="uniform:0:3", noise=0.02, steps=230, record=("loss", "alpha", "energy"))
+    full = diagnostics.trajectory(PROBLEM, "ab", **kw)
+    strided = diagnostics.trajectory(PROBLEM, "ab", stride=7, **kw)
+    assert strided.step.values.tolist() == list(range(7, 231, 7))
+    for name in ("loss", "alpha", "energy"):
+        np.testing.assert_array_equal(strided[name].values, full[name].sel(step=strided.step).values)
+
+
+def test_summaries_equal_what_the_full_trace_gives():
+    kw = dict(lr=0.4, momentum=0.7, rho=0.8, delay=1, noise=0.01, steps=300, x64=True)
+    full = diagnostics.trajectory(PROBLEM, "ab", record=("energy_ratio", "alpha"), **kw)
+    summary = diagnostics.trajectory(PROBLEM, "ab", record=(), summaries=True, stride=100, **kw)
+    np.testing.assert_allclose(summary.relative_energy_decay, diagnostics.relative_energy_decay(full.energy_ratio),
+                               rtol=1e-10)
+    counts = summary.alpha_histogram.values
+    assert counts.sum() == 300
+    expected = np.bincount(np.searchsorted(diagnostics.ALPHA_EDGES, full.alpha.values, side="right"),
+                           minlength=counts.size)
+    np.testing.assert_array_equal(counts, expected)
+    assert summary.attrs["alpha_p5"] <= summary.attrs["alpha_p50"] <= summary.attrs["alpha_p95"]
+
+
+@pytest.mark.parametrize("method", ["ab", "sgdm", "shifted"])
+def test_without_braking_the_relative_energy_decay_is_exactly_one(method):
+    extra = {"rho": 0.0} if method == "ab" else {}
+    ds = diagnostics.trajectory(PROBLEM, method, lr=0.2, momentum=0.5, delay=0, noise=0.05, steps=200,
+                                record=(), summaries=True, **extra)
+    np.testing.assert_array_equal(ds.relative_energy_decay.values, 1.0)  # shifted at D = 0 is SGDM
+
+
+@pytest.mark.parametrize("method", methods())
+def test_every_recorder_runs_for_every_method(method):
+    ds = diagnostics.trajectory(PROBLEM, method, lr=0.1, momentum=0.5, delay=2, noise=0.01, steps=20,
+                                record=tuple(diagnostics.RECORDERS) + ("energy_ratio",), summaries=True)
+    for name in diagnostics.RECORDERS:
+        assert np.isfinite(ds[name].values[3:]).all(), name  # v = 0 until every worker has stepped
+
+
+def test_a_recorder_compiles_once():
+    kw = dict(momentum=0.5, delay=1, steps=50, record=("loss", "energy_ratio"), summaries=True, target=0.1)
+    diagnostics.trajectory(PROBLEM, "sgdm", lr=0.1, **kw)
+    before = engine._advance._cache_size()
+    diagnostics.trajectory(PROBLEM, "sgdm", lr=0.2, **kw)
+    diagnostics.trajectory(PROBLEM, "sgdm", lr=0.3, noise=0.1, **kw)
+    assert engine._advance._cache_size() == before
+
+
+def test_trace_cli_writes_the_documented_variables(tmp_path):
+    out, fig = tmp_path / "trace.nc", tmp_path / "trace.png"
+    code = main(["trace", "--method", "ab", "--lr", "0.3", "--momentum", "0.8", "--delay", "2", "--noise", "0.01",
+                 "--rho", "0.5", "--dim", "32", "--steps", "400", "--stride", "4", "--out", str(out), "--plot", str(fig)])
+    assert code == 0
+    ds = xr.load_dataset(out, engine="h5netcdf")
+    for name in ("loss", "alpha", "velocity_norm", "gvr", "update_alignment"):
+        assert ds[name].dims == ("step",) and ds.sizes["step"] == 100
+    assert ds.relative_energy_decay.dims == ("component",) and "eigenvalue" in ds.coords
+    assert fig.stat().st_size > 5_000
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--steps", "0"], "steps"),
+    (["--stride", "0"], "stride"),
+    (["--stride", "500"], "stride"),
+    (["--lr", "-1"], "lr=-1 is invalid"),
+    (["--momentum", "1"], "momentum=1 is invalid"),
+    (["--delay", "1.5"], "delay"),
+    (["--lr", "0.1", "0.2"], "one cell"),
+    (["--group", "element"], "do not apply to method 'sgdm'"),
+])
+def test_trace_cli_bad_input(argv, message, tmp_path, capsys):
+    base = ["trace", "--lr", "0.1", "--momentum", "0.5", "--dim", "16", "--steps", "100", "--out", str(tmp_path / "t.nc")]
+    assert main(base + argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("nqm: error:") and message in err[0]
+    assert not (tmp_path / "t.nc").exists()
