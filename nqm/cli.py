@@ -202,8 +202,10 @@ def _sweep(args):
     if args.plot:
         check_writable(args.plot)
     partial = args.out + ".partial"
-    if args.restart and os.path.exists(partial):
-        os.remove(partial)
+    if args.restart:
+        for stale in (partial, partial + ".cells.npz"):
+            if os.path.exists(stale):
+                os.remove(stale)
     ds = nqm.sweep(
         args.method,
         lr=_joined(args.lr), momentum=_joined(args.momentum), delay=_delays(args),
@@ -322,7 +324,8 @@ def main(argv=None) -> int:
         print(f"nqm: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("nqm: interrupted; run the same command again to resume from the checkpoint", file=sys.stderr)
+        print("nqm: interrupted; the sweep's checkpoint holds its finished and running cells: run the same "
+              "command again to resume", file=sys.stderr)
         return 130
 
 

@@ -228,6 +228,8 @@ def simulate(
     record: dict[str, Callable[[StepView], Any] | Summary] | None = None,
     stride: int = 1,
     on_finished: Callable[[np.ndarray, Outcome], None] | None = None,
+    between_chunks: Callable[[Callable[[], "Snapshot"]], None] | None = None,
+    resume: "Snapshot | None" = None,
     description: str = "nqm",
 ) -> Outcome:
     """Run every cell to its target, divergence or budget.
@@ -248,6 +250,12 @@ def simulate(
       stride: trace steps ``stride, 2·stride, …`` only.
       on_finished: called between chunks with the indices of newly finished cells and their
         results (used for checkpoints).
+      between_chunks: called between chunks with a function that returns a :class:`Snapshot` of
+        the running cells (fetching it costs a copy to the host, so call it only when saving); it
+        may raise to stop the run, e.g. after saving on an interrupt.
+      resume: a snapshot of an earlier run of the same cells, settings and seed: its cells
+        continue from its step with its state, bit-identical to a run never interrupted (their
+        traces hold only the steps run now).
       description: label of the progress bar.
 
     Returns:
@@ -295,17 +303,30 @@ def simulate(
             np.asarray(config.max_steps, np.int32),
         ), replicated)
         seed = _put(np.asarray(seed, np.uint32), replicated)
-        groups = range(0, cells, layout.group_cells)
+        fresh = np.arange(cells) if resume is None else np.setdiff1d(np.arange(cells), resume.index)
+        groups = [(fresh[i:i + layout.group_cells], None) for i in range(0, fresh.size, layout.group_cells)]
+        if resume is not None and resume.index.size:
+            # Resumed cells first, from their step (one group: they stopped together).
+            groups.insert(0, (np.asarray(resume.index), resume))
         with _progress(config, description) as bar:
-            for number, start in enumerate(groups):
-                index = np.arange(start, min(start + layout.group_cells, cells))
+            for number, (index, start) in enumerate(groups):
                 if len(groups) > 1:
                     bar.set_description(f"{description} [group {number + 1}/{len(groups)}]")
                 _run_group(
                     index, hyper, sigma, uids, optimizer, model, w0, limits, seed, plan,
-                    layout, config, dtype, outcome, on_finished, bar,
+                    layout, config, dtype, outcome, on_finished, between_chunks, start, bar,
                 )
     return outcome
+
+
+class Snapshot(NamedTuple):
+    """The running cells of a run between two chunks: cell ``index[i]`` (its position in the run)
+    has done ``t`` steps and holds the state ``cells[…][i]`` (host arrays; no trace). ``cells``
+    may also be given as its list of leaves (``jax.tree.leaves``), as a checkpoint stores it."""
+
+    t: int
+    index: np.ndarray
+    cells: Any
 
 
 class _Layout(NamedTuple):
@@ -370,8 +391,9 @@ def _model(problem: Problem, dtype) -> _Model:
 
 
 def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, plan,
-               layout, config, dtype, outcome, on_finished, bar):
-    """Advance one group of cells chunk by chunk until all are done."""
+               layout, config, dtype, outcome, on_finished, between_chunks, start, bar):
+    """Advance one group of cells chunk by chunk until all are done (from a snapshot's step and
+    state when ``start`` is one)."""
     spec, size = layout.spec, layout.batch_cells
     # Pad to whole batches with copies of the first cell marked done; they never reach a result.
     padded = np.concatenate([index, np.full(-len(index) % size, -1)])
@@ -383,9 +405,18 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, pl
         uids[take],
     )
     cells = _init_cells(spec, model, w0, padded >= 0)
+    t, chunk = 0, 0
+    if start is not None:
+        t, row = int(start.t), np.where(padded < 0, 0, np.arange(padded.size))  # saved cells in index order
+        saved = start.cells
+        if isinstance(saved, (list, tuple)) and not isinstance(saved, _Cells):  # leaves, as written to disk
+            saved = jax.tree.unflatten(jax.tree.structure(cells._replace(trace={})), saved)
+        cells = cells._replace(**{f: jax.tree.map(lambda x: np.asarray(x)[row], getattr(saved, f))
+                                  for f in _Cells._fields if f != "trace"})
+        cells = cells._replace(status=np.where(padded >= 0, cells.status, BUDGET).astype(np.int8))
     batches = [tuple(_split(tree, i * size, size, layout.sharding) for tree in (cells, inputs)) for i in range(len(owner))]
     bar.reset(total=config.max_steps)
-    t, chunk = 0, 0
+    bar.update(t)
     window, window_t0 = None, 0  # noise and schedule of steps window_t0 … window_t0 + chunk_steps − 1
     replicated = NamedSharding(spec.mesh, PartitionSpec())
     while batches and t < config.max_steps:
@@ -424,8 +455,16 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, pl
         bar.set_postfix_str(f"running {running}/{len(index)} cells", refresh=False)
         if running == 0:
             break
+        if between_chunks is not None:
+            between_chunks(functools.partial(_snapshot, batches, owner, t))
         if config.compaction and _worth_compacting(owner, layout):
             batches, owner = _compact(batches, owner, layout)
+
+
+def _snapshot(batches, owner, t) -> Snapshot:
+    cells = jax.tree.map(lambda *xs: np.concatenate(xs), *_fetch([c._replace(trace={}) for c, _ in batches]))
+    live = owner.reshape(-1) >= 0
+    return Snapshot(t, owner.reshape(-1)[live], jax.tree.map(lambda x: x[live], cells))
 
 
 def _init_cells(spec: _Spec, model: _Model, w0, active) -> _Cells:

@@ -12,10 +12,14 @@ setting needed to reproduce it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import itertools
 import os
+import signal
 import tempfile
+import threading
 import time
 import zlib
 from typing import NamedTuple
@@ -83,29 +87,38 @@ def sweep(
 
     writer = _Checkpointer(result, checkpoint, checkpoint_every)
     dims = list(result.steps.dims)
-    for (delay_value, process), seed_value in itertools.product(zip(coords["delay"], processes), coords["seed"]):
-        part = result.sel(delay=delay_value, seed=seed_value)
-        cell_dims = [d for d in dims if d not in ("delay", "seed")]
-        grid = part.status.transpose(*cell_dims)
-        todo = np.flatnonzero(grid.values.reshape(-1) == _NOT_RUN)
-        if todo.size == 0:
-            continue
-        values = {d: v.reshape(-1)[todo] for d, v in zip(cell_dims, np.meshgrid(*(coords[d] for d in cell_dims), indexing="ij"))}
-        optimizer = make(method, delay=process, **opt_options)
-        hyper = {name: values[name] for name in optimizer.hyper._fields}
-
-        def store(ids, outcome, todo=todo, grid_shape=grid.shape, delay_value=delay_value, seed_value=seed_value):
-            index = np.unravel_index(todo[ids], grid_shape)
-            writer.store(cell_dims, index, delay_value, seed_value, outcome)
-
-        engine.simulate(
-            problem, optimizer, hyper, values["noise"],
-            delay=process, seed=int(seed_value), uids=_cell_uids(values), config=config,
-            on_finished=store, description=f"{method} D={delay_value} seed={seed_value}",
-        )
-        writer.flush(force=False)
+    with writer.interruptible():
+        for (delay_value, process), seed_value in itertools.product(zip(coords["delay"], processes), coords["seed"]):
+            _run_part(method, result, coords, dims, delay_value, process, seed_value, problem, config, opt_options, writer)
+            writer.flush(force=False)
     writer.flush(force=True)
     return result
+
+
+def _run_part(method, result, coords, dims, delay_value, process, seed_value, problem, config, opt_options, writer):
+    """Run the unfinished cells of one (delay, seed), continuing mid-cell from a checkpoint."""
+    part = result.sel(delay=delay_value, seed=seed_value)
+    cell_dims = [d for d in dims if d not in ("delay", "seed")]
+    grid = part.status.transpose(*cell_dims)
+    todo = np.flatnonzero(grid.values.reshape(-1) == _NOT_RUN)
+    if todo.size == 0:
+        return
+    key = f"{delay_value}|{seed_value}"
+    values = {d: v.reshape(-1)[todo] for d, v in zip(cell_dims, np.meshgrid(*(coords[d] for d in cell_dims), indexing="ij"))}
+    optimizer = make(method, delay=process, **opt_options)
+    hyper = {name: values[name] for name in optimizer.hyper._fields}
+
+    def store(ids, outcome):
+        index = np.unravel_index(todo[ids], grid.shape)
+        writer.store(cell_dims, index, delay_value, seed_value, outcome)
+
+    engine.simulate(
+        problem, optimizer, hyper, values["noise"],
+        delay=process, seed=int(seed_value), uids=_cell_uids(values), config=config,
+        on_finished=store, between_chunks=functools.partial(writer.between_chunks, key, todo),
+        resume=writer.resume_point(key, todo), description=f"{method} D={delay_value} seed={seed_value}",
+    )
+    writer.done(key)
 
 
 class Cell(NamedTuple):
@@ -349,11 +362,59 @@ def _resume(result: xr.Dataset, path) -> xr.Dataset:
 
 
 class _Checkpointer:
-    """Writes finished cells into the result, and the result to disk every so often."""
+    """Writes finished cells into the result, and the result to disk every so often, with the
+    running cells' state (``<path>.cells.npz``) so that a resumed sweep continues mid-cell. On
+    SIGINT/SIGTERM it saves at the next chunk boundary and stops (a second signal stops at once)."""
 
     def __init__(self, result: xr.Dataset, path, every: float):
         self.result, self.path, self.every = result, path, every
-        self.last, self.dirty = time.monotonic(), False
+        # The first save comes a couple of seconds in, not only after `every`.
+        self.last, self.dirty, self.stop = time.monotonic() - max(0.0, every - 2.0), False, False
+        self.running = {} if path is None else _load_running(path)
+
+    @contextlib.contextmanager
+    def interruptible(self):
+        if self.path is None or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        signals = (signal.SIGINT, signal.SIGTERM)
+        previous = [signal.getsignal(s) for s in signals]
+
+        def request_stop(signum, frame):
+            if self.stop:  # a second signal: stop now
+                raise KeyboardInterrupt
+            self.stop = True
+
+        for s in signals:
+            signal.signal(s, request_stop)
+        try:
+            yield
+        finally:
+            for s, handler in zip(signals, previous):
+                signal.signal(s, handler)
+        if self.stop:
+            raise KeyboardInterrupt
+
+    def resume_point(self, key, todo) -> engine.Snapshot | None:
+        """The saved running cells of part ``key`` that are still to do, as positions in ``todo``."""
+        if key not in self.running:
+            return None
+        t, where, leaves = self.running[key]
+        keep = np.isin(where, todo)  # cells that finished after the snapshot are done already
+        return engine.Snapshot(t, np.searchsorted(todo, where[keep]), [x[keep] for x in leaves])
+
+    def between_chunks(self, key, todo, snapshot):
+        if self.path is None or not (self.stop or time.monotonic() - self.last >= self.every):
+            return
+        snap = snapshot()
+        self.running[key] = (snap.t, todo[snap.index], jax.tree.leaves(snap.cells))
+        self.dirty = True
+        self.flush(force=True)
+        if self.stop:
+            raise KeyboardInterrupt
+
+    def done(self, key):
+        self.running.pop(key, None)
 
     def store(self, cell_dims, index, delay, seed, outcome: engine.Outcome):
         full = {"delay": np.full(len(outcome.steps), list(self.result.delay.values).index(delay)),
@@ -370,7 +431,44 @@ class _Checkpointer:
             return
         if force or time.monotonic() - self.last >= self.every:
             save(self.result, self.path)
+            _save_running(self.running, self.path)
             self.last, self.dirty = time.monotonic(), False
+
+
+def _save_running(running: dict, path) -> None:
+    """The running cells' state beside the checkpoint, written atomically (removed when none)."""
+    target = os.fspath(path) + ".cells.npz"
+    if not running:
+        if os.path.exists(target):
+            os.remove(target)
+        return
+    arrays = {"keys": np.array(list(running))}
+    for i, (t, where, leaves) in enumerate(running.values()):
+        arrays.update({f"{i}_t": np.asarray(t), f"{i}_where": where, **{f"{i}_{j}": x for j, x in enumerate(leaves)}})
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(target)), prefix=".nqm-", suffix=".npz")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _load_running(path) -> dict:
+    target = os.fspath(path) + ".cells.npz"
+    if not (os.path.exists(target) and os.path.exists(path)):
+        return {}
+    try:
+        with np.load(target) as f:
+            running = {}
+            for i, key in enumerate(f["keys"]):
+                count = sum(1 for name in f.files if name.startswith(f"{i}_") and name[len(f"{i}_"):].isdigit())
+                running[str(key)] = (int(f[f"{i}_t"]), f[f"{i}_where"], [f[f"{i}_{j}"] for j in range(count)])
+            return running
+    except Exception:  # a damaged file: numpy and zipfile raise many types
+        raise NqmError(f"cannot read the checkpoint's running cells {target}; run again with --restart "
+                       "(or delete it) to start those cells over") from None
 
 
 def threshold_of(ds: xr.Dataset, method: str, delay) -> np.ndarray:

@@ -7,7 +7,7 @@ import pytest
 
 import nqm
 import reference
-from nqm import engine
+from nqm import diagnostics, engine
 from nqm.optimizers import make
 
 # A small ill-conditioned problem: fast, and with both converging and diverging cells per grid.
@@ -214,3 +214,38 @@ def test_memory_budget_splits_the_grid_into_groups():
     assert layout.group_cells == 16 < 24  # so the layout test above really ran two groups
     with pytest.raises(nqm.NqmError, match="memory_budget"):
         engine._layout(problem, make("ab", delay=3), 3, 24, dataclasses.replace(config, memory_budget=2**20), np.float32, ())
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("method, spec", [("ab", 3), ("shifted", "workers:3")])
+def test_a_run_resumed_from_a_snapshot_mid_cell_is_bit_identical(method, spec):
+    problem = nqm.zhang(40)
+    hyper = {"lr": np.geomspace(0.02, 0.5, 10), "momentum": np.full(10, 0.8), "rho": np.full(10, 0.5)}
+    sigma = np.full(10, 0.02)
+    config = engine.RunConfig(target=1e-4, max_steps=3000, chunk_steps=128, progress=False)
+    optimizer = make(method, delay=spec)
+    hyper = {k: hyper[k] for k in optimizer.hyper._fields}
+    run = lambda **kw: engine.simulate(problem, optimizer, hyper, sigma, delay=spec, seed=2, config=config,
+                                       record={"decay": engine.Summary(diagnostics.log_energy_ratio())}, **kw)
+    whole = run()
+    saved = []
+
+    def stop_at_600(snapshot):
+        if len(saved) == 0 and snapshot().t >= 300:
+            saved.append(snapshot())
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        run(between_chunks=stop_at_600)
+    snap = saved[0]
+    assert snap.t >= 300 and snap.index.size > 0
+    resumed = run(resume=snap)
+    for a, b in zip(whole, resumed):
+        if isinstance(a, dict):
+            for k in a:
+                np.testing.assert_array_equal(a[k], b[k])
+        else:
+            np.testing.assert_array_equal(a, b)
