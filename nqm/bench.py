@@ -12,6 +12,8 @@ their ratios.
 * ``numpy``: the loop a researcher writes by hand (SGDM with delay and noise, one cell at a
   time), timed on a few cells and scaled.
 * ``sgdm`` / ``ab``: the engine on a noisy delayed grid for a fixed number of steps.
+* ``sgdm_iid`` / ``sgdm_workers``: the same SGDM grid under random delays of the same mean
+  (:data:`IID`: iid uniform; :data:`WORKERS`: a pool of exponential workers), against ``sgdm``.
 * ``early exit``: a grid whose cells stop at very different steps; its efficiency is the useful
   work Σ_cells T_cell · N divided by what the elapsed time buys at the full-grid SGDM rate.
 """
@@ -31,9 +33,11 @@ from nqm import engine
 from nqm.optimizers import make
 
 DELAY, NOISE = 8, 0.01
+IID, WORKERS = "uniform:0:16", "workers:9"  # random delays with the mean of DELAY
 
 # What this benchmark must show on a 2-core CPU at its default size (``nqm bench --check``).
-TARGETS = {"sgdm_vs_probe": 0.5, "ab_vs_probe": 0.35, "sgdm_vs_numpy": 20.0, "early_exit_efficiency": 0.7}
+TARGETS = {"sgdm_vs_probe": 0.5, "ab_vs_probe": 0.35, "sgdm_vs_numpy": 20.0, "early_exit_efficiency": 0.7,
+           "iid_vs_constant": 0.8, "workers_vs_constant": 0.8}
 
 
 def missed_targets(result: dict) -> list[str]:
@@ -92,12 +96,13 @@ def numpy_rate(lam: np.ndarray, cells: int, steps: int) -> float:
     return cells * lam.size * steps / (time.perf_counter() - start)
 
 
-def engine_rate(problem, method: str, cells: int, steps: int, chunk: int) -> float:
+def engine_rate(problem, method: str, cells: int, steps: int, chunk: int, delay=DELAY) -> float:
     """Element-steps per second of the engine over a fixed number of steps (no early exit)."""
+    optimizer = make(method, delay=delay)
     hyper = {"lr": np.geomspace(0.001, 0.02, cells), "momentum": np.full(cells, 0.9), "rho": np.full(cells, 0.5)}
+    hyper = {k: hyper[k] for k in optimizer.hyper._fields}
     config = engine.RunConfig(target=-1.0, diverge_factor=np.inf, chunk_steps=chunk, progress=False)
-    optimizer = make(method, delay=DELAY)
-    run = lambda n: engine.simulate(problem, optimizer, hyper, np.full(cells, NOISE), delay=DELAY,
+    run = lambda n: engine.simulate(problem, optimizer, hyper, np.full(cells, NOISE), delay=delay,
                                     config=dataclasses.replace(config, max_steps=n))
     run(chunk)  # compile
     return cells * problem.dim * steps / _best_time(lambda: run(steps))[0]
@@ -146,10 +151,12 @@ def main(cells: int = 256, dim: int = 10_000, steps: int = 2000, quick: bool = F
         "numpy": numpy_rate(problem.eigenvalues, cells=2, steps=max(steps // 10, 20)),
         "sgdm": engine_rate(problem, "sgdm", cells, steps, chunk),
         "ab": engine_rate(problem, "ab", cells, steps, chunk),
+        "sgdm_iid": engine_rate(problem, "sgdm", cells, steps, chunk, delay=IID),
+        "sgdm_workers": engine_rate(problem, "sgdm", cells, steps, chunk, delay=WORKERS),
     }
     efficiency, counts = early_exit(problem, cells, budget=4 * steps, chunk=chunk, full_rate=rates["sgdm"])
     devices = jax.devices()
-    print(f"nqm bench: {cells} cells x N={dim}, D={DELAY}, sigma={NOISE}, {steps} steps, "
+    print(f"nqm bench: {cells} cells x N={dim}, D={DELAY} (random: {IID}, {WORKERS}), sigma={NOISE}, {steps} steps, "
           f"{len(devices)} {devices[0].platform} device(s)")
     print(f"{'':<22}{'elem-steps/s':>14}{'vs probe':>10}")
     for name, rate in rates.items():
@@ -165,6 +172,10 @@ def main(cells: int = 256, dim: int = 10_000, steps: int = 2000, quick: bool = F
         "ab_vs_probe": rates["ab"] / rates["probe"],
         "sgdm_vs_probe_tiled": rates["sgdm"] / rates["probe_tiled"],
         "sgdm_vs_numpy": rates["sgdm"] / rates["numpy"],
+        "sgdm_iid_elem_steps_per_s": rates["sgdm_iid"],
+        "sgdm_workers_elem_steps_per_s": rates["sgdm_workers"],
+        "iid_vs_constant": rates["sgdm_iid"] / rates["sgdm"],
+        "workers_vs_constant": rates["sgdm_workers"] / rates["sgdm"],
         "early_exit_efficiency": efficiency,
         "cells": cells, "dim": dim, "steps": steps, "delay": DELAY, "noise": NOISE,
         "devices": len(devices),
