@@ -105,6 +105,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--threshold", action="store_true", help="overlay the linear-stability threshold")
 
+    su = sub.add_parser("summary", help="per-panel table of a saved sweep: T*, best cell, converged area (+ CSV)")
+    su.add_argument("result")
+    su.add_argument("--csv", default=None, metavar="FILE", help="also write the table as CSV")
+    su.add_argument("--spread", action="store_true",
+                    help="also the median/min/max of T* and of the converged area over the result's seeds")
+
     t = sub.add_parser("threshold", help="characteristic-polynomial stability thresholds x* = a·η*")
     t.add_argument("--method", choices=("sgd", "sgdm", "shifted"), default="sgdm")
     t.add_argument("--delay", nargs="+", default=None, metavar="T")
@@ -283,6 +289,23 @@ def _savefig(fig, path):
     print(f"wrote {path}")
 
 
+def _summary_command(args):
+    from nqm import load, summary
+
+    ds = load(args.result)
+    if args.csv:
+        from nqm.sweeps import check_writable
+
+        check_writable(args.csv)
+    table = summary.summarize(ds)
+    print(summary.format_table(table))
+    if args.spread:
+        print(summary.spread(table).to_dataframe().to_string(float_format=lambda x: f"{x:.4g}"))
+    if args.csv:
+        summary.to_csv(table, args.csv)
+        print(f"wrote {args.csv}")
+
+
 def _threshold(args):
     from nqm import stability
 
@@ -319,7 +342,7 @@ def main(argv=None) -> int:
 
             _plot(load(args.result), args.out, args.threshold)
             return 0
-        return {"sweep": _sweep, "trace": _trace, "threshold": _threshold, "bench": _bench}[args.command](args) or 0
+        return {"sweep": _sweep, "trace": _trace, "summary": _summary_command, "threshold": _threshold, "bench": _bench}[args.command](args) or 0
     except NqmError as exc:
         print(f"nqm: error: {exc}", file=sys.stderr)
         return 2

@@ -189,6 +189,24 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
             os.remove(tmp)
 
 
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "wb"):
+    """A file object whose content replaces ``path`` only once it is complete."""
+    path = os.fspath(path)
+    check_writable(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".nqm-")
+    try:
+        with os.fdopen(fd, mode) as f:
+            yield f
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def load(path: str | os.PathLike) -> xr.Dataset:
     """Read a result written by :func:`save` (fully into memory; the file is closed)."""
     path = os.fspath(path)

@@ -55,7 +55,7 @@ def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
 
 
 def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool = False,
-                  ncols: int | None = None, cmap: str = "viridis"):
+                  ncols: int | None = None, cmap: str = "viridis", spread: xr.Dataset | None = None):
     """Heatmaps of T over learning rate × momentum, one panel per (delay, noise, ρ).
 
     Diverged cells are black, cells that did not reach the target within the budget white, and
@@ -69,6 +69,8 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
         shifted momentum; for AB the SGDM threshold is drawn for reference).
       ncols: panels per row (default: one row per (delay, noise), one column per ρ).
       cmap: colormap of T.
+      spread: a :func:`nqm.summary.robustness` (or :func:`nqm.summary.spread`) result for the
+        same panels: each title then also gives T*'s range over seeds and lr perturbations.
 
     Returns:
       the matplotlib Figure.
@@ -93,6 +95,10 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
             overlay_threshold(ax, ds, key)
         ts = t_star(panel)
         label = ", ".join(_format(k, v) for k, v in key.items())
+        if spread is not None:
+            rng = spread.sel({k: v for k, v in key.items() if k in spread.dims})
+            ts_range = f"T* in [{float(rng.t_star_min):,.0f}, {float(rng.t_star_max):,.0f}]"
+            label += "\n" + ts_range.replace("[nan, nan]", "— (none converged)")
         ax.set_title(f"{label}\nT* = {ts:,.0f}" if np.isfinite(ts) else f"{label}\nno cell reached the target",
                      fontsize=10)
     for ax in axes.flat[len(keys):]:

@@ -1,0 +1,84 @@
+"""Per-panel summaries of a sweep, and the spread of T* over seeds and lr perturbations."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import nqm
+from nqm import summary
+from nqm.cli import main
+from nqm.errors import NqmError
+from nqm.sweeps import t_star
+
+
+def _synthetic():
+    rng = np.random.default_rng(0)
+    shape = (2, 1, 3, 4, 5)  # delay, noise, seed, momentum, lr
+    status = rng.choice([-1, 0, 1], size=shape)
+    steps = rng.integers(10, 1000, size=shape).astype(np.int32)
+    dims = ("delay", "noise", "seed", "momentum", "lr")
+    coords = {"delay": [0, 4], "noise": [0.0], "seed": [0, 1, 2], "momentum": np.linspace(0, 0.9, 4),
+              "lr": np.geomspace(0.01, 1, 5)}
+    return xr.Dataset({"steps": (dims, steps), "status": (dims, status.astype(np.int8))}, coords=coords)
+
+
+def test_the_summary_is_what_each_panel_says():
+    ds = _synthetic()
+    table = summary.summarize(ds)
+    for d, s in [(0, 1), (4, 2)]:
+        panel = ds.sel(delay=d, noise=0.0, seed=s)
+        row = table.sel(delay=d, noise=0.0, seed=s)
+        reached = panel.status.values == 1
+        assert int(row.converged) == reached.sum()
+        assert float(row.converged_fraction) == reached.mean()
+        assert float(row.t_star) == t_star(panel)
+        best = panel.steps.where(panel.status == 1)
+        where = best.argmin(...)
+        assert float(row.best_steps) == float(best.min())
+        assert float(row.best_lr) == float(panel.lr[where["lr"]])
+        assert float(row.best_momentum) == float(panel.momentum[where["momentum"]])
+
+
+def test_the_csv_round_trips(tmp_path):
+    table = summary.summarize(_synthetic())
+    summary.to_csv(table, tmp_path / "t.csv")
+    import pandas as pd
+
+    back = pd.read_csv(tmp_path / "t.csv").set_index(["delay", "noise", "seed"])
+    np.testing.assert_allclose(back["t_star"].values, table.t_star.transpose("delay", "noise", "seed").values.ravel())
+    np.testing.assert_array_equal(back["converged"].values, table.converged.values.ravel())
+
+
+def test_spread_over_seeds_is_min_median_max():
+    table = summary.summarize(_synthetic())
+    out = summary.spread(table)
+    np.testing.assert_array_equal(out.converged_max, table.converged.max("seed"))
+    np.testing.assert_array_equal(out.converged_min, table.converged.min("seed"))
+    with pytest.raises(NqmError, match="nothing to spread over"):
+        summary.spread(table.isel(seed=0, drop=True))
+
+
+def test_a_well_conditioned_panel_has_no_spread():
+    out = summary.robustness("sgdm", lr=np.geomspace(0.05, 0.5, 4), momentum=[0.0, 0.5], seed=[0], x64=True,
+                             problem=nqm.zhang(32), max_steps=5000, progress=False)
+    assert out.sizes["perturbation"] == 5
+    np.testing.assert_array_equal(out.t_star_min, out.t_star_max)
+    np.testing.assert_array_equal(out.converged_min, out.converged_max)
+
+
+def test_a_chaotic_element_wise_ab_cell_moves_under_a_1e_15_perturbation():
+    # Fig. 14's problem (32 components log-uniform on [1e-4, 1], target 1e-5, D = 1, no noise).
+    out = summary.robustness("ab", lr=[np.geomspace(0.05, 2.0, 16)[13]], momentum=[np.linspace(0, 0.95, 8)[2]],
+                             rho=0.5, group="element", perturbations=(0.0, 1e-15), seed=[0], delay=1, x64=True,
+                             problem=nqm.loguniform(32), target=1e-5, max_steps=30_000, progress=False)
+    assert out.converged_min.item() == 1
+    assert out.t_star_max.item() > out.t_star_min.item()
+
+
+def test_summary_cli(tmp_path, capsys):
+    path = tmp_path / "r.nc"
+    nqm.save(nqm.sweep("sgdm", lr=[0.1, 0.3], momentum=[0.0, 0.5], seed=[0, 1], noise=0.01, problem=nqm.zhang(16),
+                       max_steps=2000, progress=False), path)
+    assert main(["summary", str(path), "--csv", str(tmp_path / "s.csv"), "--spread"]) == 0
+    out = capsys.readouterr().out
+    assert "t_star" in out and "t_star_median" in out and (tmp_path / "s.csv").exists()
