@@ -74,7 +74,8 @@ def main(argv=None):
                  f"budget {steps:,}", fontsize=10)
     axes = bottom.subplots(1, len(shown), sharey=True, squeeze=False)[0]
     results = {m: nqm.sweep(m, delay=workers, noise=noise, **grid) for m in shown}
-    reached = np.concatenate([ds.steps.values[ds.status.values == 1] for ds in results.values()] + [np.array([1, 10])])
+    reached = np.concatenate([ds.steps.values[ds.status.values == 1] for ds in results.values()])
+    reached = reached if reached.size else np.array([1, 10])
     norm = mcolors.LogNorm(vmin=max(1, reached.min()), vmax=reached.max())
     mesh = None
     for ax, (method, ds) in zip(axes, results.items()):
