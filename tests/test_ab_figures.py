@@ -64,3 +64,18 @@ def test_rotation_leaves_rotation_invariant_methods_unchanged(method, options, i
         assert same_status and close_steps
     else:
         assert not (same_status and close_steps)
+
+
+def test_fig13_micro_stepping_extends_the_stable_learning_rates():
+    results = _script("fig_ab13_microsteps").panels(side=8, dim=50, steps=1_000)
+    largest = {name: float(ds.lr.where(ds.status == 1).max()) for name, ds in results.items()}
+    s1, s16 = largest["AB ρ = 1, S = 1"], largest["AB ρ = 1, S = 16"]
+    assert s16 > 2 * s1 and s16 > largest["SGDM"]
+
+
+def test_fig14_element_wise_ab_is_fastest_and_basis_dependent():
+    results = _script("fig_ab14_elementwise").panels(side=8, steps=30_000)
+    ts = {name: nqm.sweeps.t_star(ds) for name, ds in results.items()}
+    names = list(ts)
+    assert ts[names[2]] < ts[names[1]] < ts[names[0]]  # element-wise < global < SGDM
+    assert not np.array_equal(results[names[2]].steps.values, results[names[3]].steps.values)
