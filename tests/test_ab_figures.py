@@ -79,3 +79,16 @@ def test_fig14_element_wise_ab_is_fastest_and_basis_dependent():
     names = list(ts)
     assert ts[names[2]] < ts[names[1]] < ts[names[0]]  # element-wise < global < SGDM
     assert not np.array_equal(results[names[2]].steps.values, results[names[3]].steps.values)
+
+
+def test_fig2_cell_ab_reaches_the_target_and_sgdm_does_not():
+    results = _script("fig_ab2_noise").runs(dim=1000, steps=20_000, stride=100)
+    assert int(results[0.5].steps_to_target) > 0 and int(results[0.0].steps_to_target) == 0
+    assert float(results[0.5].relative_energy_decay[0]) < 1  # AB damps the largest component
+
+
+def test_fig3_cell_sgdm_diverges_and_ab_converges():
+    results = _script("fig_ab3_delay").runs(dim=1000, steps=5_000, stride=50)
+    sgdm, ab = results[0.0], results[0.5]
+    assert not (sgdm.loss.values <= 1e6 * float(sgdm.loss[0])).all()  # past the divergence bound
+    assert int(ab.steps_to_target) > 0
