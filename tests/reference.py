@@ -62,3 +62,50 @@ def run(lam, lr, momentum, delay, *, method="sgdm", rho=0.0, labels=None, micro_
             if not L <= diverge_factor * L0:
                 return t + 1, -1
     return np.array(losses) if trace else (max_steps, 0)
+
+
+def run_scheduled(method, lam, lr, momentum, schedule, *, workers=1, lambda_dc=0.0, dampening=False):
+    """Noiseless per-step losses of ``method`` on diag(λ) under an explicit schedule of
+    ``(delay τ_t, worker k_t)``: the gradient of step t is taken at what was sent at iteration
+    ``max(0, t − τ_t)``. A plain transcription of each method's published rules."""
+    lam = np.asarray(lam, float)
+    w = np.ones(lam.size)
+    sent = [w.copy()]  # sent[s]: the weights workers received at iteration s
+    v = np.zeros_like(w)
+    per_worker = np.zeros((workers, lam.size))
+    c = (1 - momentum) if dampening else 1.0
+    losses = []
+    for t, (tau, k) in enumerate(zip(*schedule)):
+        s = max(0, t - int(tau))
+        g = lam * sent[s]
+        if method == "nesterov":
+            v = momentum * v + c * g
+            w = w - lr * (c * g + momentum * v)
+        elif method == "staleness":
+            v = momentum * v + c * g
+            w = w - lr / max(1, int(tau)) * v
+        elif method == "restart":
+            if g @ v < 0:
+                v = np.zeros_like(v)
+            v = momentum * v + c * g
+            w = w - lr * v
+        elif method == "dc-asgd":
+            v = momentum * v + c * (g + lambda_dc * g * g * (w - sent[s]))
+            w = w - lr * v
+        elif method == "dana":
+            per_worker[k] = momentum * per_worker[k] + c * g
+            w = w - lr * per_worker[k]
+        elif method in ("ormo", "ormo-da"):
+            K, beta = workers, momentum
+            latest, before, group = -(-t // K), -(-(t - 1) // K), -(-s // K)
+            rate = lr * (min(1.0, K / max(1, int(tau))) if method == "ormo-da" else 1.0)
+            if t >= 1 and latest > before:
+                w = w - beta * v  # v holds u = η-scaled momentum here
+                v = beta * v
+            v = v + beta ** (latest - group) * rate * g
+            w = w - (1 - beta ** (latest - group + 1)) / (1 - beta) * rate * g
+        else:
+            raise ValueError(method)
+        sent.append(w - lr * momentum * per_worker.sum(0) if method == "dana" else w.copy())
+        losses.append(0.5 * np.sum(lam * w * w))
+    return np.array(losses)

@@ -5,5 +5,12 @@ from nqm.optimizers.base import Optimizer, convention, make, methods
 from nqm.optimizers.sgdm import sgdm
 from nqm.optimizers.ab import adaptive_braking
 from nqm.optimizers.shifted import shifted
+from nqm.optimizers.nesterov import nesterov
+from nqm.optimizers.staleness import staleness
+from nqm.optimizers.restart import restart
+from nqm.optimizers.dc_asgd import dc_asgd
+from nqm.optimizers.dana import dana
+from nqm.optimizers.ormo import ormo, ormo_da
 
-__all__ = ["Optimizer", "convention", "make", "methods", "sgdm", "adaptive_braking", "shifted"]
+__all__ = ["Optimizer", "convention", "make", "methods", "sgdm", "adaptive_braking", "shifted", "nesterov",
+           "staleness", "restart", "dc_asgd", "dana", "ormo", "ormo_da"]

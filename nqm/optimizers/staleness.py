@@ -1,0 +1,33 @@
+"""Staleness-aware learning rate (Zhang et al. 2016; AB paper, App. A.2)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from nqm.optimizers.base import MomentumHyper, Optimizer, convention, momentum_coefficient, register
+from nqm.optimizers.sgdm import VelocityState, velocity
+
+
+@register("staleness")
+def staleness(*, dampening: bool = False, workers: int = 1) -> Optimizer:
+    """SGDM whose step is divided by the staleness of the gradient it applies:
+
+        s_t = max(1, τ_t),   v_{t+1} = m v_t + c g_t,   w_{t+1} = w_t − (η / s_t) v_{t+1}
+
+    (AB paper, Algorithm 3). With a constant delay D it is SGDM at ``η / max(1, D)``.
+
+    Args:
+      dampening: weight the gradient by ``1 − m``.
+      workers: unused (the staleness comes with each gradient).
+    """
+    del workers
+
+    def init(w0):
+        return VelocityState(jnp.zeros_like(w0))
+
+    def step(hyper, state, w, g, ctx):
+        v = hyper.momentum * state.velocity + momentum_coefficient(hyper.momentum, dampening) * g
+        return w - (hyper.lr / jnp.maximum(1, ctx.delay).astype(w.dtype)) * v, VelocityState(v), {}
+
+    config = (("dampening", dampening), ("convention", convention(dampening)))
+    return Optimizer("staleness", MomentumHyper, init, step, config, velocity=velocity)

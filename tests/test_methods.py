@@ -1,0 +1,115 @@
+"""The delay remedies against independent numpy loops, their reductions, and a contract every
+registered method keeps (so a new family is covered without touching this file)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import nqm
+import reference
+from nqm import delays, diagnostics, engine
+from nqm.optimizers import make, methods
+
+LAM = np.array([1.0, 0.5, 0.2, 0.05])
+PROBLEM = nqm.explicit(LAM)
+STEPS = 120
+CONFIG = engine.RunConfig(target=-1.0, diverge_factor=np.inf, max_steps=STEPS, chunk_steps=50, x64=True, progress=False)
+NEW = ["nesterov", "staleness", "restart", "dc-asgd", "dana", "ormo", "ormo-da"]
+
+
+def losses(method, spec, lr, momentum, problem=PROBLEM, config=CONFIG, seed=3, **hyper):
+    optimizer = make(method, delay=spec)
+    values = {"lr": [lr], "momentum": [momentum], **{k: [v] for k, v in hyper.items()}}
+    out = engine.simulate(problem, optimizer, values, [0.0], delay=spec, seed=seed, config=config,
+                          record={"loss": diagnostics.loss})
+    return out.trace["loss"][0]
+
+
+@pytest.mark.parametrize("spec", [3, "uniform:0:5", "workers:4:slow=0.25:3"])
+@pytest.mark.parametrize("method", NEW)
+def test_each_method_follows_its_numpy_loop(method, spec):
+    process = delays.process(spec)
+    hyper = {"lambda_dc": 0.3} if method == "dc-asgd" else {}
+    got = losses(method, spec, 0.15, 0.7, **hyper)
+    want = reference.run_scheduled(method, LAM, 0.15, 0.7, process.schedule(3, STEPS), workers=process.workers, **hyper)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-300)
+
+
+@pytest.mark.parametrize("spec", [3, "workers:4"])
+def test_ormo_with_beta_zero_is_delayed_sgd(spec):
+    for method in ("ormo", "ormo-da" if spec == 3 else "ormo"):
+        np.testing.assert_allclose(losses(method, spec, 0.3, 0.0), losses("sgdm", spec, 0.3, 0.0), rtol=1e-12)
+
+
+def test_ormo_with_one_worker_is_sgdm():
+    np.testing.assert_allclose(losses("ormo", 0, 0.3, 0.8), losses("sgdm", 0, 0.3, 0.8), rtol=1e-12)
+
+
+@pytest.mark.parametrize("d", [0, 1, 4])
+def test_staleness_at_constant_delay_is_sgdm_at_a_smaller_learning_rate(d):
+    np.testing.assert_allclose(losses("staleness", d, 0.4, 0.6), losses("sgdm", d, 0.4 / max(1, d), 0.6), rtol=1e-12)
+
+
+def test_restart_never_leaves_the_velocity_against_the_gradient():
+    alignment = lambda view: view.g @ view.state_next.velocity
+    optimizer = make("restart", delay=3)
+    out = engine.simulate(nqm.zhang(30), optimizer, {"lr": [0.3, 0.6], "momentum": [0.9, 0.95]}, [0.05, 0.05],
+                          delay=3, config=CONFIG, record={"gv": alignment})
+    assert (out.trace["gv"] >= 0).all()
+    plain = engine.simulate(nqm.zhang(30), make("sgdm"), {"lr": [0.3, 0.6], "momentum": [0.9, 0.95]}, [0.05, 0.05],
+                            delay=3, config=CONFIG, record={"gv": lambda view: view.g @ view.velocity})
+    assert (plain.trace["gv"] < 0).any()  # without restart the velocity does oppose the gradient
+
+
+# ------------------------------------------------------------------ the contract of every method
+
+# What each family reduces to, as data: (method, hyper, reference method, reference hyper, delay).
+REDUCTIONS = {
+    "ab": [("ab", {"rho": 0.0}, "sgdm", {}, 2)],
+    "nesterov": [("nesterov", {"momentum": 0.0}, "sgdm", {"momentum": 0.0}, 2)],
+    "staleness": [("staleness", {}, "sgdm", {}, 1)],
+    "restart": [("restart", {"momentum": 0.0}, "sgdm", {"momentum": 0.0}, 2)],
+    "dc-asgd": [("dc-asgd", {"lambda_dc": 0.0}, "sgdm", {}, 2)],
+    "dana": [("dana", {"momentum": 0.0}, "sgdm", {"momentum": 0.0}, 2)],
+    "shifted": [("shifted", {}, "sgdm", {}, 0)],
+    "ormo": [("ormo", {}, "sgdm", {}, 0), ("ormo", {"momentum": 0.0}, "sgdm", {"momentum": 0.0}, 3)],
+    "ormo-da": [("ormo-da", {}, "ormo", {}, 3)],
+    "sgdm": [("sgdm", {"momentum": 0.0}, "nesterov", {"momentum": 0.0}, 2)],
+}
+
+
+def test_every_registered_method_states_its_reductions():
+    assert set(REDUCTIONS) == set(methods()), "add the new method's reductions to REDUCTIONS"
+
+
+@pytest.mark.parametrize("method", methods())
+def test_reductions(method):
+    for name, hyper, other, other_hyper, d in REDUCTIONS[method]:
+        base = {"lr": 0.2, "momentum": 0.6}
+        a = losses(name, d, **{**base, **hyper})
+        b = losses(other, d, **{**base, **other_hyper})
+        np.testing.assert_allclose(a, b, rtol=1e-12, err_msg=f"{name}{hyper} vs {other}{other_hyper} at D={d}")
+
+
+@pytest.mark.parametrize("method", methods())
+def test_contract_jit_vmap_dtypes_processes_and_compile_once(method):
+    problem = nqm.zhang(24)
+    for spec in (2, "uniform:0:3", "workers:3:slow=0.34:2"):
+        optimizer = make(method, delay=spec)
+        cells = 6
+        hyper = {f: np.geomspace(0.05, 0.3, cells) if f == "lr" else np.full(cells, 0.5 if f == "momentum" else 0.2)
+                 for f in optimizer.hyper._fields}
+        run = lambda x64, h=hyper: engine.simulate(problem, optimizer, h, np.zeros(cells), delay=spec, seed=1,
+                                                   config=dataclasses.replace(CONFIG, x64=x64, max_steps=60),
+                                                   record={"loss": diagnostics.loss})
+        f64, f32 = run(True).trace["loss"], run(False).trace["loss"]
+        assert np.isfinite(f64).all()
+        np.testing.assert_allclose(f32, f64, rtol=2e-3)
+        # one cell alone equals the same cell in the vmapped batch
+        single = engine.simulate(problem, optimizer, {k: v[2:3] for k, v in hyper.items()}, [0.0], delay=spec, seed=1,
+                                 config=dataclasses.replace(CONFIG, max_steps=60), record={"loss": diagnostics.loss})
+        np.testing.assert_array_equal(single.trace["loss"][0], run(True).trace["loss"][2])
+        before = engine._advance._cache_size()
+        run(True, {k: v * 0.9 for k, v in hyper.items()})
+        assert engine._advance._cache_size() == before, "new hyperparameter values recompiled"
