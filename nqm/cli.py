@@ -6,6 +6,7 @@ Bad input ends with one line ``nqm: error: …`` on stderr and exit status 2, ne
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 
@@ -53,41 +54,50 @@ def _joined(items: list[str] | None) -> list[float] | None:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; the method options (read off the optimizer registry, which imports JAX) are
     added only when ``command`` needs them, so that e.g. ``nqm threshold`` starts fast."""
-    parser = _Parser(prog="nqm", description="Noisy Quadratic Model under gradient delay.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    from nqm import __version__
 
-    s = sub.add_parser("sweep", help="steps to target over a hyperparameter grid → netCDF (+ heatmap)")
+    parser = _Parser(prog="nqm", description="Noisy Quadratic Model under gradient delay: sweeps, traces, "
+                     "summaries and stability thresholds. Value lists take numbers, geom:START:STOP:NUM or "
+                     "lin:START:STOP:NUM.")
+    parser.add_argument("--version", action="version", version=f"nqm {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub.add_parser = functools.partial(sub.add_parser, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+
+    s = sub.add_parser("sweep", help="steps to target over a hyperparameter grid → netCDF (+ heatmap)", description="steps to target over a hyperparameter grid → netCDF (+ heatmap)")
     grid = s.add_argument_group("grid (each takes numbers, geom:START:STOP:NUM or lin:START:STOP:NUM)")
-    grid.add_argument("--lr", nargs="+", required=True, metavar="V")
-    grid.add_argument("--momentum", nargs="+", required=True, metavar="V")
+    grid.add_argument("--lr", nargs="+", required=True, metavar="V", help="learning rates η > 0")
+    grid.add_argument("--momentum", nargs="+", required=True, metavar="V", help="momenta m in [0, 1)")
     grid.add_argument("--delay", nargs="+", default=None, metavar="D", help="constant delays (default 0)")
     grid.add_argument("--delay-dist", nargs="+", default=None, metavar="SPEC",
                       help="delay processes: uniform:A:B | gaussian:MU | pmf:P0,P1,... | workers:K[:slow=F:S]")
-    grid.add_argument("--noise", nargs="+", default=["0"], metavar="S")
-    grid.add_argument("--seed", nargs="+", default=["0"], metavar="S")
+    grid.add_argument("--noise", nargs="+", default=["0"], metavar="S", help="gradient-noise scales σ >= 0")
+    grid.add_argument("--seed", nargs="+", default=["0"], metavar="S", help="noise (and delay) seeds")
     if command in _METHOD_COMMANDS:
         _method_arguments(s, grid)
     _problem_arguments(s)
     run = s.add_argument_group("run")
-    run.add_argument("--target", type=float, default=0.01)
-    run.add_argument("--max-steps", type=int, default=100_000)
+    run.add_argument("--target", type=float, default=0.01, help="stop a cell once its loss is below this")
+    run.add_argument("--max-steps", type=int, default=100_000, help="step budget per cell")
     run.add_argument("--x64", action="store_true", help="simulate in float64")
     run.add_argument("--independent-noise", action="store_true", help="noise drawn per cell, not shared")
-    run.add_argument("--chunk-steps", type=int, default=1000)
+    run.add_argument("--chunk-steps", type=int, default=1000, help="steps per compiled call (progress, checkpoints)")
     run.add_argument("--devices", type=int, default=None, help="devices to shard over (default all)")
-    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--memory-budget", type=float, default=None, metavar="GIB",
+                     help="GiB of simulation state held at once; larger grids run in groups (default: half the "
+                          "accelerator memory, or 4 GiB on CPU)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
     s.add_argument("--out", required=True, help="result file (netCDF)")
     s.add_argument("--plot", default=None, metavar="FIGURE", help="also write a heatmap (PNG/PDF/SVG)")
     s.add_argument("--threshold", action="store_true", help="overlay the linear-stability threshold on --plot")
 
-    tr = sub.add_parser("trace", help="per-step diagnostics of one cell → netCDF (+ figure)")
+    tr = sub.add_parser("trace", help="per-step diagnostics of one cell → netCDF (+ figure)", description="per-step diagnostics of one cell → netCDF (+ figure)")
     cell = tr.add_argument_group("the cell (one value each)")
-    cell.add_argument("--lr", nargs="+", required=True, metavar="V")
-    cell.add_argument("--momentum", nargs="+", required=True, metavar="V")
+    cell.add_argument("--lr", nargs="+", required=True, metavar="V", help="learning rate η > 0")
+    cell.add_argument("--momentum", nargs="+", required=True, metavar="V", help="momentum m in [0, 1)")
     cell.add_argument("--delay", default="0", metavar="D", help="a constant delay or a --delay-dist SPEC (default 0)")
-    cell.add_argument("--noise", nargs="+", default=["0"], metavar="S")
-    cell.add_argument("--seed", nargs="+", default=["0"], metavar="S")
+    cell.add_argument("--noise", nargs="+", default=["0"], metavar="S", help="gradient-noise scale σ")
+    cell.add_argument("--seed", nargs="+", default=["0"], metavar="S", help="noise (and delay) seed")
     if command == "trace":
         _method_arguments(tr, cell)
     _problem_arguments(tr)
@@ -100,29 +110,29 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     tr.add_argument("--out", required=True, help="trace file (netCDF)")
     tr.add_argument("--plot", default=None, metavar="FIGURE", help="also write a figure (PNG/PDF/SVG)")
 
-    p = sub.add_parser("plot", help="heatmap of a saved sweep")
-    p.add_argument("result")
-    p.add_argument("--out", required=True)
+    p = sub.add_parser("plot", help="heatmap of a saved sweep", description="heatmap of a saved sweep")
+    p.add_argument("result", help="a netCDF result of nqm sweep")
+    p.add_argument("--out", required=True, help="figure file (PNG/PDF/SVG)")
     p.add_argument("--threshold", action="store_true", help="overlay the linear-stability threshold")
 
-    su = sub.add_parser("summary", help="per-panel table of a saved sweep: T*, best cell, converged area (+ CSV)")
-    su.add_argument("result")
+    su = sub.add_parser("summary", help="per-panel table of a saved sweep: T*, best cell, converged area (+ CSV)", description="per-panel table of a saved sweep: T*, best cell, converged area (+ CSV)")
+    su.add_argument("result", help="a netCDF result of nqm sweep")
     su.add_argument("--csv", default=None, metavar="FILE", help="also write the table as CSV")
     su.add_argument("--spread", action="store_true",
                     help="also the median/min/max of T* and of the converged area over the result's seeds")
 
-    t = sub.add_parser("threshold", help="characteristic-polynomial stability thresholds x* = a·η*")
-    t.add_argument("--method", choices=("sgd", "sgdm", "shifted"), default="sgdm")
-    t.add_argument("--delay", nargs="+", default=None, metavar="T")
-    t.add_argument("--momentum", nargs="+", default=["0"], metavar="M")
+    t = sub.add_parser("threshold", help="characteristic-polynomial stability thresholds x* = a·η*", description="characteristic-polynomial stability thresholds x* = a·η*")
+    t.add_argument("--method", choices=("sgd", "sgdm", "shifted"), default="sgdm", help="update rule")
+    t.add_argument("--delay", nargs="+", default=None, metavar="T", help="constant delays τ (default 0)")
+    t.add_argument("--momentum", nargs="+", default=["0"], metavar="M", help="momenta m in [0, 1)")
     t.add_argument("--dampening", action="store_true", help="v = m v + (1-m) g (Giladi et al.)")
     t.add_argument("--delay-dist", default=None, metavar="DIST", help="uniform:A:B | gaussian:MU")
     t.add_argument("--out", default=None, help="netCDF file for the table")
 
-    b = sub.add_parser("bench", help="throughput against a fused-update probe and a numpy loop")
-    b.add_argument("--cells", type=int, default=256)
-    b.add_argument("--dim", type=int, default=10_000)
-    b.add_argument("--steps", type=int, default=2000)
+    b = sub.add_parser("bench", help="throughput against a fused-update probe and a numpy loop", description="throughput against a fused-update probe and a numpy loop")
+    b.add_argument("--cells", type=int, default=256, help="cells in the grid")
+    b.add_argument("--dim", type=int, default=10_000, help="N")
+    b.add_argument("--steps", type=int, default=2000, help="steps per timed run")
     b.add_argument("--quick", action="store_true", help="a small, fast configuration (for CI)")
     b.add_argument("--check", action="store_true",
                    help="exit with status 1 unless the throughput targets are met (see nqm.bench.TARGETS)")
@@ -201,12 +211,17 @@ def _problem(args):
 
 
 def _sweep(args):
-    import nqm
-    from nqm.sweeps import check_writable
+    from nqm.sweeps import check_writable, lock
 
     check_writable(args.out)
-    if args.plot:
-        check_writable(args.plot)
+    _check_figure(args.plot, args.threshold)
+    with lock(args.out):
+        _locked_sweep(args)
+
+
+def _locked_sweep(args):
+    import nqm
+
     partial = args.out + ".partial"
     if args.restart:
         for stale in (partial, partial + ".cells.npz"):
@@ -218,9 +233,14 @@ def _sweep(args):
         noise=_joined(args.noise), seed=_joined(args.seed), problem=_problem(args), **_method_options(args),
         target=args.target, max_steps=args.max_steps, x64=args.x64, independent_noise=args.independent_noise,
         chunk_steps=args.chunk_steps, devices=args.devices, progress=not args.no_progress,
+        memory_budget=None if args.memory_budget is None else _positive(args.memory_budget, "--memory-budget") * 2**30,
         checkpoint=partial,
     )
-    nqm.save(ds, args.out)
+    try:
+        nqm.save(ds, args.out)
+    except NqmError as exc:
+        raise NqmError(f"{exc}; every computed cell is kept in {partial}: run the same command again, once "
+                       "it can be written, to write it without computing anything") from None
     os.remove(partial)
     _summary(ds)
     print(f"wrote {args.out}")
@@ -238,8 +258,7 @@ def _trace(args):
     from nqm.sweeps import check_writable, save
 
     check_writable(args.out)
-    if args.plot:
-        check_writable(args.plot)
+    _check_figure(args.plot)
     ds = diagnostics.trajectory(
         _problem(args), args.method, lr=_joined(args.lr), momentum=_joined(args.momentum), delay=args.delay,
         noise=_joined(args.noise), seed=_joined(args.seed), steps=args.steps, stride=args.stride,
@@ -262,12 +281,40 @@ def _trace(args):
 
 
 def _summary(ds):
-    from nqm.sweeps import t_star
+    from nqm.plots.heatmap import combine_seeds
+    from nqm.status import format_t_star, plural, t_star
 
     status = ds.status.values
-    print(f"{status.size} cells: {int((status == 1).sum())} reached the target, "
-          f"{int((status == -1).sum())} diverged, {int((status == 0).sum())} ran out of budget; "
-          f"T* = {t_star(ds):,.0f}")
+    # T* as the heatmap computes it: over the cells combined across seeds (median T).
+    print(f"{plural(status.size, 'cell')}: {int((status == 1).sum()):,} reached the target, "
+          f"{int((status == -1).sum()):,} diverged, {int((status == 0).sum()):,} ran out of budget; "
+          f"best {format_t_star(t_star(combine_seeds(ds)))} (1st percentile of T, interpolated)")
+
+
+def _positive(value, name):
+    if not (np.isfinite(value) and value > 0):
+        raise NqmError(f"{name} must be a number > 0, got {value}")
+    return value
+
+
+def _check_figure(path, threshold=False):
+    """A figure's path and format, checked before any work."""
+    if path is None:
+        if threshold:
+            raise NqmError("--threshold draws on the figure: give --plot FIGURE too")
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from nqm.sweeps import check_writable
+
+    check_writable(path)
+    kind = os.path.splitext(path)[1].lstrip(".").lower()
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if kind not in formats:
+        raise NqmError(f"cannot write figure {path}: unknown format {kind!r}; use one of {', '.join(sorted(formats))}")
 
 
 def _plot(ds, path, threshold):
@@ -346,6 +393,10 @@ def main(argv=None) -> int:
     except NqmError as exc:
         print(f"nqm: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `nqm threshold ... | head`: the reader left, nothing is wrong
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("nqm: interrupted; the sweep's checkpoint holds its finished and running cells: run the same "
               "command again to resume", file=sys.stderr)

@@ -52,8 +52,7 @@ from nqm.optimizers import Optimizer
 from nqm.optimizers.base import StepContext
 from nqm.problem import Problem
 
-REACHED, BUDGET, DIVERGED = 1, 0, -1
-RUNNING = 2  # internal only: never in a result
+from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING  # noqa: F401  (the engine's status codes)
 
 CELLS = "cells"  # the mesh axis over which cells are sharded
 

@@ -14,8 +14,8 @@ import numpy as np
 import xarray as xr
 
 from nqm.errors import NqmError
+from nqm.status import REACHED, t_star
 
-REACHED = 1
 GRID = ("momentum", "lr")
 
 
@@ -28,8 +28,6 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     """Per panel: ``t_star`` (as :func:`nqm.sweeps.t_star`), the fastest cell (``best_lr``,
     ``best_momentum``, ``best_steps``), ``converged`` (cells that reached the target), ``cells`` and
     ``converged_fraction``. NaN / 0 where no cell converged."""
-    from nqm.sweeps import t_star
-
     if not {"steps", "status"} <= set(ds) or not set(GRID) <= set(ds.steps.dims):
         raise NqmError("a summary needs a sweep result with steps and status over lr and momentum")
     dims = panels(ds)

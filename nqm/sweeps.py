@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import functools
+import io
 import itertools
 import os
 import signal
@@ -31,13 +33,13 @@ import xarray as xr
 import nqm
 from nqm import delays, engine
 from nqm.errors import NqmError
+from nqm.status import MEANING as STATUS_MEANING, t_star  # noqa: F401  (t_star is part of this API)
 from nqm.optimizers import make, methods
 from nqm.optimizers.base import hyperparameters, options as method_options
 from nqm.problem import Problem, zhang
 
 DIMS = ("delay", "noise", "rho", "seed", "momentum", "lr")  # the order of dims (with AB's rho)
 BASE_HYPER = ("lr", "momentum")
-STATUS_MEANING = "1: reached target, 0: step budget exhausted, -1: diverged"
 _NOT_RUN = engine.RUNNING  # status of cells a checkpoint has not finished yet
 _RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(engine.RunConfig))
 
@@ -82,9 +84,15 @@ def sweep(
     problem = zhang() if problem is None else problem
     make(method, **opt_options)  # validate options before any work
     result = _empty(method, coords, problem, config, opt_options, processes)
-    if checkpoint is not None:
-        result = _resume(result, checkpoint)
+    with contextlib.ExitStack() as stack:
+        if checkpoint is not None:
+            stack.enter_context(lock(checkpoint))  # one sweep per checkpoint (and CLI output)
+            result = _resume(result, checkpoint)
+        _run(method, result, coords, processes, problem, config, opt_options, checkpoint, checkpoint_every)
+    return result
 
+
+def _run(method, result, coords, processes, problem, config, opt_options, checkpoint, checkpoint_every):
     writer = _Checkpointer(result, checkpoint, checkpoint_every)
     dims = list(result.steps.dims)
     with writer.interruptible():
@@ -92,7 +100,6 @@ def sweep(
             _run_part(method, result, coords, dims, delay_value, process, seed_value, problem, config, opt_options, writer)
             writer.flush(force=False)
     writer.flush(force=True)
-    return result
 
 
 def _run_part(method, result, coords, dims, delay_value, process, seed_value, problem, config, opt_options, writer):
@@ -169,42 +176,64 @@ def _split(method: str, options: dict) -> tuple[dict, dict, dict]:
 def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
     """Write a result atomically: a complete file appears at ``path`` or nothing changes.
 
-    Across several processes (``jax.distributed``) only process 0 writes.
+    The file is serialised in memory first, so a full disk or a size limit surfaces as a one-line
+    :class:`NqmError` from a plain write (never inside the HDF5 library), and the previous file is
+    left byte-identical. An overwritten file keeps its mode. Across several processes
+    (``jax.distributed``) only process 0 writes.
     """
     if jax.process_index() != 0:
         return
+    buffer = io.BytesIO()
+    ds.to_netcdf(buffer, engine="h5netcdf")
+    with atomic_write(path, "wb") as f:
+        f.write(buffer.getbuffer())
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "wb"):
+    """A file object whose content replaces ``path`` only once it is complete (keeping the mode of
+    the file it replaces); a failed write is a one-line :class:`NqmError` and changes nothing."""
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
     check_writable(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".nqm-", suffix=".nc")
-    os.close(fd)
     try:
-        ds.to_netcdf(tmp, engine="h5netcdf")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes private files; a result is an ordinary one
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".nqm-")
+    except OSError as exc:
+        raise NqmError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, mode) as f:
+            yield f
+        if os.path.exists(path):
+            mode_bits = os.stat(path).st_mode & 0o7777
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode_bits = 0o666 & ~umask  # mkstemp makes private files; a result is an ordinary one
+        os.chmod(tmp, mode_bits)
         os.replace(tmp, path)
+    except OSError as exc:
+        raise NqmError(f"cannot write {path}: {exc.strerror or exc}; the previous file, if any, is unchanged") from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "wb"):
-    """A file object whose content replaces ``path`` only once it is complete."""
-    path = os.fspath(path)
-    check_writable(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".nqm-")
+def lock(path: str | os.PathLike):
+    """Hold an advisory lock on ``path`` (a ``.lock`` file beside it): one writer at a time."""
+    target = os.fspath(path) + ".lock"
+    check_writable(target)
+    handle = open(target, "a+")
     try:
-        with os.fdopen(fd, mode) as f:
-            yield f
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise NqmError(f"another nqm run is writing {os.fspath(path)} (it holds {target}); "
+                       "wait for it to finish or choose another output") from None
+    try:
+        yield
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        os.remove(target)  # while still holding it: a later run creates and locks a new file
+        handle.close()
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:
@@ -232,15 +261,6 @@ def check_writable(path: str | os.PathLike) -> None:
         raise NqmError(f"cannot write {path}: directory {directory} does not exist")
     if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise NqmError(f"cannot write {path}: permission denied")
-
-
-def t_star(ds: xr.Dataset, percentile: float = 1.0) -> float:
-    """``T*``: the ``percentile``-th percentile of T over the cells that reached the target (NaN if none)."""
-    steps = ds.steps.values[ds.status.values == engine.REACHED]
-    return float(np.percentile(steps, percentile)) if steps.size else float("nan")
-
-
-# --------------------------------------------------------------------------- grids and validation
 
 
 def hyper_dims(method: str) -> tuple[str, ...]:
@@ -463,14 +483,8 @@ def _save_running(running: dict, path) -> None:
     arrays = {"keys": np.array(list(running))}
     for i, (t, where, leaves) in enumerate(running.values()):
         arrays.update({f"{i}_t": np.asarray(t), f"{i}_where": where, **{f"{i}_{j}": x for j, x in enumerate(leaves)}})
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(target)), prefix=".nqm-", suffix=".npz")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic_write(target, "wb") as f:
+        np.savez(f, **arrays)
 
 
 def _load_running(path) -> dict:

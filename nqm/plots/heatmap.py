@@ -10,9 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from nqm.engine import BUDGET, DIVERGED, REACHED
 from nqm.errors import NqmError
-from nqm.sweeps import t_star
+from nqm.status import BUDGET, DIVERGED, REACHED, format_t_star, t_star
 
 METHOD_NAMES = {"sgdm": "SGDM", "ab": "Adaptive Braking", "shifted": "shifted momentum"}
 
@@ -99,8 +98,7 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
             rng = spread.sel({k: v for k, v in key.items() if k in spread.dims})
             ts_range = f"T* in [{float(rng.t_star_min):,.0f}, {float(rng.t_star_max):,.0f}]"
             label += "\n" + ts_range.replace("[nan, nan]", "— (none converged)")
-        ax.set_title(f"{label}\nT* = {ts:,.0f}" if np.isfinite(ts) else f"{label}\nno cell reached the target",
-                     fontsize=10)
+        ax.set_title(f"{label}\n{format_t_star(ts)}", fontsize=10)
     for ax in axes.flat[len(keys):]:
         ax.set_visible(False)
     for ax in axes[-1]:
