@@ -12,7 +12,9 @@ import sys
 
 import numpy as np
 
+from nqm import validate
 from nqm.errors import NqmError
+from nqm.validate import MAX_VALUES
 
 _ALIASES = {"mode": ("--ab-mode",)}  # earlier names of derived options
 _METHOD_COMMANDS = ("sweep", "trace")  # subcommands that take a method and its options (need the registry)
@@ -34,10 +36,12 @@ def values(text: str) -> list[float]:
     parts = rest.split(":")
     try:
         start, stop, num = float(parts[0]), float(parts[1]), int(parts[2])
-        if len(parts) != 3 or num < 1:
+        if len(parts) != 3 or num < 1 or not (np.isfinite(start) and np.isfinite(stop)):
             raise ValueError
     except (ValueError, IndexError):
         raise NqmError(f"{text!r}: write {kind}:START:STOP:NUM with NUM a positive integer") from None
+    if num > MAX_VALUES:
+        raise NqmError(f"{text!r}: {num:,} values is more than {MAX_VALUES:,} in one axis; sweep it in parts")
     if kind == "geom":
         if start <= 0 or stop <= 0:
             raise NqmError(f"{text!r}: a geometric range needs START > 0 and STOP > 0")
@@ -191,9 +195,9 @@ def _delays(args) -> list:
 def _problem_arguments(s):
     g = s.add_argument_group("problem")
     g.add_argument("--spectrum", choices=("zhang", "loguniform"), default="zhang")
-    g.add_argument("--dim", type=int, default=10_000, help="N (default 10000)")
-    g.add_argument("--lo", type=float, default=1e-4, help="smallest eigenvalue of loguniform")
-    g.add_argument("--hi", type=float, default=1.0, help="largest eigenvalue of loguniform")
+    g.add_argument("--dim", type=int, default=None, help="N (default 10000; not with --eigenvalues)")
+    g.add_argument("--lo", type=float, default=None, help="smallest eigenvalue of loguniform (default 1e-4)")
+    g.add_argument("--hi", type=float, default=None, help="largest eigenvalue of loguniform (default 1)")
     g.add_argument("--eigenvalues", nargs="+", type=float, default=None, metavar="E", help="explicit spectrum")
     g.add_argument("--rotate", type=int, default=None, metavar="SEED", help="random rotation of H")
 
@@ -201,17 +205,27 @@ def _problem_arguments(s):
 def _problem(args):
     from nqm import problem
 
+    if args.eigenvalues is not None and (args.dim is not None or args.spectrum != "zhang"):
+        raise NqmError("--eigenvalues gives the whole spectrum: drop --dim and --spectrum")
+    if args.spectrum != "loguniform" and (args.lo is not None or args.hi is not None):
+        raise NqmError("--lo and --hi set the loguniform spectrum: add --spectrum loguniform or drop them")
+    if args.rotate is not None and args.rotate < 0:
+        raise NqmError(f"--rotate takes a seed >= 0, got {args.rotate}")
+    dim = validate.count(10_000 if args.dim is None else args.dim, "--dim", high=10**7)
     if args.eigenvalues is not None:
-        p = problem.explicit(args.eigenvalues)
+        lam = np.asarray(args.eigenvalues)
+        if not (np.isfinite(lam).all() and (lam > 0).all()):
+            raise NqmError("--eigenvalues must be finite numbers > 0")
+        p = problem.explicit(lam)
     elif args.spectrum == "loguniform":
-        p = problem.loguniform(args.dim, args.lo, args.hi)
+        p = problem.loguniform(dim, 1e-4 if args.lo is None else args.lo, 1.0 if args.hi is None else args.hi)
     else:
-        p = problem.zhang(args.dim)
+        p = problem.zhang(dim)
     return p.with_rotation(args.rotate)
 
 
 def _sweep(args):
-    from nqm.sweeps import check_writable, lock
+    from nqm.io import check_writable, lock
 
     check_writable(args.out)
     _check_figure(args.plot, args.threshold)
@@ -255,7 +269,7 @@ TRACED = {"loss": "loss", "alpha": "alpha", "velocity_norm": "velocity_norm", "g
 
 def _trace(args):
     from nqm import diagnostics
-    from nqm.sweeps import check_writable, save
+    from nqm.io import check_writable, save
 
     check_writable(args.out)
     _check_figure(args.plot)
@@ -308,7 +322,7 @@ def _check_figure(path, threshold=False):
     matplotlib.use("Agg")
     from matplotlib.backend_bases import FigureCanvasBase
 
-    from nqm.sweeps import check_writable
+    from nqm.io import check_writable
 
     check_writable(path)
     kind = os.path.splitext(path)[1].lstrip(".").lower()
@@ -322,9 +336,13 @@ def _plot(ds, path, threshold):
 
     matplotlib.use("Agg")
     from nqm.plots.heatmap import plot_heatmaps
-    from nqm.sweeps import check_writable
+    from nqm.io import check_writable
 
     check_writable(path)
+    missing = [k for k in ("lam_max", "method") if threshold and k not in ds.attrs]
+    if missing:
+        raise NqmError(f"--threshold needs the result's attribute(s) {', '.join(missing)} (the problem's largest "
+                       "eigenvalue and the method), which nqm sweep writes; this file lacks them")
     _savefig(plot_heatmaps(ds, threshold=threshold), path)
 
 
@@ -341,7 +359,7 @@ def _summary_command(args):
 
     ds = load(args.result)
     if args.csv:
-        from nqm.sweeps import check_writable
+        from nqm.io import check_writable
 
         check_writable(args.csv)
     table = summary.summarize(ds)
@@ -357,7 +375,7 @@ def _threshold(args):
     from nqm import stability
 
     if args.out:
-        from nqm.sweeps import check_writable
+        from nqm.io import check_writable
 
         check_writable(args.out)
     ds = stability.threshold_dataset(
@@ -366,7 +384,7 @@ def _threshold(args):
     )
     print(ds.threshold.to_pandas().to_string(float_format=lambda x: f"{x:.6g}"))
     if args.out:
-        from nqm.sweeps import save
+        from nqm.io import save
 
         save(ds, args.out)
         print(f"wrote {args.out}")
@@ -375,6 +393,8 @@ def _threshold(args):
 def _bench(args):
     from nqm import bench
 
+    for name in ("cells", "dim", "steps"):
+        validate.count(getattr(args, name), f"--{name}")
     result = bench.main(cells=args.cells, dim=args.dim, steps=args.steps, quick=args.quick)
     return 1 if args.check and result["targets_missed"] else 0
 
@@ -387,6 +407,7 @@ def main(argv=None) -> int:
         if args.command == "plot":
             from nqm import load
 
+            _check_figure(args.out)
             _plot(load(args.result), args.out, args.threshold)
             return 0
         return {"sweep": _sweep, "trace": _trace, "summary": _summary_command, "threshold": _threshold, "bench": _bench}[args.command](args) or 0

@@ -318,6 +318,19 @@ def simulate(
     return outcome
 
 
+def check(problem: Problem, optimizer: Optimizer) -> None:
+    """Trace one step of ``optimizer`` on ``problem`` abstractly (no computation), so that settings
+    that do not fit the problem (e.g. more AB groups than parameters) fail before any work."""
+    w0 = jax.ShapeDtypeStruct((problem.dim,), jnp.float32)
+
+    def one_step(w):
+        hyper = optimizer.hyper(*(w[0] for _ in optimizer.hyper._fields))
+        ctx = StepContext(jnp.int32(0), jnp.int32(0), jnp.int32(0), w)
+        return optimizer.step(hyper, optimizer.init(w), w, w, ctx)
+
+    jax.eval_shape(one_step, w0)
+
+
 class Snapshot(NamedTuple):
     """The running cells of a run between two chunks: cell ``index[i]`` (its position in the run)
     has done ``t`` steps and holds the state ``cells[…][i]`` (host arrays; no trace). ``cells``

@@ -90,7 +90,7 @@ def robustness(method: str = "sgdm", *, perturbations=None, seed=(0, 1, 2), **sw
 
 def to_csv(table: xr.Dataset, path: str | os.PathLike) -> None:
     """One row per panel, one column per dimension and value (written atomically)."""
-    from nqm.sweeps import atomic_write
+    from nqm.io import atomic_write
 
     frame = table.to_dataframe().reset_index()
     with atomic_write(path, "w") as f:

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import functools
-import io
 import itertools
 import os
 import signal
-import tempfile
 import threading
 import time
 import zlib
@@ -33,6 +30,8 @@ import xarray as xr
 import nqm
 from nqm import delays, engine
 from nqm.errors import NqmError
+from nqm.io import atomic_write, check_writable, load, lock, save  # noqa: F401  (part of this API)
+from nqm.validate import coordinates as _coordinates, grid_size, run_config as _run_config
 from nqm.status import MEANING as STATUS_MEANING, t_star  # noqa: F401  (t_star is part of this API)
 from nqm.optimizers import make, methods
 from nqm.optimizers.base import hyperparameters, options as method_options
@@ -81,8 +80,9 @@ def sweep(
     config = _run_config(settings)
     coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, **grids)
     coords["delay"], processes = _delay_coordinate(delay)
+    grid_size(coords)
     problem = zhang() if problem is None else problem
-    make(method, **opt_options)  # validate options before any work
+    engine.check(problem, make(method, **opt_options))  # options, and how they fit the problem, before any work
     result = _empty(method, coords, problem, config, opt_options, processes)
     with contextlib.ExitStack() as stack:
         if checkpoint is not None:
@@ -173,96 +173,6 @@ def _split(method: str, options: dict) -> tuple[dict, dict, dict]:
     return {k: grids.get(k, defaults.get(k)) for k in extra}, opt_options, settings
 
 
-def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
-    """Write a result atomically: a complete file appears at ``path`` or nothing changes.
-
-    The file is serialised in memory first, so a full disk or a size limit surfaces as a one-line
-    :class:`NqmError` from a plain write (never inside the HDF5 library), and the previous file is
-    left byte-identical. An overwritten file keeps its mode. Across several processes
-    (``jax.distributed``) only process 0 writes.
-    """
-    if jax.process_index() != 0:
-        return
-    buffer = io.BytesIO()
-    ds.to_netcdf(buffer, engine="h5netcdf")
-    with atomic_write(path, "wb") as f:
-        f.write(buffer.getbuffer())
-
-
-@contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "wb"):
-    """A file object whose content replaces ``path`` only once it is complete (keeping the mode of
-    the file it replaces); a failed write is a one-line :class:`NqmError` and changes nothing."""
-    path = os.fspath(path)
-    check_writable(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".nqm-")
-    except OSError as exc:
-        raise NqmError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, mode) as f:
-            yield f
-        if os.path.exists(path):
-            mode_bits = os.stat(path).st_mode & 0o7777
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode_bits = 0o666 & ~umask  # mkstemp makes private files; a result is an ordinary one
-        os.chmod(tmp, mode_bits)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise NqmError(f"cannot write {path}: {exc.strerror or exc}; the previous file, if any, is unchanged") from None
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-@contextlib.contextmanager
-def lock(path: str | os.PathLike):
-    """Hold an advisory lock on ``path`` (a ``.lock`` file beside it): one writer at a time."""
-    target = os.fspath(path) + ".lock"
-    check_writable(target)
-    handle = open(target, "a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise NqmError(f"another nqm run is writing {os.fspath(path)} (it holds {target}); "
-                       "wait for it to finish or choose another output") from None
-    try:
-        yield
-    finally:
-        os.remove(target)  # while still holding it: a later run creates and locks a new file
-        handle.close()
-
-
-def load(path: str | os.PathLike) -> xr.Dataset:
-    """Read a result written by :func:`save` (fully into memory; the file is closed)."""
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise NqmError(f"cannot read {path}: no such file")
-    try:
-        with xr.open_dataset(path, engine="h5netcdf") as ds:
-            ds = ds.load()
-    except Exception as exc:  # h5py/xarray raise many types for a broken file
-        raise NqmError(f"cannot read {path}: not an nqm netCDF result ({type(exc).__name__})") from None
-    if "steps" not in ds or "status" not in ds:
-        raise NqmError(f"{path} is not an nqm sweep result (no steps/status variables)")
-    return ds
-
-
-def check_writable(path: str | os.PathLike) -> None:
-    """Fail early, before any simulation, if ``path`` cannot be written."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise NqmError(f"cannot write {path}: it is a directory; give a file name such as results.nc")
-    if not os.path.isdir(directory):
-        raise NqmError(f"cannot write {path}: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise NqmError(f"cannot write {path}: permission denied")
-
-
 def hyper_dims(method: str) -> tuple[str, ...]:
     """The method's swept hyperparameters beyond lr and momentum (e.g. ``("rho",)`` for AB)."""
     return tuple(f for f in hyperparameters(method)._fields if f not in BASE_HYPER)
@@ -276,37 +186,6 @@ def all_hyper_dims() -> tuple[str, ...]:
 def dims(ds: xr.Dataset) -> tuple[str, ...]:
     """The dimensions that index panels of a result: all but seed, momentum and lr."""
     return tuple(d for d in ds.steps.dims if d not in ("seed", "momentum", "lr"))
-
-
-_RULES = {
-    "lr": ("a learning rate > 0", lambda x: x > 0, float),
-    "momentum": ("a momentum in [0, 1)", lambda x: (x >= 0) & (x < 1), float),
-    "delay": ("an integer delay >= 0", lambda x: (x >= 0) & (x == np.round(x)), int),
-    "noise": ("a noise scale >= 0", lambda x: x >= 0, float),
-    "seed": ("an integer seed >= 0", lambda x: (x >= 0) & (x == np.round(x)) & (x < 2**32), int),
-}
-_HYPER_RULE = ("a number >= 0", lambda x: x >= 0, float)  # ρ, λ_dc, …
-
-
-def _coordinates(**grids) -> dict[str, np.ndarray]:
-    coords = {}
-    for name, values in grids.items():
-        if values is None:
-            continue
-        what, ok, kind = _RULES.get(name, _HYPER_RULE)
-        try:
-            array = np.atleast_1d(np.asarray(values, dtype=np.float64))
-        except (TypeError, ValueError):
-            raise NqmError(f"{name} must be numbers, got {values!r}") from None
-        if array.ndim != 1 or array.size == 0:
-            raise NqmError(f"{name} is empty: give at least one value")
-        bad = array[~(np.isfinite(array) & ok(array))]
-        if bad.size:
-            raise NqmError(f"{name}={bad[0]:g} is invalid: each value must be {what}")
-        if np.unique(array).size != array.size:
-            raise NqmError(f"{name} has repeated values: give each value once")
-        coords[name] = array.astype(np.int64 if kind is int else np.float64)
-    return coords
 
 
 def _delay_coordinate(values) -> tuple[np.ndarray, list]:
@@ -323,17 +202,6 @@ def _delay_coordinate(values) -> tuple[np.ndarray, list]:
     if np.unique(labels).size != labels.size:
         raise NqmError("delay has repeated processes: give each once")
     return labels, processes
-
-
-def _run_config(settings: dict) -> engine.RunConfig:
-    config = engine.RunConfig(**settings)
-    if not (np.isfinite(config.target) and config.target > 0):
-        raise NqmError(f"target must be a number > 0, got {config.target}")
-    if int(config.max_steps) != config.max_steps or config.max_steps < 1:
-        raise NqmError(f"max_steps must be an integer >= 1, got {config.max_steps}")
-    if not (np.isfinite(config.diverge_factor) and config.diverge_factor > 1):
-        raise NqmError(f"diverge_factor must be a number > 1, got {config.diverge_factor}")
-    return config
 
 
 def _cell_uids(values: dict) -> np.ndarray:

@@ -62,7 +62,7 @@ def test_problem_options(tmp_path):
     (["--method", "ab", "--group", "rows", "--lr", "0.1", "--momentum", "0.5"], "unknown group"),
     (["--lr", "geom:1:0:3", "--momentum", "0.5"], "geometric range"),
     (["--lr", "--momentum", "0.5"], "expected at least one argument"),
-    (["--lr", "0.1", "--momentum", "0.5", "--dim", "0"], "dim must be a positive integer"),
+    (["--lr", "0.1", "--momentum", "0.5", "--dim", "0"], "--dim must be an integer between 1 and"),
 ])
 def test_bad_sweep_input(tmp_path, capsys, args, message):
     out = tmp_path / "r.nc"

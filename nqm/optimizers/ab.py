@@ -69,6 +69,11 @@ def adaptive_braking(
         raise NqmError(f"micro_steps must be an integer >= 1, got {micro_steps}")
     if not (np.isfinite(eps) and eps > 0):
         raise NqmError(f"eps must be a finite number > 0, got {eps}")
+    for name, bound in (("alpha_min", alpha_min), ("alpha_max", alpha_max)):
+        if bound is not None and not np.isfinite(bound):
+            raise NqmError(f"{name} must be a finite number, got {bound}")
+    if alpha_min is not None and alpha_max is not None and alpha_min > alpha_max:
+        raise NqmError(f"alpha_min ({alpha_min}) must not exceed alpha_max ({alpha_max})")
     micro_steps = int(micro_steps)
     group_label, cosine = _grouping(group)
 
@@ -115,7 +120,7 @@ def _grouping(group):
         count = group.split(":", 1)[1]
         if not count.isdigit() or int(count) < 1:
             raise NqmError(f"group {group!r}: write blocks:K with K a positive integer number of blocks")
-        return group, _segment_cosine(lambda n: (np.arange(n) * int(count)) // n, int(count))
+        return group, _segment_cosine(lambda n: _blocks(int(count), n), int(count))
     if isinstance(group, str):
         raise NqmError(f"unknown group {group!r}; choose global, element, blocks:K or pass an array of labels")
     labels = np.asarray(group)
@@ -131,6 +136,12 @@ def _segment_cosine(labels_for, count):
         return _ratio(*sums, eps)[labels]
 
     return cosine
+
+
+def _blocks(count, n):
+    if count > n:
+        raise NqmError(f"group blocks:{count} has more blocks than the problem's {n} parameters; use K <= {n}")
+    return (np.arange(n) * count) // n
 
 
 def _check_size(labels, n):
