@@ -64,7 +64,10 @@ def lock(path: str | os.PathLike):
     """Hold an advisory lock on ``path`` (a ``.lock`` file beside it): one writer at a time."""
     target = os.fspath(path) + ".lock"
     check_writable(target)
-    handle = open(target, "a+")
+    try:
+        handle = open(target, "a+")
+    except OSError as exc:
+        raise NqmError(f"cannot write {os.fspath(path)}: {exc.strerror or exc}") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

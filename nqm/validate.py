@@ -30,6 +30,8 @@ def coordinates(**grids) -> dict[str, np.ndarray]:
     method hyperparameter, which must be >= 0)."""
     coords = {}
     for name, values in grids.items():
+        if values is None and name in ("lr", "momentum"):
+            raise NqmError(f"{name} is required: give one value or a list")
         if values is None:
             continue
         what, ok, kind = _RULES.get(name, _HYPER_RULE)

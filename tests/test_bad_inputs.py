@@ -1,0 +1,207 @@
+"""Every bad input is one line `nqm: error: …`, exit status 2, no traceback, before any work, and
+leaves existing outputs byte-identical: a table of CLI and Python-API cases."""
+
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import nqm
+from nqm import delays, diagnostics, stability, summary
+from nqm.cli import main
+from nqm.errors import NqmError
+from nqm.optimizers import make
+
+TINY = ["--dim", "8", "--max-steps", "50", "--no-progress"]
+
+
+def _sweep(*extra, lr=("0.1",), momentum=("0.5",)):
+    return ["sweep", "--lr", *lr, "--momentum", *momentum, *TINY, *extra]
+
+
+SWEEP_CASES = (
+    [_sweep(lr=(v,)) for v in ("-1", "0", "nan", "inf", "x", "geom:0:1:5", "geom:1:2:0", "lin:0:1:x",
+                                "lin:0.01:1:100000000", "geom:1:nan:3", "lin:1:2", "cube:1:2:3", "1e999")]
+    + [_sweep(lr=("0.1", "0.1"))]
+    + [_sweep(momentum=(v,)) for v in ("1", "-0.1", "1.5", "nan", "inf", "x", "lin:0:1:3")]
+    + [_sweep("--noise", v) for v in ("-1", "nan", "inf", "x")]
+    + [_sweep("--seed", v) for v in ("-1", "1.5", "nan", "4294967296", "x")]
+    + [_sweep("--delay", v) for v in ("-1", "1.5", "1e30", "nan", "x", "2000000")]
+    + [_sweep("--delay-dist", v) for v in ("uniform:3:1", "gaussian:0", "pmf:", "pmf:-1,2", "workers:0",
+                                             "workers:4:slow=2:3", "workers:4:slow=0.5:0", "poisson:3", "uniform:1")]
+    + [_sweep("--delay-dist", "uniform:1:4", "uniform:1:4")]
+    + [_sweep("--method", "ab", "--rho", v) for v in ("-1", "nan", "x")]
+    + [_sweep("--rho", "0.5"), _sweep("--lambda-dc", "0.1"), _sweep("--method", "adam"), _sweep("--method", "")]
+    + [_sweep("--method", "ab", "--group", v) for v in ("rows", "blocks:x", "blocks:0", "blocks:1000")]
+    + [_sweep("--group", "element"), _sweep("--micro-steps", "2"), _sweep("--method", "ormo", "--dampening")]
+    + [_sweep("--method", "ab", "--micro-steps", v) for v in ("0", "-1", "x", "1.5")]
+    + [_sweep("--method", "ab", "--mode", "sideways"), _sweep("--method", "ab", "--ab-mode", "up")]
+    + [_sweep("--method", "ab", "--alpha-min", v) for v in ("nan", "x", "inf")]
+    + [_sweep("--method", "ab", "--alpha-min", "2", "--alpha-max", "1")]
+    + [_sweep("--method", "ab", "--eps", v) for v in ("0", "-1", "nan")]
+    + [_sweep("--target", v) for v in ("0", "-1", "nan", "x", "inf")]
+    + [_sweep("--max-steps", v) for v in ("0", "-5", "10000000000", "x", "1.5")]
+    + [_sweep("--chunk-steps", v) for v in ("0", "x", "-1")]
+    + [_sweep("--devices", v) for v in ("0", "99", "x")]
+    + [_sweep("--memory-budget", v) for v in ("0", "-1", "nan")]
+    + [_sweep("--dim", v) for v in ("0", "-1", "x", "1.5", "100000000")]
+    + [_sweep("--spectrum", "flat"), _sweep("--lo", "0.1"), _sweep("--hi", "2"),
+       _sweep("--spectrum", "loguniform", "--lo", "0"), _sweep("--spectrum", "loguniform", "--lo", "2", "--hi", "1"),
+       _sweep("--eigenvalues", "1", "0.5"), _sweep("--eigenvalues", "-1"), _sweep("--eigenvalues", "nan")]
+    + [_sweep("--rotate", v) for v in ("-1", "x")]
+    + [_sweep("--threshold"), _sweep("--colour", "red"), ["sweep", "--momentum", "0.5"], ["sweep", "--lr", "0.1"]]
+)
+
+
+def _trace(*extra):
+    return ["trace", "--lr", "0.1", "--momentum", "0.5", "--dim", "8", "--steps", "20", *extra]
+
+
+TRACE_CASES = (
+    [_trace("--steps", v) for v in ("0", "-1", "x")]
+    + [_trace("--stride", v) for v in ("0", "500", "x")]
+    + [_trace("--lr", v) for v in ("-1", "nan")]
+    + [_trace("--lr", "0.1", "0.2"), _trace("--momentum", "1"), _trace("--delay", "1.5"), _trace("--delay", "poisson:1"),
+       _trace("--group", "element"), _trace("--rho", "0.5"), _trace("--target", "0"), _trace("--noise", "-1"),
+       _trace("--seed", "-2"), _trace("--method", "nope"), _trace("--dim", "0"), _trace("--rotate", "-1")]
+)
+
+THRESHOLD_CASES = [
+    ["threshold", "--method", "adam"], ["threshold", "--momentum", "1"], ["threshold", "--delay", "-1"],
+    ["threshold", "--delay-dist", "uniform:3:1"], ["threshold", "--delay", "1", "--delay-dist", "uniform:1:4"],
+    ["threshold", "--method", "sgd", "--momentum", "0.5"], ["threshold", "--momentum", "nan"],
+    ["threshold", "--delay", "x"], ["threshold", "--delay-dist", "poisson:2"],
+]
+BENCH_CASES = [["bench", "--cells", "0"], ["bench", "--steps", "0"], ["bench", "--dim", "0"], ["bench", "--cells", "x"],
+               ["bench", "--steps", "-3"]]
+
+
+@pytest.fixture
+def outputs(tmp_path):
+    """Pre-existing outputs that a failed command must leave byte-identical."""
+    files = {name: tmp_path / name for name in ("out.nc", "fig.png", "table.csv", "t.nc")}
+    for i, path in enumerate(files.values()):
+        path.write_bytes(f"previous content {i}".encode())
+    return files
+
+
+def _run(argv, files, capsys):
+    before = {p: p.read_bytes() for p in files.values()}
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, (argv, err)
+    assert len(err) == 1 and err[0].startswith("nqm: error: "), err
+    assert "Traceback" not in err[0]
+    assert {p: p.read_bytes() for p in files.values()} == before
+
+
+def _with_outputs(argv, files):
+    argv = [str(files["out.nc"]) if a == "OUT" else a for a in argv]
+    if argv[0] in ("sweep", "trace") and "--out" not in argv:
+        argv += ["--out", str(files["out.nc" if argv[0] == "sweep" else "t.nc"])]
+    if argv[0] == "threshold":
+        argv += ["--out", str(files["t.nc"])]
+    return argv
+
+
+@pytest.mark.parametrize("argv", SWEEP_CASES + TRACE_CASES + THRESHOLD_CASES + BENCH_CASES, ids=" ".join)
+def test_cli_bad_input(argv, outputs, capsys):
+    _run(_with_outputs(argv, outputs), outputs, capsys)
+
+
+def test_cli_bad_paths(outputs, tmp_path, capsys):
+    garbage = tmp_path / "garbage.nc"
+    garbage.write_bytes(b"not a netCDF file")
+    foreign = tmp_path / "foreign.nc"
+    xr.Dataset({"x": ("a", [1, 2])}).to_netcdf(foreign, engine="h5netcdf")
+    no_attrs = tmp_path / "no_attrs.nc"
+    dims = ("momentum", "lr")
+    xr.Dataset({"steps": (dims, [[1, 2]]), "status": (dims, [[1, 1]])},
+               coords={"momentum": [0.5], "lr": [0.1, 0.2]}).to_netcdf(no_attrs, engine="h5netcdf")
+    fig = str(outputs["fig.png"])
+    cases = [
+        _sweep("--out", str(tmp_path)), _sweep("--out", str(tmp_path / "missing" / "x.nc")),
+        _sweep("--out", "/proc/x.nc"), _sweep("--out", str(outputs["out.nc"]), "--plot", str(tmp_path / "fig.xyz")),
+        _sweep("--out", str(outputs["out.nc"]), "--plot", str(tmp_path / "missing" / "f.png")),
+        _trace("--out", str(tmp_path)), _trace("--out", str(outputs["t.nc"]), "--plot", str(tmp_path / "f.xyz")),
+        ["plot", str(tmp_path / "nothing.nc"), "--out", fig], ["plot", str(garbage), "--out", fig],
+        ["plot", str(foreign), "--out", fig], ["plot", str(no_attrs), "--out", fig, "--threshold"],
+        ["plot", str(no_attrs), "--out", str(tmp_path / "f.xyz")],
+        ["summary", str(tmp_path / "nothing.nc")], ["summary", str(garbage)], ["summary", str(foreign)],
+        ["summary", str(no_attrs), "--csv", str(tmp_path / "missing" / "t.csv")],
+        ["threshold", "--out", str(tmp_path)], ["nosuchcommand"], [],
+    ]
+    for argv in cases:
+        _run(argv, outputs, capsys)
+    assert len(cases) + len(SWEEP_CASES + TRACE_CASES + THRESHOLD_CASES + BENCH_CASES) >= 150
+
+
+# ------------------------------------------------------------------------------- Python API
+
+SWEEP_API = (
+    [dict(lr=v) for v in (-1, 0, math.nan, math.inf, [], [0.1, 0.1], "x", [[0.1]], None)]
+    + [dict(momentum=v) for v in (1.0, -0.1, math.nan, 2)]
+    + [dict(delay=v) for v in (-1, 1.5, 1e30, "poisson:1", "uniform:3:1", ["uniform:1:2", "uniform:1:2"], [])]
+    + [dict(noise=v) for v in (-0.1, math.nan, math.inf)]
+    + [dict(seed=v) for v in (-1, 1.5, 2**32)]
+    + [dict(method="adam"), dict(method="ab", rho=-0.5), dict(method="ab", rho=math.nan), dict(rho=0.5),
+       dict(lambda_dc=0.1), dict(method="ab", group="rows"), dict(method="ab", group="blocks:x"),
+       dict(method="ab", group="blocks:100"), dict(method="ab", mode="sideways"), dict(method="ab", micro_steps=0),
+       dict(method="ab", alpha_min=math.nan), dict(method="ab", alpha_min=2, alpha_max=1), dict(method="ab", eps=0),
+       dict(group="element"), dict(method="ormo", dampening=True), dict(colour="red")]
+    + [dict(max_steps=v) for v in (0, 10**10, math.nan, 1.5)]
+    + [dict(target=v) for v in (-1.0, 0, math.nan)]
+    + [dict(chunk_steps=0), dict(devices=0), dict(devices=99), dict(memory_budget=-1), dict(memory_budget=1.0),
+       dict(diverge_factor=0.5)]
+)
+
+
+@pytest.mark.parametrize("kwargs", SWEEP_API, ids=repr)
+def test_api_sweep_bad_input(kwargs, tmp_path):
+    kw = dict(method="sgdm", lr=0.1, momentum=0.5, problem=nqm.zhang(16), max_steps=50, progress=False)
+    kw.update(kwargs)
+    with pytest.raises(NqmError) as info:
+        nqm.sweep(kw.pop("method"), **kw)
+    assert "\n" not in str(info.value)
+
+
+OTHER_API = [
+    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=-1, momentum=0.5),
+    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=2),
+    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, delay=1.5),
+    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, steps=0),
+    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, stride=0),
+    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, record=("nope",)),
+    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=[0.1, 0.2], momentum=0.5),
+    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, rho=0.5),
+    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, target=-1),
+    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, max_steps=10),
+    lambda: delays.process("-1"), lambda: delays.process("workers:0"), lambda: delays.process("pmf:0,0"),
+    lambda: delays.process(None), lambda: delays.constant(-2), lambda: delays.workers(3, 2.0, 1.0),
+    lambda: make("adam"), lambda: make("sgdm", group="element"), lambda: make("ab", micro_steps=-1),
+    lambda: make("ab", group=np.array([-1, 0])),
+    lambda: stability.threshold("adam"), lambda: stability.threshold("sgdm", delay=-1),
+    lambda: stability.threshold("sgdm", momentum=1.0), lambda: stability.threshold("sgd", momentum=0.5),
+    lambda: stability.threshold("sgdm", delay=1, pmf=[0.5, 0.5]), lambda: stability.uniform_pmf(3, 1),
+    lambda: stability.gaussian_pmf(0),
+    lambda: nqm.load("/nonexistent/x.nc"), lambda: nqm.zhang(0), lambda: nqm.loguniform(4, lo=0),
+    lambda: nqm.loguniform(4, lo=2, hi=1),
+    lambda: summary.summarize(xr.Dataset({"x": ("a", [1])})),
+    lambda: summary.spread(xr.Dataset({"t_star": ("a", [1.0]), "converged": ("a", [1])})),
+]
+
+
+@pytest.mark.parametrize("index", range(len(OTHER_API)))
+def test_api_other_bad_input(index):
+    with pytest.raises(NqmError) as info:
+        OTHER_API[index]()
+    assert "\n" not in str(info.value)
+
+
+def test_api_save_to_a_bad_path_changes_nothing(tmp_path):
+    ds = xr.Dataset({"steps": ("a", [1])})
+    for path in (tmp_path, tmp_path / "missing" / "x.nc", "/proc/x.nc"):
+        with pytest.raises(NqmError):
+            nqm.save(ds, path)
+    assert len(SWEEP_API) + len(OTHER_API) >= 80
