@@ -34,6 +34,7 @@ How the work is laid out (DESIGN.md §7):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -230,6 +231,7 @@ def simulate(
     between_chunks: Callable[[Callable[[], "Snapshot"]], None] | None = None,
     resume: "Snapshot | None" = None,
     description: str = "nqm",
+    bar=None,
 ) -> Outcome:
     """Run every cell to its target, divergence or budget.
 
@@ -256,6 +258,8 @@ def simulate(
         continue from its step with its state, bit-identical to a run never interrupted (their
         traces hold only the steps run now).
       description: label of the progress bar.
+      bar: a progress bar over cells shared by several runs (a sweep's): finished cells advance
+        it, and this run's step shows in its postfix. ``None``: a bar over this run's steps.
 
     Returns:
       ``Outcome(steps, status, loss, trace, summary)``, ``steps``, ``status`` and ``loss`` ``(C,)``.
@@ -307,13 +311,13 @@ def simulate(
         if resume is not None and resume.index.size:
             # Resumed cells first, from their step (one group: they stopped together).
             groups.insert(0, (np.asarray(resume.index), resume))
-        with _progress(config, description) as bar:
+        with contextlib.nullcontext(bar) if bar is not None else _progress(config, description) as bar:
             for number, (index, start) in enumerate(groups):
-                if len(groups) > 1:
+                if len(groups) > 1 and getattr(bar, "unit", None) == "step":
                     bar.set_description(f"{description} [group {number + 1}/{len(groups)}]")
                 _run_group(
                     index, hyper, sigma, uids, optimizer, model, w0, limits, seed, plan,
-                    layout, config, dtype, outcome, on_finished, between_chunks, start, bar,
+                    layout, config, dtype, outcome, on_finished, between_chunks, start, bar, description,
                 )
     return outcome
 
@@ -403,7 +407,7 @@ def _model(problem: Problem, dtype) -> _Model:
 
 
 def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, plan,
-               layout, config, dtype, outcome, on_finished, between_chunks, start, bar):
+               layout, config, dtype, outcome, on_finished, between_chunks, start, bar, description):
     """Advance one group of cells chunk by chunk until all are done (from a snapshot's step and
     state when ``start`` is one)."""
     spec, size = layout.spec, layout.batch_cells
@@ -427,8 +431,10 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, pl
                                   for f in _Cells._fields if f != "trace"})
         cells = cells._replace(status=np.where(padded >= 0, cells.status, BUDGET).astype(np.int8))
     batches = [tuple(_split(tree, i * size, size, layout.sharding) for tree in (cells, inputs)) for i in range(len(owner))]
-    bar.reset(total=config.max_steps)
-    bar.update(t)
+    by_step = getattr(bar, "unit", None) == "step"  # a disabled bar has no unit, and shows nothing anyway
+    if by_step:
+        bar.reset(total=config.max_steps)
+        bar.update(t)
     window, window_t0 = None, 0  # noise and schedule of steps window_t0 … window_t0 + chunk_steps − 1
     replicated = NamedSharding(spec.mesh, PartitionSpec())
     while batches and t < config.max_steps:
@@ -463,8 +469,12 @@ def _run_group(index, hyper, sigma, uids, optimizer, model, w0, limits, seed, pl
                 on_finished(ids, Outcome(steps[finished], status[finished], loss[finished]))
             owner = np.where(finished, -1, owner)
         running = int((owner >= 0).sum())
-        bar.update(t - bar.n)
-        bar.set_postfix_str(f"running {running}/{len(index)} cells", refresh=False)
+        if by_step:
+            bar.update(t - bar.n)
+            bar.set_postfix_str(f"running {running}/{len(index)} cells", refresh=False)
+        else:
+            bar.update(int(finished.sum()))
+            bar.set_postfix_str(f"{description}: step {t:,}/{config.max_steps:,}, {running} running", refresh=False)
         if running == 0:
             break
         if between_chunks is not None:

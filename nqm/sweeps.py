@@ -93,16 +93,22 @@ def sweep(
 
 
 def _run(method, result, coords, processes, problem, config, opt_options, checkpoint, checkpoint_every):
+    from tqdm.auto import tqdm
+
     writer = _Checkpointer(result, checkpoint, checkpoint_every)
     dims = list(result.steps.dims)
-    with writer.interruptible():
+    todo = int((result.status.values == _NOT_RUN).sum())
+    # One bar over every cell of the sweep (disable=None: none when stderr is not a terminal).
+    bar = tqdm(total=todo, desc=method, unit="cell", dynamic_ncols=True, disable=None if config.progress else True)
+    with bar, writer.interruptible():
         for (delay_value, process), seed_value in itertools.product(zip(coords["delay"], processes), coords["seed"]):
-            _run_part(method, result, coords, dims, delay_value, process, seed_value, problem, config, opt_options, writer)
+            _run_part(method, result, coords, dims, delay_value, process, seed_value, problem, config, opt_options,
+                      writer, bar)
             writer.flush(force=False)
     writer.flush(force=True)
 
 
-def _run_part(method, result, coords, dims, delay_value, process, seed_value, problem, config, opt_options, writer):
+def _run_part(method, result, coords, dims, delay_value, process, seed_value, problem, config, opt_options, writer, bar):
     """Run the unfinished cells of one (delay, seed), continuing mid-cell from a checkpoint."""
     part = result.sel(delay=delay_value, seed=seed_value)
     cell_dims = [d for d in dims if d not in ("delay", "seed")]
@@ -123,7 +129,7 @@ def _run_part(method, result, coords, dims, delay_value, process, seed_value, pr
         problem, optimizer, hyper, values["noise"],
         delay=process, seed=int(seed_value), uids=_cell_uids(values), config=config,
         on_finished=store, between_chunks=functools.partial(writer.between_chunks, key, todo),
-        resume=writer.resume_point(key, todo), description=f"{method} D={delay_value} seed={seed_value}",
+        resume=writer.resume_point(key, todo), description=f"D={delay_value} seed={seed_value}", bar=bar,
     )
     writer.done(key)
 
