@@ -183,7 +183,7 @@ def pmf(process: Process) -> np.ndarray | None:
     """The delay pmf of a constant or iid process (``None`` for a worker pool, whose delays are
     not independent); what :mod:`nqm.stability` analyses."""
     if isinstance(process, Constant):
-        return np.eye(process.delay + 1)[-1]
+        return np.r_[np.zeros(process.delay), 1.0]
     return np.asarray(process.pmf) if isinstance(process, Iid) else None
 
 

@@ -17,11 +17,11 @@ Numpy/scipy only, float64. Never imports jax or the engine.
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
 import xarray as xr
-from scipy.stats import norm
 
 from nqm.errors import NqmError
 
@@ -95,7 +95,13 @@ def gaussian_pmf(mu: int) -> np.ndarray:
     """
     mu = int(_array(mu, "gaussian delay mean", integer=True, low=1))
     d = np.abs(np.arange(2 * mu + 1) - mu)  # by symmetry, so both tails keep full precision
-    return validate_pmf(np.r_[0.0, (norm.cdf(0.5 - d) - norm.cdf(-0.5 - d))[1:]])
+    return validate_pmf(np.r_[0.0, (_normal_cdf(0.5 - d) - _normal_cdf(-0.5 - d))[1:]])
+
+
+def _normal_cdf(x):
+    """Φ(x) through erfc, accurate in the left tail (and without importing scipy.stats, which
+    would take most of ``nqm threshold``'s start-up)."""
+    return 0.5 * np.vectorize(math.erfc)(-np.asarray(x, float) / math.sqrt(2.0))
 
 
 def _dist_spec(spec: str):
@@ -176,7 +182,10 @@ def char_poly(x, method="sgd", delay=None, momentum=0.0, *, dampening=False, pmf
       coefficients of shape ``np.shape(x) + (degree + 1,)``.
     """
     m = float(_array(momentum, "momentum", high=1.0))
-    A, B = _affine_poly(method, _pmfs(method, delay, pmf, m)[0][0], m, dampening)
+    pmfs, _ = _pmfs(method, delay, pmf, m)
+    if len(pmfs) != 1:
+        raise NqmError(f"char_poly takes one delay or one pmf, got {len(pmfs)}; call it once per delay")
+    A, B = _affine_poly(method, pmfs[0], m, dampening)
     x = _array(x, "x", low=-np.inf)[..., None]
     return A[0] + x * B[0]
 
@@ -225,6 +234,9 @@ def schur_cohn_stable(coeffs) -> np.ndarray:
 # ----------------------------------------------------------------------------- thresholds
 
 
+MAX_GRID_WORK = 5 * 10**9  # grid points × (delay terms + momenta) that a threshold may take (minutes)
+
+
 def _first_crossing(A, B, *, per_degree=16, iters=60):
     """Smallest x > 0 at which a root of ``A + x B`` reaches |z| = 1, per row (inf if none)."""
     n = A.shape[1] - 1
@@ -239,9 +251,17 @@ def _first_crossing(A, B, *, per_degree=16, iters=60):
     # Geometric near θ = 0: as m -> 1 the roots 1 and m of A merge and the first crossing's angle
     # shrinks like sqrt(1 - m). A's other roots move inwards as x grows, so need no refinement.
     size = per_degree * n + 64
+    if size * (cols.size + A.shape[0]) > MAX_GRID_WORK:
+        raise NqmError(f"this threshold needs a {size:,}-point grid over {cols.size:,} delay terms, more than nqm "
+                       "evaluates; use a smaller delay or a delay distribution with a smaller support")
     grid = np.r_[np.geomspace(1e-9, 0.5, 400, endpoint=False), np.arange(size) + 0.5] * np.pi / size
-    e = np.exp(1j * grid[:, None] * powers)
-    a, b = np.einsum("rc,gc->rg", A, e), np.einsum("rc,gc->rg", B, e)  # no BLAS threads: tiny sums
+    a = np.empty((A.shape[0], grid.size), complex)
+    b = np.empty_like(a)
+    step = max(1, 2**20 // cols.size)  # in slices of the grid: memory linear in the delay
+    for start in range(0, grid.size, step):
+        e = np.exp(1j * grid[start:start + step, None] * powers)
+        a[:, start:start + step] = np.einsum("rc,gc->rg", A, e)  # no BLAS threads: tiny sums
+        b[:, start:start + step] = np.einsum("rc,gc->rg", B, e)
     with np.errstate(divide="ignore", invalid="ignore"):
         f, x = (a * b.conj()).imag, -(a * b.conj()).real / np.abs(b) ** 2
     # Brackets of f's sign changes; a crossing at x > 0 has Re x > 0 next to it on so fine a grid.
@@ -280,7 +300,14 @@ def _pmfs(method, delay, pmf, m):
         pmfs = [validate_pmf(p) for p in (pmf if many else [pmf])]
         return pmfs, ((len(pmfs),) if many else ())
     tau = _array(0 if delay is None else delay, "delay", integer=True)
-    return [np.eye(t + 1)[t] for t in tau.ravel()], tau.shape
+    return [_one_hot(t) for t in tau.ravel()], tau.shape
+
+
+def _one_hot(t: int) -> np.ndarray:
+    """The pmf of a constant delay t (one entry: memory linear in the delay)."""
+    p = np.zeros(t + 1)
+    p[t] = 1.0
+    return p
 
 
 def threshold(method="sgd", delay=None, momentum=0.0, *, dampening=False, pmf=None) -> np.ndarray:

@@ -5,6 +5,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+from nqm import stability
 from nqm.errors import NqmError
 from nqm.stability import (
     char_poly, fit_inverse_threshold, gaussian_pmf, lr_threshold, mean_delay, parse_delay_dist,
@@ -316,3 +317,28 @@ def test_threshold_figure_renders(tmp_path):
     assert [t.get_text() for t in momentum.axes[0].get_legend().get_texts()] == ["m = 0", "m = 0.9"]
     assert "dampened" in momentum.axes[0].get_title()
     plt.close(momentum)
+
+
+def test_threshold_memory_is_linear_in_the_delay():
+    import tracemalloc
+
+    tracemalloc.start()
+    x = stability.threshold("sgdm", 30_000, 0.5)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 300 * 2**20  # a dense (τ+1)² array alone would be 7 GB
+    assert np.isfinite(x) and x > 0
+
+
+def test_char_poly_refuses_several_delays():
+    with pytest.raises(NqmError, match="one delay"):
+        stability.char_poly(0.1, "sgdm", delay=[1, 2], momentum=0.5)
+
+
+def test_thresholds_start_without_scipy_stats():
+    import subprocess
+    import sys
+
+    code = "import sys, nqm.cli, nqm.stability; print('scipy.stats' in sys.modules, 'jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.split()
+    assert out == ["False", "False"]
