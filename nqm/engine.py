@@ -178,7 +178,7 @@ class _Inputs(NamedTuple):
 
     hyper: Any  # the optimizer's hyperparameter NamedTuple of (cells,) arrays
     sigma: Any  # noise scale
-    uid: Any  # uint32 cell identity (keys independent noise)
+    uid: Any  # (2,) uint32: the cell's 64-bit identity (keys independent noise)
 
 
 class _Model(NamedTuple):
@@ -243,7 +243,8 @@ def simulate(
       delay: the delay process: a constant ``D ≥ 0``, a spec string or a :mod:`nqm.delays`
         process. The optimizer must have been made for the same process (its worker count).
       seed: the noise seed.
-      uids: per-cell ``uint32`` identities for ``independent_noise`` (default ``arange(C)``).
+      uids: per-cell identities for ``independent_noise``: ``(C,)`` or ``(C, 2)`` ``uint32`` (two
+        words of a 64-bit identity; default ``arange(C)``).
       config: run settings.
       record: diagnostics by name (see :mod:`nqm.diagnostics`): a ``recorder(StepView) -> array``
         is traced every ``stride`` steps (``max_steps // stride`` entries per cell, meaningful up
@@ -271,6 +272,7 @@ def simulate(
         raise NqmError(f"method {optimizer.name!r} needs hyperparameter(s) {', '.join(sorted(missing))}")
     hyper = {k: np.broadcast_to(np.asarray(hyper[k], np.float64), (cells,)) for k in optimizer.hyper._fields}
     uids = np.arange(cells, dtype=np.uint32) if uids is None else np.asarray(uids, np.uint32)
+    uids = np.stack([uids, np.zeros_like(uids)], 1) if uids.ndim == 1 else uids.reshape(cells, 2)
     record = sorted((record or {}).items())
     summaries = tuple((n, r) for n, r in record if isinstance(r, Summary))
     record = tuple((n, r) for n, r in record if not isinstance(r, Summary))
@@ -688,7 +690,7 @@ def _cell_step(spec: _Spec, t, source, cell: _Cells, inputs: _Inputs, model: _Mo
     # Slots of iterations t − slots < s < 0 were never written, so they still hold w₀.
     w_stale = jax.lax.dynamic_index_in_dim(cell.ring, (t - delay) % slots, keepdims=False)
     if noise is None:
-        cell_key = jax.random.fold_in(jax.random.fold_in(key, 1), inputs.uid)
+        cell_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, 1), inputs.uid[0]), inputs.uid[1])
         noise = model.shape_noise(_normal(cell_key, t, model.lam))
     g = model.hvp(w_stale) + inputs.sigma * noise
     ctx = StepContext(t, delay, worker, w_stale)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import itertools
 import os
 import signal
 import threading
 import time
-import zlib
 from typing import NamedTuple
 
 import jax
@@ -211,10 +211,12 @@ def _delay_coordinate(values) -> tuple[np.ndarray, list]:
 
 
 def _cell_uids(values: dict) -> np.ndarray:
-    """A cell's identity from its hyperparameter values (not its position), for independent noise."""
+    """A cell's 64-bit identity (two uint32 words) from its hyperparameter values, not its position,
+    for independent noise: two cells of a sweep collide with probability about n²/2⁶⁵."""
     names = ["lr", "momentum", "noise"] + sorted(n for n in values if n not in ("lr", "momentum", "noise"))
     rows = np.stack([np.asarray(values[n], np.float64) for n in names], axis=1)
-    return np.array([zlib.crc32(row.tobytes()) for row in rows], dtype=np.uint32)
+    digests = b"".join(hashlib.blake2b(row.tobytes(), digest_size=8).digest() for row in rows)
+    return np.frombuffer(digests, dtype="<u4").reshape(-1, 2).copy()
 
 
 # --------------------------------------------------------------------------- result bookkeeping

@@ -159,7 +159,9 @@ def test_same_seed_same_numbers_and_other_seed_differs():
     a, b = (run("ab", {}, {"rho": 0.5}, 1, lr=lr, momentum=m, sigma=0.05, seed=7) for _ in range(2))
     c = run("ab", {}, {"rho": 0.5}, 1, lr=lr, momentum=m, sigma=0.05, seed=8)
     np.testing.assert_array_equal(a.loss, b.loss)
-    assert not np.array_equal(a.loss, c.loss)
+    # Compared where both are finite (a diverged cell's loss may be NaN, and NaN != NaN).
+    both = np.isfinite(a.loss) & np.isfinite(c.loss)
+    assert both.sum() >= 3 and (a.loss[both] != c.loss[both]).all()
 
 
 def test_compiles_once_per_shape():

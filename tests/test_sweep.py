@@ -182,3 +182,13 @@ def test_problem_loss_is_rotation_invariant_and_splits_by_component():
     np.testing.assert_allclose(turned.loss(q @ w), plain.loss(w), rtol=1e-12)
     np.testing.assert_allclose(turned.component_loss(q @ w), 0.5 * plain.eigenvalues * w**2, rtol=1e-10)
     assert turned.loss(turned.w0) == pytest.approx(turned.initial_loss, rel=1e-12)
+
+
+def test_independent_noise_cell_identities_do_not_collide():
+    from nqm.sweeps import _cell_uids
+
+    lr, m = np.meshgrid(np.geomspace(1e-4, 10, 1000), np.linspace(0, 0.99, 300))
+    uids = _cell_uids({"lr": lr.ravel(), "momentum": m.ravel(), "noise": np.full(lr.size, 0.01)})
+    assert uids.shape == (lr.size, 2)
+    # 300,000 cells: a 32-bit identity would collide with probability ~ n²/2³³ ≈ 1 - e^-10.
+    assert np.unique(uids, axis=0).shape[0] == lr.size
