@@ -60,7 +60,8 @@ CELLS = "cells"  # the mesh axis over which cells are sharded
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    """How to run a simulation; none of these change a cell's result except the first four.
+    """How to run a simulation. ``target``, ``max_steps``, ``diverge_factor``, ``independent_noise``
+    and ``x64`` change a cell's result; the others only change how fast it comes.
 
     Attributes:
       target: stop a cell once ``L(w_t) < target``.
