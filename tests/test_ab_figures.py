@@ -101,3 +101,12 @@ def test_noise_alone_ab_does_not_widen_the_converging_region():
     converged = table.converged.sel(delay=0, seed=0)
     assert converged.sel(noise=0.01, rho=0.5) <= converged.sel(noise=0.01, rho=0.0)
     assert converged.sel(noise=1.0).sum() == 0
+
+
+def test_rho_landscape_braking_pays_under_delay():
+    fig = _script("fig_rho_landscape")
+    table = fig.landscape([4], [0.0], side=6, dim=32, steps=3000)
+    best = float(fig.best_rho(table).squeeze())
+    assert best > 0
+    t = table.t_star.squeeze()
+    assert float(t.sel(rho=best)) < float(t.sel(rho=0.0))
