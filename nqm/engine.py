@@ -727,7 +727,7 @@ def _velocity(optimizer: Optimizer, state, ctx: StepContext):
 
 
 def _progress(config: RunConfig, description: str):
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     # disable=None: no bar when stderr is not a terminal (logs, CI).
     return tqdm(total=config.max_steps, desc=description, unit="step", dynamic_ncols=True, leave=False,

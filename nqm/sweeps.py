@@ -93,7 +93,7 @@ def sweep(
 
 
 def _run(method, result, coords, processes, problem, config, opt_options, checkpoint, checkpoint_every):
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     writer = _Checkpointer(result, checkpoint, checkpoint_every)
     dims = list(result.steps.dims)
