@@ -1,7 +1,5 @@
 """Monte Carlo means of the engine against the exact second-moment recursion (nqm.expected)."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -20,7 +18,8 @@ def test_noiseless_expectation_is_the_trajectory(method):
     np.testing.assert_allclose(exact, traced, rtol=1e-10)
 
 
-@pytest.mark.parametrize("method,delay,dampening", [("sgdm", 2, False), ("shifted", 3, False), ("sgdm", 4, True)])
+@pytest.mark.parametrize("method,delay,dampening", [("sgdm", 0, False), ("sgdm", 4, True), ("sgdm", 2, False),
+                                                    ("shifted", 0, True), ("shifted", 4, False), ("shifted", 3, False)])
 def test_monte_carlo_mean_loss_within_three_standard_errors(method, delay, dampening):
     """4,000 cells with independent noise: the mean loss at several steps matches the exact value."""
     cells, steps, lr, m, sigma = 4000, 120, 0.3, 0.5, 0.4
@@ -40,3 +39,58 @@ def test_monte_carlo_mean_loss_within_three_standard_errors(method, delay, dampe
                                        dampening=dampening)
     # not vacuous: the noise's share of the final loss is far larger than the test's tolerance
     assert exact[-1] - noiseless[-1] > 10 * se
+
+
+@pytest.mark.parametrize("method", ["sgdm", "shifted"])
+def test_the_fast_recursion_equals_the_dense_second_moment_reference(method):
+    kw = dict(lr=0.3, momentum=0.6, delay=3, noise=0.2, steps=150, method=method)
+    np.testing.assert_allclose(expected.expected_loss(PROBLEM, **kw), reference.expected_loss(PROBLEM, **kw), rtol=1e-11)
+
+
+@pytest.mark.parametrize("method, dampening", [("sgdm", False), ("sgdm", True), ("shifted", False)])
+def test_without_noise_the_expected_sweep_is_the_engine_in_float64(method, dampening):
+    kw = dict(lr=np.geomspace(0.02, 2.0, 7), momentum=[0.0, 0.5, 0.9], delay=[0, 4], problem=nqm.zhang(40),
+              target=0.01, max_steps=4000, dampening=dampening)
+    exact = expected.sweep(method, **kw)
+    mc = nqm.sweep(method, x64=True, progress=False, **kw)
+    assert (exact.status == 1).sum() >= 5 and (exact.status == -1).sum() >= 5
+    np.testing.assert_array_equal(exact.steps.values, mc.steps.values)
+    np.testing.assert_array_equal(exact.status.values, mc.status.values)
+
+
+def test_steady_state_closed_form_for_sgd():
+    lam, lr, sigma = np.array([1.0, 0.3, 0.05]), 0.4, 0.3
+    problem = nqm.explicit(lam)
+    steady = expected.steady_state_loss(problem, "sgdm", 0, [lr], [0.0], [sigma])[0]
+    assert steady == pytest.approx(np.sum(sigma**2 * lr * lam / (2 * (2 - lr * lam))), rel=1e-12)
+
+
+@pytest.mark.parametrize("method, delay", [("sgdm", 0), ("sgdm", 4), ("shifted", 4)])
+def test_steady_state_is_the_long_run_average(method, delay):
+    problem = nqm.loguniform(5, 0.05, 1.0)
+    curve = expected.expected_loss(problem, lr=0.1, momentum=0.5, delay=delay, noise=0.1, steps=8000, method=method)
+    steady = expected.steady_state_loss(problem, method, delay, [0.1], [0.5], [0.1])[0]
+    assert curve[-1] == pytest.approx(steady, rel=1e-6)
+    unstable = expected.steady_state_loss(problem, method, delay, [5.0], [0.5], [0.1])[0]
+    assert unstable == np.inf
+
+
+def test_expected_sweep_marks_cells_that_can_never_reach_the_target_and_plots(tmp_path):
+    ds = expected.sweep("sgdm", lr=np.geomspace(0.05, 1.5, 6), momentum=[0.0, 0.9], noise=[0.0, 0.5],
+                        problem=nqm.zhang(30), target=0.01, max_steps=3000, bins=10)
+    unreachable = ds.reachable.values == 0
+    assert unreachable.any() and not (ds.status.values[unreachable] == 1).any()
+    nqm.save(ds, tmp_path / "e.nc")
+    from nqm.cli import main
+
+    assert main(["plot", str(tmp_path / "e.nc"), "--out", str(tmp_path / "e.png"), "--threshold"]) == 0
+
+
+def test_binning_is_close_to_exact():
+    kw = dict(lr=np.geomspace(0.05, 1.5, 6), momentum=[0.0, 0.9], delay=2, noise=0.05, problem=nqm.zhang(2000),
+              target=0.05, max_steps=10_000)
+    exact, binned = expected.sweep("sgdm", **kw), expected.sweep("sgdm", bins=200, **kw)
+    both = (exact.status == 1) & (binned.status == 1)
+    assert both.sum() >= 3
+    rel = np.abs(binned.steps - exact.steps).where(both) / exact.steps.where(both)
+    assert float(rel.max()) < 0.05
