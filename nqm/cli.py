@@ -114,6 +114,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     tr.add_argument("--out", required=True, help="trace file (netCDF)")
     tr.add_argument("--plot", default=None, metavar="FIGURE", help="also write a figure (PNG/PDF/SVG)")
 
+    ex = sub.add_parser("expected", help="exact expected steps to target and steady-state loss (linear methods) → netCDF")
+    ex.add_argument("--method", choices=("sgd", "sgdm", "shifted"), default="sgdm", help="linear method")
+    grid = ex.add_argument_group("grid (each takes numbers, geom:START:STOP:NUM or lin:START:STOP:NUM)")
+    grid.add_argument("--lr", nargs="+", required=True, metavar="V", help="learning rates η > 0")
+    grid.add_argument("--momentum", nargs="+", required=True, metavar="V", help="momenta m in [0, 1)")
+    grid.add_argument("--delay", nargs="+", default=["0"], metavar="D", help="constant delays")
+    grid.add_argument("--noise", nargs="+", default=["0"], metavar="S", help="gradient-noise scales σ >= 0")
+    ex.add_argument("--dampening", action="store_true", help="v = m v + (1-m) g (Giladi et al.)")
+    ex.add_argument("--bins", type=int, default=None, help="group the eigenvalues into B log-spaced bins (default: exact)")
+    _problem_arguments(ex)
+    ex.add_argument("--target", type=float, default=0.01, help="target expected loss")
+    ex.add_argument("--max-steps", type=int, default=100_000, help="step budget per cell")
+    ex.add_argument("--out", required=True, help="result file (netCDF)")
+    ex.add_argument("--plot", default=None, metavar="FIGURE", help="also write a heatmap (PNG/PDF/SVG)")
+    ex.add_argument("--threshold", action="store_true", help="overlay the linear-stability threshold on --plot")
+
     p = sub.add_parser("plot", help="heatmap of a saved sweep", description="heatmap of a saved sweep")
     p.add_argument("result", help="a netCDF result of nqm sweep")
     p.add_argument("--out", required=True, help="figure file (PNG/PDF/SVG)")
@@ -354,6 +370,26 @@ def _savefig(fig, path):
     print(f"wrote {path}")
 
 
+def _expected(args):
+    from nqm import expected
+    from nqm.io import check_writable, lock, save
+
+    check_writable(args.out)
+    _check_figure(args.plot, args.threshold)
+    if args.bins is not None:
+        validate.count(args.bins, "--bins")
+    with lock(args.out):
+        ds = expected.sweep(args.method, lr=_joined(args.lr), momentum=_joined(args.momentum),
+                            delay=_joined(args.delay), noise=_joined(args.noise), problem=_problem(args),
+                            bins=args.bins, dampening=args.dampening, target=args.target, max_steps=args.max_steps)
+        save(ds, args.out)
+    _summary(ds)
+    print(f"{int((ds.reachable == 0).sum()):,} of {ds.reachable.size:,} cells can never reach the target in expectation")
+    print(f"wrote {args.out}")
+    if args.plot:
+        _plot(ds, args.plot, args.threshold)
+
+
 def _summary_command(args):
     from nqm import load, summary
 
@@ -410,7 +446,7 @@ def main(argv=None) -> int:
             _check_figure(args.out)
             _plot(load(args.result), args.out, args.threshold)
             return 0
-        return {"sweep": _sweep, "trace": _trace, "summary": _summary_command, "threshold": _threshold, "bench": _bench}[args.command](args) or 0
+        return {"sweep": _sweep, "trace": _trace, "expected": _expected, "summary": _summary_command, "threshold": _threshold, "bench": _bench}[args.command](args) or 0
     except NqmError as exc:
         print(f"nqm: error: {exc}", file=sys.stderr)
         return 2

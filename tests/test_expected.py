@@ -94,3 +94,15 @@ def test_binning_is_close_to_exact():
     assert both.sum() >= 3
     rel = np.abs(binned.steps - exact.steps).where(both) / exact.steps.where(both)
     assert float(rel.max()) < 0.05
+
+
+def test_the_benchmark_runs_at_smoke_size():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "bench_expected.py"
+    spec = importlib.util.spec_from_file_location("bench_expected", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.main(["--smoke"])
+    assert result["exact_s"] > 0 and result["binned_s"] > 0

@@ -1,0 +1,44 @@
+"""Exact expected sweeps against the Monte Carlo sweep, same grid, same run (issue's benchmark:
+32 × 32 lr × momentum, N = 10⁴, D = 4, σ = 0.05, 100k budget). Prints the seconds of each and
+the ratios MC / exact and MC / binned (above 1: the exact mode is faster)."""
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+import nqm
+from nqm import expected
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="a tiny grid (for CI)")
+    parser.add_argument("--side", type=int, default=32)
+    parser.add_argument("--dim", type=int, default=10_000)
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--bins", type=int, default=100)
+    args = parser.parse_args(argv)
+    side, dim, steps = (4, 200, 500) if args.smoke else (args.side, args.dim, args.steps)
+    grid = dict(lr=np.geomspace(0.01, 2.0, side), momentum=np.linspace(0, 0.95, side), delay=4, noise=0.05,
+                problem=nqm.zhang(dim), max_steps=steps)
+    times = {}
+    for name, run in (("monte_carlo", lambda: nqm.sweep("sgdm", progress=False, **grid)),
+                      ("exact", lambda: expected.sweep("sgdm", **grid)),
+                      ("binned", lambda: expected.sweep("sgdm", bins=args.bins, **grid))):
+        start = time.perf_counter()
+        run()
+        times[name] = time.perf_counter() - start
+    result = {"side": side, "dim": dim, "steps": steps, "bins": args.bins, **{f"{k}_s": v for k, v in times.items()},
+              "exact_speedup": times["monte_carlo"] / times["exact"],
+              "binned_speedup": times["monte_carlo"] / times["binned"]}
+    print(f"{side}x{side} cells, N={dim}, D=4, sigma=0.05, budget {steps:,}: Monte Carlo {times['monte_carlo']:.1f} s, "
+          f"exact {times['exact']:.1f} s ({result['exact_speedup']:.2f}x), "
+          f"binned B={args.bins} {times['binned']:.1f} s ({result['binned_speedup']:.2f}x)")
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
