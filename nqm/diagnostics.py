@@ -87,6 +87,12 @@ def gradient_velocity_cosine(view):
     return _cosine(view.g, view.velocity)
 
 
+def group_cosine(view):
+    """cos(g, v) of the parameter's braking group, per parameter (Adaptive Braking's own measure,
+    with its ε floor; for other methods the global cos(g_t, v_t) for every parameter)."""
+    return view.info.get("cosine", jnp.broadcast_to(gradient_velocity_cosine(view), view.g.shape))
+
+
 def update_alignment(view):
     """``cos(w_t − w_{t+1}, g_t)``: how well the step follows the gradient (1: plain SGD; AB
     paper, Fig. 11)."""
@@ -144,6 +150,7 @@ RECORDERS = {
     "gradient_norm": gradient_norm,
     "gradient_velocity_ratio": gradient_velocity_ratio,
     "gradient_velocity_cosine": gradient_velocity_cosine,
+    "group_cosine": group_cosine,
     "update_alignment": update_alignment,
     "delay": delay,
 }

@@ -265,7 +265,10 @@ def _resume(result: xr.Dataset, path) -> xr.Dataset:
     if not os.path.exists(path):
         check_writable(path)
         return result
-    saved = load(path)
+    try:
+        saved = load(path)
+    except NqmError as exc:
+        raise NqmError(f"checkpoint {path} is damaged ({exc}); run again with --restart (or delete it) to start over") from None
     same = all(np.array_equal(saved[d].values, result[d].values) for d in result.dims if d in saved.dims)
     same &= set(saved.dims) == set(result.dims)
     changed = [k for k, v in result.attrs.items() if k not in ("nqm_version", "jax_version") and str(saved.attrs.get(k)) != str(v)]

@@ -103,3 +103,14 @@ def test_trace_cli_bad_input(argv, message, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("nqm: error:") and message in err[0]
     assert not (tmp_path / "t.nc").exists()
+
+
+def test_group_cosine_is_the_braking_groups_alignment():
+    kw = dict(lr=0.3, momentum=0.5, rho=0.5, delay=2, steps=40, x64=True, record=("group_cosine", "gradient_velocity_cosine"))
+    whole = diagnostics.trajectory(PROBLEM, "ab", **kw)
+    np.testing.assert_allclose(whole.group_cosine.values[3:], whole.gradient_velocity_cosine.values[3:, None] *
+                               np.ones(PROBLEM.dim), rtol=1e-12)
+    blocks = diagnostics.trajectory(PROBLEM, "ab", group="blocks:4", **kw)
+    per_block = blocks.group_cosine.values.reshape(40, 4, -1)
+    np.testing.assert_array_equal(per_block, per_block[:, :, :1] * np.ones_like(per_block))  # one value per block
+    assert np.ptp(per_block[10:, :, 0], axis=1).max() > 1e-3  # and the blocks differ

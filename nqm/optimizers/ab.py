@@ -85,9 +85,10 @@ def adaptive_braking(
         c = momentum_coefficient(hyper.momentum, dampening)
         v = state.velocity
         heavy_ball = hyper.momentum * v
-        braked, reference, alphas = heavy_ball, v, []
+        braked, reference, alphas, cosines = heavy_ball, v, [], []
         for _ in range(micro_steps):
-            alpha = 1.0 - hyper.rho * cosine(g, reference, eps)
+            cosines.append(cosine(g, reference, eps))
+            alpha = 1.0 - hyper.rho * cosines[-1]
             if alpha_min is not None or alpha_max is not None:
                 alpha = jnp.clip(alpha, alpha_min, alpha_max)
             braked = braked + (c * alpha / micro_steps) * g
@@ -99,7 +100,8 @@ def adaptive_braking(
             v_next, direction = braked, heavy_ball + c * g
         else:
             v_next, direction = heavy_ball + c * g, braked
-        info = {"alpha": jnp.mean(alphas[0])}
+        # The first micro-step's α (mean over parameters) and cos(g, v) of each group, per parameter.
+        info = {"alpha": jnp.mean(alphas[0]), "cosine": jnp.broadcast_to(cosines[0], g.shape)}
         return w - hyper.lr * direction, VelocityState(v_next), info
 
     config = (

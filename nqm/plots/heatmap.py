@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import textwrap
 
 import matplotlib.colors as mcolors
 import matplotlib.patches as mpatches
@@ -46,6 +47,12 @@ def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
     ax.set_xscale("log")
     ax.set_xlim(lr_edges[0], lr_edges[-1])
     ax.set_ylim(m_edges[0], m_edges[-1])
+    # A single value is drawn as that value: one labelled tick, not a band of invented neighbours.
+    if panel.lr.size == 1:
+        ax.set_xticks(panel.lr.values, [f"{panel.lr.values[0]:g}"])
+        ax.minorticks_off()
+    if panel.momentum.size == 1:
+        ax.set_yticks(panel.momentum.values, [f"{panel.momentum.values[0]:g}"])
     if (status == REACHED).any():
         best = np.unravel_index(np.argmin(np.where(status == REACHED, steps, np.inf)), steps.shape)
         ax.plot(panel.lr.values[best[1]], panel.momentum.values[best[0]], marker="*", color="white",
@@ -110,7 +117,9 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
     legend = [mpatches.Patch(facecolor="black", label="diverged"),
               mpatches.Patch(facecolor="white", edgecolor="0.5", label="target not reached in budget")]
     fig.legend(handles=legend, loc="outside lower center", ncols=2, frameon=False, fontsize=9)
-    fig.suptitle(title or default_title(ds, seeds), fontsize=11)
+    # Wrapped to the figure's width (about 0.55 em per character), so it is never clipped.
+    width = int(fig.get_figwidth() * 72 / (11 * 0.55))
+    fig.suptitle(textwrap.fill(title or default_title(ds, seeds), width), fontsize=11)
     return fig
 
 
@@ -152,6 +161,9 @@ def overlay_threshold(ax, ds, key):
     dampened = bool(ds.attrs.get("dampening", 0))
     x_star = stability.threshold("shifted" if method == "shifted" else "sgdm", momentum=momenta,
                                  dampening=dampened, pmf=pmf)
-    ax.plot(np.asarray(x_star) / float(ds.attrs["lam_max"]), momenta, color="red", lw=1.6, ls="--",
-            label="linear stability η*(m)")
+    eta = np.asarray(x_star) / float(ds.attrs["lam_max"])
+    if ds.momentum.size == 1:  # one momentum: η* is one value, drawn across the panel
+        ax.axvline(eta[0], color="red", lw=1.6, ls="--", label="linear stability η*(m)")
+    else:
+        ax.plot(eta, momenta, color="red", lw=1.6, ls="--", label="linear stability η*(m)")
     ax.legend(loc="lower left", fontsize=8, framealpha=0.8)
