@@ -269,13 +269,33 @@ def _locked_sweep(args):
     try:
         nqm.save(ds, args.out)
     except NqmError as exc:
-        raise NqmError(f"{exc}; every computed cell is kept in {partial}: run the same command again, once "
-                       "it can be written, to write it without computing anything") from None
+        raise NqmError(f"{exc}; {_rescue(ds, args.out, partial)}") from None
     os.remove(partial)
     _summary(ds)
     print(f"wrote {args.out}")
     if args.plot:
         _plot(ds, args.plot, args.threshold)
+
+
+def _rescue(ds, out, partial) -> str:
+    """Where the computed cells are, once ``out`` could not be written: the checkpoint if it holds
+    them all, else a file in the temporary directory."""
+    import tempfile
+
+    from nqm.io import load, save
+
+    try:
+        if os.path.exists(partial) and (load(partial).status.values == ds.status.values).all():
+            return (f"every computed cell is kept in {partial}: run the same command again, once it can be "
+                    "written, to write it without computing anything")
+    except NqmError:
+        pass
+    rescue = os.path.join(tempfile.gettempdir(), f"nqm-rescued-{os.getpid()}-{os.path.basename(out)}")
+    try:
+        save(ds, rescue)
+    except NqmError:
+        return "the computed cells could not be saved anywhere (no space left?)"
+    return f"every computed cell is saved in {rescue}: copy it to {out} once there is room"
 
 
 TRACED = {"loss": "loss", "alpha": "alpha", "velocity_norm": "velocity_norm", "gvr": "gradient_velocity_ratio",

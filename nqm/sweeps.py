@@ -288,6 +288,7 @@ class _Checkpointer:
         # The first save comes a couple of seconds in, not only after `every`.
         self.last, self.dirty, self.stop = time.monotonic() - max(0.0, every - 2.0), False, False
         self.running = {} if path is None else _load_running(path)
+        self.failed = None  # why the last checkpoint could not be written, if it could not
 
     @contextlib.contextmanager
     def interruptible(self):
@@ -347,8 +348,12 @@ class _Checkpointer:
         if self.path is None or not self.dirty:
             return
         if force or time.monotonic() - self.last >= self.every:
-            save(self.result, self.path)
-            _save_running(self.running, self.path)
+            try:
+                save(self.result, self.path)
+                _save_running(self.running, self.path)
+                self.failed = None
+            except NqmError as exc:  # keep computing: the cells are in memory, the caller saves them
+                self.failed = str(exc)
             self.last, self.dirty = time.monotonic(), False
 
 

@@ -86,3 +86,31 @@ def test_one_progress_bar_counts_every_cell_of_the_sweep(monkeypatch):
     nqm.sweep("sgdm", lr=[0.05, 0.1, 0.2], momentum=[0.0, 0.5], delay=[0, 2], seed=[0, 1], problem=nqm.zhang(8),
               max_steps=300)
     assert len(bars) == 1 and bars[0].total == 24 and bars[0].n == 24 and bars[0].unit == "cell"
+
+
+def test_when_neither_result_nor_checkpoint_can_be_written_the_cells_are_rescued(tmp_path, monkeypatch, capsys):
+    """A disk that is full where the result goes: the sweep still finishes, says where its cells
+    are, and the previous result is untouched."""
+    import nqm
+    import nqm.io
+
+    out = tmp_path / "out.nc"
+    out.write_bytes(b"previous result")
+    real = nqm.io.atomic_write
+
+    def full_disk(path, mode="wb"):
+        if str(path).startswith(str(tmp_path)):
+            raise nqm.NqmError(f"cannot write {path}: No space left on device")
+        return real(path, mode)
+
+    monkeypatch.setattr(nqm.io, "atomic_write", full_disk)
+    argv = ["sweep", "--lr", "0.1", "0.3", "--momentum", "0", "0.5", "--dim", "8", "--max-steps", "200",
+            "--no-progress", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "every computed cell is saved in" in err[0]
+    rescued = err[0].split("saved in ")[1].split(":")[0]
+    direct = nqm.sweep("sgdm", lr=[0.1, 0.3], momentum=[0, 0.5], problem=nqm.zhang(8), max_steps=200, progress=False)
+    assert (nqm.load(rescued).steps.values == direct.steps.values).all()
+    assert out.read_bytes() == b"previous result"
+    os.remove(rescued)
