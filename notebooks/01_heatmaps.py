@@ -63,7 +63,7 @@ for delay in ds.delay.values:
         row = []
         for rho in ds.rho.values:
             panel = ds.sel(delay=delay, noise=noise, rho=rho)
-            row.append(f"rho={rho:g}: T*={t_star(panel):8.0f}, converged={int((panel.status == 1).sum()):3d}")
+            row.append(f"rho={rho:g}: T*={t_star(panel):9.1f}, converged={int((panel.status == 1).sum()):3d}")
         print(f"D={delay} sigma={noise:<5g}", " | ".join(row))
 
 # %% [markdown]
