@@ -16,6 +16,9 @@ from nqm import validate
 from nqm.errors import NqmError
 from nqm.validate import MAX_VALUES
 
+LINEAR_METHODS = ("sgd", "sgdm", "nesterov", "shifted")  # nqm.expected.METHODS, without importing JAX for --help
+DEFAULT_BINS = 100  # nqm.expected.DEFAULT_BINS
+
 _ALIASES = {"mode": ("--ab-mode",)}  # earlier names of derived options
 _METHOD_COMMANDS = ("sweep", "trace")  # subcommands that take a method and its options (need the registry)
 
@@ -115,14 +118,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     tr.add_argument("--plot", default=None, metavar="FIGURE", help="also write a figure (PNG/PDF/SVG)")
 
     ex = sub.add_parser("expected", help="exact expected steps to target and steady-state loss (linear methods) → netCDF")
-    ex.add_argument("--method", choices=("sgd", "sgdm", "shifted"), default="sgdm", help="linear method")
+    ex.add_argument("--method", choices=LINEAR_METHODS, default="sgdm", help="linear method")
     grid = ex.add_argument_group("grid (each takes numbers, geom:START:STOP:NUM or lin:START:STOP:NUM)")
     grid.add_argument("--lr", nargs="+", required=True, metavar="V", help="learning rates η > 0")
     grid.add_argument("--momentum", nargs="+", required=True, metavar="V", help="momenta m in [0, 1)")
     grid.add_argument("--delay", nargs="+", default=["0"], metavar="D", help="constant delays")
     grid.add_argument("--noise", nargs="+", default=["0"], metavar="S", help="gradient-noise scales σ >= 0")
     ex.add_argument("--dampening", action="store_true", help="v = m v + (1-m) g (Giladi et al.)")
-    ex.add_argument("--bins", type=int, default=None, help="group the eigenvalues into B log-spaced bins (default: exact)")
+    ex.add_argument("--bins", type=int, nargs="?", const=DEFAULT_BINS, default=None, metavar="B",
+                    help=f"group the eigenvalues into B log-spaced bins (B = {DEFAULT_BINS} if not given; default: every eigenvalue)")
     _problem_arguments(ex)
     ex.add_argument("--target", type=float, default=0.01, help="target expected loss")
     ex.add_argument("--max-steps", type=int, default=100_000, help="step budget per cell")

@@ -1,20 +1,24 @@
 """Exact expected dynamics of the linear methods under constant delay and noise, at engine speed.
 
 In the eigenbasis each component w of a linear method follows an autoregression driven by
-independent Gaussian noise (DESIGN.md §1–2, ``g = λ w_{t−D} + σ √λ z``, ``w_{s≤0} = 1``):
+independent Gaussian noise (DESIGN.md §1–2, ``g_t = λ w_{t−D} + σ √λ z_t``, ``w_{s≤0} = 1``):
 
-    sgdm     w_{t+1} = (1+m) w_t − m w_{t−1} − cηλ w_{t−D} − cησ√λ z_t
-    shifted  w_{t+1} = w_t + (m − cηλ) w_{t−D} − m w_{t−D−1} − cησ√λ z_t
+    sgdm      w_{t+1} = (1+m) w_t − m w_{t−1} − cηλ w_{t−D}                           − cη σ√λ z_t
+    nesterov  w_{t+1} = (1+m) w_t − m w_{t−1} − cη(1+m)λ w_{t−D} + cηmλ w_{t−D−1}   − cη σ√λ ((1+m) z_t − m z_{t−1})
+    shifted   w_{t+1} = w_t + (m − cηλ) w_{t−D} − m w_{t−D−1}                         − cη σ√λ z_t
 
-(SGD is sgdm at m = 0; ``c = 1`` or ``1 − m`` dampened). Write it ``w_{t+1} = Σ_k a_k w_{t−k} + e_t``
-with ``q = E[e_t²]``. The second moments ``R_t(j) = E[w_t w_{t−j}]`` (mean included) then obey
+(SGD is sgdm at m = 0; ``c = 1`` or ``1 − m`` dampened; Nesterov's first step has no ``g_{−1}``).
+Write it ``w_{t+1} = Σ_k a_k w_{t−k} + σ√λ (b_0 z_t + b_1 z_{t−1})``. Being linear with independent
+noise, ``w_t = μ_t + σ√λ Σ_{s<t} ψ_{t−1−s} z_s``: the mean ``μ`` runs the recursion without noise from
+the initial weights, and ``ψ_u = b_0 h_u + b_1 h_{u−1}`` comes from the impulse response ``h`` of the
+same recursion (``h_0 = 1``). Hence, exactly,
 
-    R_{t+1}(j) = Σ_k a_k R_{t−min(k, j−1)}(|k − j + 1|)   (j ≥ 1),     R_{t+1}(0) = Σ_k a_k R_{t+1}(k+1) + q,
+    E[L(w_t)] = ½ Σ_j λ_j μ_{j,t}² + σ² V_t,    V_t = ½ Σ_j λ_j² Σ_{u<t} ψ_{j,u}²,
 
-so a step computes one new vector ``R_{t+1}(0…p)`` from a ring of the last ``p`` ones: O(p · 3)
-work per component — the history part of the state only shifts, and is never copied.
-``E[L(w_t)] = ½ Σ_k λ_k R_t(0)``. With σ = 0 this is the deterministic dynamics; the steady state
-solves the Yule–Walker equations of the same autoregression (the discrete Lyapunov equation).
+two scalar recursions per component (a ring of their last p values, the history only shifts), with
+``V_t`` shared by every noise level: a grid over σ costs one run. ``V_t`` never decreases. With σ = 0
+this is the deterministic dynamics; the steady state ``σ² V_∞`` comes from the Yule–Walker equations
+of the same autoregression (the discrete Lyapunov equation), ∞ where a component is unstable.
 
 The recursion runs in JAX (float64, jitted, vectorised over cells and components, leaving its loop
 when every cell is done), like the engine; the steady state in numpy. Binning (``bins=B``) replaces
@@ -24,6 +28,9 @@ the spectrum by B log-spaced bins, each with its exact count and its mean eigenv
 from __future__ import annotations
 
 import functools
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -31,25 +38,52 @@ import numpy as np
 import xarray as xr
 
 import nqm
+import nqm._devices  # noqa: F401  (one device per core, before any JAX computation)
 from nqm.errors import NqmError
 from nqm.problem import Problem
 from nqm.status import BUDGET, DIVERGED, MEANING, REACHED, RUNNING
 from nqm.validate import coordinates, grid_size, run_config
 
-METHODS = ("sgd", "sgdm", "shifted")
+METHODS = ("sgd", "sgdm", "nesterov", "shifted")
+DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (README: the T error it causes)
+GAIN = 1e3  # the largest closed-form gain (Σ|c_r|) a proof of "out of reach" may rest on
+MARGIN = 1e-3  # ... and the relative margin by which it must hold: rounding of z^s over 10⁵ steps
 
 
-def ar_coefficients(method: str, delay: int, lr, momentum, dampening: bool = False):
-    """``(base, slope, q_over)``: ``a_k = base_k + λ slope_k`` (k = 0…p−1) and ``q = λ σ² q_over``,
-    each with leading axes those of ``lr``/``momentum`` (broadcast)."""
+@dataclass(frozen=True)
+class Recursion:
+    """``w_{t+1} = Σ_k a_k w_{t−k} + σ√λ (b_0 z_t + b_1 z_{t−1})`` per cell (rows) and component.
+
+    ``a_k = base[:, k] + λ slope[:, k]`` for the lags ``k`` in ``lags`` (the others are zero);
+    ``noise[:, i] = b_i``; at t = 0 the mean's step also gets ``λ first`` (a term of the recursion
+    that the optimizer's first step does not have)."""
+
+    lags: tuple[int, ...]
+    base: np.ndarray
+    slope: np.ndarray
+    noise: np.ndarray
+    first: np.ndarray
+
+    @property
+    def order(self) -> int:
+        """Ring length: every lag, and ``h_{t−1}`` for the noise."""
+        return max(max(self.lags) + 1, 2)
+
+
+def recursion(method: str, delay: int, lr, momentum, dampening: bool = False) -> Recursion:
+    """The autoregression of ``method`` at constant ``delay``, one row per element of ``lr``/``momentum``."""
     if method not in METHODS:
-        raise NqmError(f"exact expected dynamics exist for {', '.join(METHODS)} (linear methods), not {method!r}")
-    lr, m = np.broadcast_arrays(np.asarray(lr, np.float64), np.asarray(momentum, np.float64))
+        raise NqmError(f"exact expected dynamics exist for the linear methods {', '.join(METHODS)}, not {method!r}; "
+                       f"use nqm sweep for the others")
+    lr, m = np.broadcast_arrays(np.atleast_1d(np.asarray(lr, np.float64)), np.asarray(momentum, np.float64))
     if method == "sgd":
         m = np.zeros_like(m)
     c = 1.0 - m if dampening else np.ones_like(m)
-    p = delay + 2 if method == "shifted" else max(delay, 1) + 1
+    lags = (0, delay, delay + 1) if method == "shifted" else (0, 1, delay) + ((delay + 1,) if method == "nesterov" else ())
+    lags = tuple(sorted(set(lags)))
+    p = max(lags) + 1
     base, slope = np.zeros(lr.shape + (p,)), np.zeros(lr.shape + (p,))
+    noise, first = np.zeros(lr.shape + (2,)), np.zeros(lr.shape)
     if method == "shifted":
         base[..., 0] += 1.0
         base[..., delay] += m
@@ -57,8 +91,14 @@ def ar_coefficients(method: str, delay: int, lr, momentum, dampening: bool = Fal
     else:
         base[..., 0] += 1.0 + m
         base[..., 1] -= m
-    slope[..., delay] -= c * lr
-    return base, slope, (c * lr) ** 2
+    look = 1.0 + m if method == "nesterov" else 1.0  # Nesterov: the gradient twice, now and through v
+    slope[..., delay] -= c * lr * look
+    noise[..., 0] = -c * lr * look
+    if method == "nesterov":
+        slope[..., delay + 1] += c * lr * m
+        noise[..., 1] = c * lr * m
+        first[...] = -c * lr * m  # cancels the recursion's c η m g_{−1}: v_0 = 0
+    return Recursion(lags, base, slope, noise, first)
 
 
 def _bins(problem: Problem, bins: int | None):
@@ -77,37 +117,38 @@ def _bins(problem: Problem, bins: int | None):
     return total[keep] / count[keep], count[keep]
 
 
-def support(method: str, delay: int) -> tuple[int, ...]:
-    """The lags k with ``a_k ≠ 0`` (at most three: the recursion is sparse)."""
-    return tuple(sorted({0, delay, delay + 1} if method == "shifted" else {0, 1, delay}))
-
-
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _advance(p: int, nz: tuple, rounds: int, state, lam, weight, base, slope, q, limits):
-    """Up to ``rounds × p`` steps of every cell (rows) and component (columns) from a step ``t ≡ 0
-    (mod p)``, leaving early once all cells are done. ``state = (t, ring, status, done_at, loss,
-    curve)``; ``ring[s % p][j]`` = R_s(j), each a (cells, components) slab. The p steps of a round
-    are unrolled, so every ring position is static: nothing is sliced or copied but the new slab."""
-    target, bound, max_steps = limits
-    a = base.T[:, :, None] + slope.T[:, :, None] * lam[None, None, :]  # (p, cells, comps)
-    noise = q[:, None] * lam[None, :]
+def _advance(p: int, lags: tuple, rounds: int, state, cells, lam, weight, sigma2, limits):
+    """Up to ``rounds × p`` steps of every slot (rows) and component (columns) from a step ``t ≡ 0
+    (mod p)``, leaving early once no slot is running at any noise level (and the curve is traced).
 
-    def step(i, t, ring, status, done_at, loss, curve):  # t ≡ i (mod p)
-        slabs = [ring[(i - s) % p] for s in range(p)]  # R_{t−s}
-        new = [None] * (p + 1)
-        for j in range(p, 0, -1):  # R_{t+1}(j) = Σ_k a_k R_{t−min(k, j−1)}(|k − j + 1|)
-            new[j] = sum(a[k] * slabs[min(k, j - 1)][abs(k - j + 1)] for k in nz)
-        new[0] = sum(a[k] * new[k + 1] for k in nz) + noise
-        ring = ring[:(i + 1) % p] + (jnp.stack(new),) + ring[(i + 1) % p + 1:]
-        value = 0.5 * (new[0] @ (weight * lam))
+    ``state = (t, ring, v, status, done_at, loss, curve)``: ``ring[s % p]`` holds ``(μ, h)`` at step
+    s, a (2, slots, components) slab; ``v`` is each slot's ``V``; status and the rest are (slots,
+    noise levels). ``cells = (a, noise, first, origin)`` describe the cell in each slot, which
+    started at step ``origin ≡ 0 (mod p)``. The p steps of a round are unrolled, so every ring
+    position is static: nothing is sliced or copied but the new slab."""
+    target, bound, max_steps = limits
+    a, noise, first, origin = cells
+    mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
+
+    def step(i, t, ring, v, status, done_at, loss, curve):  # t ≡ i (mod p)
+        local = t - origin  # each slot's own step
+        slabs = [ring[(i - s) % p] for s in range(p)]  # (μ, h) at t − s
+        new = sum(a[k] * slabs[k] for k in lags)
+        if i == 0:  # a slot's first step happens here
+            new = new.at[0].add(jnp.where(local[:, None] == 0, first[:, None] * lam, 0.0))
+        psi = noise[:, :1] * slabs[0][1] + noise[:, 1:] * slabs[1][1]
+        v = v + jnp.sum(psi * psi * noise_weight, axis=-1)  # a row reduction, not a dot: the same bits in any batch
+        value = jnp.sum(new[0] * new[0] * mean_weight, axis=-1)[:, None] + v[:, None] * sigma2  # (slots, noise levels)
+        ring = ring[:(i + 1) % p] + (new,) + ring[(i + 1) % p + 1:]
         live = status == RUNNING
         now = jnp.where(value < target, REACHED,
-                        jnp.where(~(value <= bound), DIVERGED, jnp.where(t + 1 >= max_steps, BUDGET, RUNNING)))
-        slot = jnp.minimum(t, curve.shape[1] - 1)  # steps past the curve (a round's tail) leave it alone
-        kept = jax.lax.dynamic_index_in_dim(curve, slot, 1, keepdims=False)
-        curve = jax.lax.dynamic_update_index_in_dim(curve, jnp.where(t < curve.shape[1], value, kept), slot, 1)
-        return (t + 1, ring, jnp.where(live, now, status).astype(jnp.int8), jnp.where(live, t + 1, done_at),
-                jnp.where(live, value, loss), curve)
+                        jnp.where(~(value <= bound), DIVERGED, jnp.where(local[:, None] + 1 >= max_steps, BUDGET, RUNNING)))
+        slot = jnp.minimum(t, curve.shape[-1] - 1)  # the curve is kept for slots that start at 0
+        kept = jax.lax.dynamic_index_in_dim(curve, slot, 2, keepdims=False)
+        curve = jax.lax.dynamic_update_index_in_dim(curve, jnp.where(t < curve.shape[-1], value, kept), slot, 2)
+        return (t + 1, ring, v, jnp.where(live, now, status).astype(jnp.int8),
+                jnp.where(live, local[:, None] + 1, done_at), jnp.where(live, value, loss), curve)
 
     def round_(carry):
         *state, n = carry
@@ -115,78 +156,229 @@ def _advance(p: int, nz: tuple, rounds: int, state, lam, weight, base, slope, q,
             state = step(i, *state)
         return (*state, n + 1)
 
-    def going(carry):
-        return (carry[-1] < rounds) & jnp.any(carry[2] == RUNNING)
+    def going(carry):  # a slot is running, or the curve is still being traced
+        return (carry[-1] < rounds) & (jnp.any(carry[3] == RUNNING) | (carry[0] < carry[6].shape[-1]))
 
     return jax.lax.while_loop(going, round_, (*state, 0))[:-1]
 
 
+def _polynomial(rec: Recursion, rows, lam) -> np.ndarray:
+    """Characteristic polynomials ``z^p − Σ_k a_k z^{p−1−k}`` of cells ``rows`` at eigenvalues ``lam``:
+    (cells, components, p + 1), highest power first."""
+    a = rec.base[rows, None, :] + lam[None, :, None] * rec.slope[rows, None, :]
+    return np.concatenate([np.ones(a.shape[:-1] + (1,)), -a], -1)
+
+
+def stable(rec: Recursion, lam) -> np.ndarray:
+    """Whether each cell's recursion is stable at every eigenvalue (all roots inside the unit circle)."""
+    from nqm import stability
+
+    cells = rec.base.shape[0]
+    rows = max(1, 2**20 // (lam.size * rec.order))  # cells per batch: ~8 MB of coefficients
+    return np.concatenate([stability.schur_cohn_stable(_polynomial(rec, slice(s, s + rows), lam)).all(-1)
+                           for s in range(0, cells, rows)]) if cells else np.zeros(0, bool)
+
+
+def _closed_form(rec: Recursion, cell: int, lam):
+    """Each component's solution in closed form, ``μ_s = Σ_r c_r z_r^(s+p−2)`` and ``ψ_u = Σ_r e_r
+    z_r^(u+p−3)`` (u ≥ 1) over the roots ``z_r`` of its characteristic polynomial, fitted to the
+    values at s = 2−p … 1 (from s = 1 on the recursion holds, Nesterov's first step included).
+    Also the gain ``Σ_r |c_r| + |d_r|`` of the fit: large where roots nearly coincide, which makes
+    the closed form ill-conditioned."""
+    from nqm import stability
+
+    p = rec.base.shape[-1]
+    a = rec.base[cell] + lam[:, None] * rec.slope[cell]
+    z = stability.roots(np.concatenate([np.ones((lam.size, 1)), -a], 1))
+    mu, h = np.ones((lam.size, p)), np.zeros((lam.size, p))
+    mu[:, -1] = a.sum(1) + rec.first[cell] * lam  # μ_{s≤0} = 1, then the first step
+    h[:, -2], h[:, -1] = 1.0, a[:, 0]  # the impulse response: h_0 = 1, h_1 = a_0
+    vandermonde = z[:, None, :] ** np.arange(p)[None, :, None]
+    with np.errstate(all="ignore"):
+        fit = np.linalg.solve(vandermonde, np.stack([mu, h], -1).astype(complex))
+    c, d = fit[..., 0], fit[..., 1]
+    b0, b1 = rec.noise[cell]
+    gain = np.abs(c).sum(1) + np.abs(d).sum(1)
+    return z, c, d * (b0 * z + b1), np.where(np.isfinite(gain), gain, np.inf)
+
+
+def _beyond_reach(rec: Recursion, cell: int, lam, weight, sigma2, target, bound, max_steps):
+    """For a stable cell: which noise levels provably neither reach the target nor diverge within the
+    budget, and for those E[L] at ``max_steps``. ``(None, None)`` when nothing can be shown.
+
+    The proof covers the steps s = 1 … max_steps in log-spaced windows [s_a, s_b]: the mean part is
+    at least ``½ Σ λ (|c_k||z_k|^s_b − Σ_{r≠k} |c_r||z_r|^s_a)₊²`` for any root k (all |z| < 1), the
+    noise part ``σ² V_s`` at least ``σ² V_{s_a}`` (V never decreases), and ``V_{s_a}`` at least
+    ``V_∞`` less a geometric bound of what is still to come. Components whose closed form is
+    ill-conditioned (gain > GAIN) stop the proof, and a relative MARGIN covers the closed form's
+    rounding, so a cell is only ever declared out of reach when the recursion agrees."""
+    z, c, e, gain = _closed_form(rec, cell, lam)
+    if not gain.max() <= GAIN:
+        return None, None
+    p = rec.base.shape[-1]
+    modulus, size = np.abs(z), np.abs(c)
+    mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
+    pairs = z[:, :, None] * z[:, None, :].conj()
+    first = rec.noise[cell, 0] ** 2  # ψ_0² = b_0²
+
+    def noise(s):  # per component Σ_{u<s} ψ_u² = ψ_0² + Σ_{u≥1} …, geometric over root pairs
+        with np.errstate(all="ignore"):
+            sums = pairs ** (p - 2) * (1.0 if s == np.inf else 1.0 - pairs ** (s - 1)) / (1.0 - pairs)
+        return first + np.einsum("jr,jq,jrq->j", e, e.conj(), sums).real
+
+    # |c_r||z_r|^s at the window edges; each window [s_a, s_b] is bounded from below by its own k
+    edges = np.unique(np.round(np.geomspace(1, max_steps, 48)).astype(int))
+    edges = edges if edges.size > 1 else np.array([1, 1])
+    with np.errstate(divide="ignore"):
+        at = np.exp(np.log(size)[..., None] + np.log(modulus)[..., None] * (edges + p - 2))  # (comps, roots, edges)
+    early, late = at[..., :-1], at[..., 1:]
+    mean = mean_weight @ np.clip((late - (early.sum(1, keepdims=True) - early)).max(1), 0.0, None) ** 2
+    threshold = target * (1 + MARGIN)
+    short = mean < threshold  # windows where the noise part has to make up for it: V_s ≥ V_∞ − Σ_{u≥s_a} ψ_u²
+    steady, slowest = noise(np.inf), modulus.max(1)
+    to_come = np.abs(e).sum(1, keepdims=True) ** 2 * slowest[:, None] ** (2 * (edges[:-1][short] + p - 3)) \
+        / (1.0 - slowest[:, None] ** 2)
+    noise_low = noise_weight @ np.clip(steady[:, None] - to_come, 0.0, None)
+    proven = (mean[short][:, None] + noise_low[:, None] * sigma2 >= threshold).all(0)
+    highest = mean_weight @ (size * modulus ** (p - 1)).sum(1) ** 2 + sigma2 * (noise_weight @ steady)
+    proven &= highest <= bound * (1 - MARGIN)
+    if not proven.any():
+        return None, None
+    mean_last = (c * z ** (max_steps + p - 2)).sum(1).real
+    return proven, mean_weight @ mean_last**2 + sigma2 * (noise_weight @ noise(max_steps))
+
+
+def _longest_first(rec: Recursion, lam, stable_cells) -> np.ndarray:
+    """Cell order for the slots: the slowest stable cells first (spectral radius at the smallest
+    eigenvalue closest to 1), unstable ones last, so that no long cell starts at the end."""
+    from nqm import stability
+
+    slow = stability.spectral_radius(_polynomial(rec, slice(None), np.array([lam.min()]))[:, 0])
+    return np.lexsort((-slow, ~stable_cells))
+
+
 def _run(problem, method, delay, lr, momentum, sigma, *, dampening, target, max_steps, diverge_factor, bins,
-         trace_steps=0, chunk_cells=2, chunk_steps=1000):
-    """``(steps, status, loss, curve)`` per cell of the flat arrays ``lr``, ``momentum``, ``sigma``.
+         trace_steps=0, slot_size=20_000, chunk_steps=1000):
+    """``(steps, status, loss, curve)``, each (cells, noise levels), of the flat arrays ``lr`` and
+    ``momentum`` against every noise level in ``sigma``.
 
-    Cells go in chunks of ``chunk_cells``, so that a chunk's ring stays in cache: the recursion is
-    memory-bound (spreading chunks over devices by threads was measured slower)."""
+    First the noise levels that provably never reach the target are settled in closed form
+    (:func:`_beyond_reach`: most cells that exhaust the budget, which would otherwise cost the whole
+    budget). The rest are stepped: each device (one per core) runs a batch of slots, about
+    ``slot_size`` (cell, component) pairs so that its ring stays in cache (the recursion is
+    memory-bound); every ``chunk_steps`` a slot whose cell is done takes the next cell, slowest
+    first, so no slot idles while cells are waiting."""
     lam, weight = _bins(problem, bins)
-    base, slope, q_over = ar_coefficients(method, delay, lr, momentum, dampening)
-    p, nz = base.shape[-1], support(method, delay)
-    cells = lr.size
-    steps, status, loss = np.zeros(cells, np.int64), np.zeros(cells, np.int8), np.zeros(cells)
-    curve = np.full((cells, trace_steps), np.nan)
+    rec = recursion(method, delay, lr, momentum, dampening)
+    p, cells, levels, comps = rec.order, lr.size, sigma.size, lam.size
+    steps, status = np.zeros((cells, levels), np.int64), np.zeros((cells, levels), np.int8)
+    loss, curve = np.zeros((cells, levels)), np.full((cells, levels, trace_steps), np.nan)
     bound = diverge_factor * 0.5 * float(weight @ lam)
-    q = q_over * sigma**2
+    devices = jax.devices()
+    stable_cells, open_levels = stable(rec, lam), np.ones((cells, levels), bool)
 
-    with jax.enable_x64(True):
-        limits = (jnp.float64(target), jnp.float64(bound), jnp.int64(max_steps))
-        for start in range(0, cells, chunk_cells):
-            rows = slice(start, min(start + chunk_cells, cells))
-            n = rows.stop - rows.start
-            ring = tuple(jnp.ones((p + 1, n, lam.size)) for _ in range(p))  # R_s(j) = 1 for s <= 0: w_{s<=0} = 1
-            state = (jnp.int64(0), ring, jnp.full(n, RUNNING, jnp.int8), jnp.zeros(n, jnp.int64), jnp.zeros(n),
-                     jnp.zeros((n, max(trace_steps, 1))))
-            args = (jnp.asarray(lam), jnp.asarray(weight), jnp.asarray(base[rows]), jnp.asarray(slope[rows]),
-                    jnp.asarray(q[rows]), limits)
+    def prove(c):  # settle, unstepped, the noise levels of cell c that are provably out of reach
+        proven, final = _beyond_reach(rec, c, lam, weight, sigma**2, target, bound, max_steps)
+        if proven is not None:
+            steps[c, proven], status[c, proven], loss[c, proven] = max_steps, BUDGET, final[proven]
+            open_levels[c] = ~proven
+
+    if not trace_steps:  # (a traced curve needs every step)
+        with ThreadPoolExecutor(len(devices)) as pool:
+            list(pool.map(prove, np.flatnonzero(stable_cells)))
+    todo = [c for c in _longest_first(rec, lam, stable_cells) if open_levels[c].any()]
+    slots = max(1, min(slot_size // comps, -(-len(todo) // len(devices))))
+    rounds = -(-chunk_steps // p)
+    pending, lock = iter(todo), threading.Lock()
+
+    def take():
+        with lock:
+            return next(pending, None)
+
+    def worker(device):
+        with jax.enable_x64(True), jax.default_device(device):
+            owner = [None] * slots  # the cell in each slot
+            a = {k: np.zeros((slots, comps)) for k in rec.lags}
+            noise, first, origin = np.zeros((slots, 2)), np.zeros(slots), np.zeros(slots, np.int64)
+            slot_levels = np.ones((slots, levels), bool)  # the noise levels each slot steps
+            fresh = jnp.stack([jnp.ones((slots, comps)), jnp.zeros((slots, comps))])  # μ_{s≤0} = 1; h_{s<0} = 0
+            state = (jnp.int64(0), (fresh,) * p, jnp.zeros(slots), jnp.full((slots, levels), BUDGET, jnp.int8),
+                     jnp.zeros((slots, levels), jnp.int64), jnp.zeros((slots, levels)),
+                     jnp.zeros((slots, levels, max(trace_steps, 1))))
+            free = list(range(slots))
+            limits = (jnp.float64(target), jnp.float64(bound), jnp.int64(max_steps))
+            args = (jnp.asarray(lam), jnp.asarray(weight), jnp.asarray(sigma**2), limits)
             while True:
-                state = _advance(p, nz, -(-chunk_steps // p), state, *args)
-                if not (np.asarray(state[2]) == RUNNING).any() and int(state[0]) >= trace_steps:
-                    break
-            steps[rows], status[rows], loss[rows] = np.asarray(state[3]), np.asarray(state[2]), np.asarray(state[4])
-            if trace_steps:
-                curve[rows] = np.asarray(state[5])[:, :trace_steps]
+                t, ring, v, state_status, done_at, value, trace = state
+                start = []
+                for i in free:
+                    if (c := take()) is None:
+                        break
+                    start.append((i, c))
+                    slot_levels[i] = open_levels[c]
+                if start:  # a new cell in each free slot, starting now (t ≡ 0 mod p)
+                    rows = np.array([i for i, _ in start])
+                    for i, c in start:
+                        owner[i] = c
+                        for k in rec.lags:
+                            a[k][i] = rec.base[c, k] + rec.slope[c, k] * lam
+                        noise[i], first[i], origin[i] = rec.noise[c], rec.first[c], int(t)
+                    now = int(t) % p
+                    ring = tuple(r.at[:, rows].set(jnp.stack([jnp.ones(comps), jnp.full(comps, float(s == now))])[:, None])
+                                 for s, r in enumerate(ring))  # μ = 1 before the start; h = 1 at it
+                    running = np.where(slot_levels[rows], RUNNING, BUDGET).astype(np.int8)
+                    state = (t, ring, v.at[rows].set(0.0), state_status.at[rows].set(running), done_at, value, trace)
+                elif all(c is None for c in owner):
+                    return
+                slot_cells = ({k: jnp.asarray(x) for k, x in a.items()}, jnp.asarray(noise), jnp.asarray(first),
+                              jnp.asarray(origin))
+                state = _advance(p, rec.lags, rounds, state, slot_cells, *args)
+                t, status_now = int(state[0]), np.asarray(state[3])
+                free = [i for i, c in enumerate(owner) if c is not None and (status_now[i] != RUNNING).all()
+                        and t >= trace_steps]
+                free += [i for i, c in enumerate(owner) if c is None]
+                if free:
+                    done = [i for i in free if owner[i] is not None]
+                    fetched = [np.asarray(x) for x in state[4:7]]
+                    for i in done:
+                        c, o = owner[i], slot_levels[i]
+                        steps[c, o], status[c, o], loss[c, o] = fetched[0][i, o], status_now[i, o], fetched[1][i, o]
+                        if trace_steps:
+                            curve[c] = fetched[2][i, :, :trace_steps]
+                        owner[i] = None
+
+    with ThreadPoolExecutor(len(devices)) as pool:
+        list(pool.map(worker, devices))
     return steps, status, loss, curve
 
 
 def steady_state_loss(problem: Problem, method: str, delay: int, lr, momentum, sigma, *, dampening=False,
                       bins=None) -> np.ndarray:
-    """``E[L_∞]`` per cell: ``½ Σ_k λ_k γ_k(0)`` from each component's Yule–Walker equations; ∞
-    where the recursion is unstable (η λ_max beyond the stability threshold x*)."""
-    from nqm import stability
-
+    """``E[L_∞]`` per cell (the elements of ``lr``, ``momentum``, ``sigma``, broadcast): ``σ² V_∞``
+    from each component's Yule–Walker equations; ∞ where a component's recursion is unstable
+    (a root of its characteristic polynomial on or outside the unit circle)."""
     lam, weight = _bins(problem, bins)
-    lr, momentum, sigma = (np.atleast_1d(np.asarray(x, np.float64)) for x in (lr, momentum, sigma))
-    base, slope, q_over = ar_coefficients(method, delay, lr, momentum, dampening)
-    p = base.shape[-1]
-    out = np.empty(lr.size)
-    family = "shifted" if method == "shifted" else "sgdm"
-    x_star = np.array([stability.threshold(family, delay, 0.0 if method == "sgd" else m, dampening=dampening)
-                       for m in momentum])
-    for i in range(lr.size):
-        if not lr[i] * lam.max() < x_star[i]:
-            out[i] = np.inf
-            continue
-        a = base[i][None, :] + lam[:, None] * slope[i][None, :]  # (comps, p)
-        # Unknowns γ(0…p): γ(h) − Σ_k a_k γ(|h−1−k|) = 0 (h ≥ 1), γ(0) − Σ_k a_k γ(k+1) = q.
+    lr, momentum, sigma = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, np.float64)) for x in (lr, momentum, sigma)))
+    rec = recursion(method, delay, lr.ravel(), momentum.ravel(), dampening)
+    p = rec.base.shape[-1]
+    out = np.full(lr.size, np.inf)
+    for i in np.flatnonzero(stable(rec, lam)):
+        a = rec.base[i][None, :] + lam[:, None] * rec.slope[i][None, :]  # (comps, p)
+        # Autocovariances γ(0…p) of the recursion driven by unit white noise:
+        # γ(h) − Σ_k a_k γ(|h−1−k|) = 0 (h ≥ 1), γ(0) − Σ_k a_k γ(k+1) = 1.
         system = np.zeros((lam.size, p + 1, p + 1))
         system[:, np.arange(p + 1), np.arange(p + 1)] = 1.0
         for k in range(p):
             system[:, 0, k + 1] -= a[:, k]
             for h in range(1, p + 1):
                 system[:, h, abs(h - 1 - k)] -= a[:, k]
-        rhs = np.zeros((lam.size, p + 1))
-        rhs[:, 0] = q_over[i] * sigma[i] ** 2 * lam
-        gamma0 = np.linalg.solve(system, rhs[..., None])[:, 0, 0]
-        out[i] = 0.5 * float(weight @ (lam * gamma0))
-    return out
+        rhs = np.zeros((lam.size, p + 1, 1))
+        rhs[:, 0] = 1.0
+        gamma = np.linalg.solve(system, rhs)[..., 0]
+        (b0, b1) = rec.noise[i]
+        psi_squares = (b0 * b0 + b1 * b1) * gamma[:, 0] + 2 * b0 * b1 * gamma[:, 1]  # Σ_u ψ_u²
+        out[i] = sigma.ravel()[i] ** 2 * 0.5 * float(weight @ (lam**2 * psi_squares))
+    return out.reshape(lr.shape)
 
 
 def expected_loss(problem: Problem, *, lr: float, momentum: float, delay: int = 0, noise: float = 0.0,
@@ -195,7 +387,7 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay: int = 
     _, _, _, curve = _run(problem, method, int(delay), np.array([lr], float), np.array([momentum], float),
                           np.array([noise], float), dampening=dampening, target=-1.0, max_steps=steps,
                           diverge_factor=np.inf, bins=bins, trace_steps=steps)
-    return curve[0]
+    return curve[0, 0]
 
 
 def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Problem | None = None,
@@ -211,21 +403,22 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     coords = coordinates(lr=lr, momentum=momentum, delay=delay, noise=noise, seed=0)
     grid_size(coords)
     problem = nqm.zhang() if problem is None else problem
-    ar_coefficients(method, 0, 0.1, 0.0)  # the method, before any work
+    recursion(method, 0, 0.1, 0.0)  # the method, before any work
     result = sweeps._empty("sgdm" if method == "sgd" else method, coords, problem, config,
                            {"dampening": dampening} if method != "sgd" else {},
                            [nqm.delays.constant(int(d)) for d in coords["delay"]])
     result.attrs.update(method=method, mode="exact expected dynamics", bins=-1 if bins is None else int(bins))
     steady = np.empty(result.steps.shape)
+    m, lr_ = (x.ravel() for x in np.meshgrid(coords["momentum"], coords["lr"], indexing="ij"))
+    sigma = np.asarray(coords["noise"], np.float64)
+    shape = (coords["momentum"].size, coords["lr"].size, sigma.size)
+    order = lambda x: np.moveaxis(x.reshape(shape), 2, 0)[:, None]  # → noise, seed, momentum, lr
     for i, d in enumerate(coords["delay"]):
-        m, s, lr_ = np.meshgrid(coords["momentum"], coords["noise"], coords["lr"], indexing="ij")
-        steps, status, loss, _ = _run(problem, method, int(d), lr_.ravel(), m.ravel(), s.ravel(), dampening=dampening,
-                                      target=target, max_steps=max_steps, diverge_factor=diverge_factor, bins=bins)
-        shape = m.shape  # momentum, noise, lr
-        order = lambda x: np.moveaxis(x.reshape(shape), 0, 1)[:, None]  # → noise, seed, momentum, lr
+        steps, status, loss, _ = _run(problem, method, int(d), lr_, m, sigma, dampening=dampening, target=target,
+                                      max_steps=max_steps, diverge_factor=diverge_factor, bins=bins)
         result.steps.values[i], result.status.values[i], result.loss.values[i] = order(steps), order(status), order(loss)
-        steady[i] = order(steady_state_loss(problem, method, int(d), lr_.ravel(), m.ravel(), s.ravel(),
-                                            dampening=dampening, bins=bins))
+        unit = steady_state_loss(problem, method, int(d), lr_, m, 1.0, dampening=dampening, bins=bins)[:, None]
+        steady[i] = order(np.where(np.isinf(unit), np.inf, np.where(np.isinf(unit), 0.0, unit) * sigma**2))
     result["steady_state_loss"] = (result.steps.dims, steady, {"long_name": "E[L] as t → ∞ (inf: unstable)"})
     result["reachable"] = (result.steps.dims, (steady < target).astype(np.int8),
                            {"meaning": "1: E[L_inf] < target; 0: the expected loss can never reach the target"})

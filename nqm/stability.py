@@ -190,23 +190,28 @@ def char_poly(x, method="sgd", delay=None, momentum=0.0, *, dampening=False, pmf
     return A[0] + x * B[0]
 
 
-def spectral_radius(coeffs) -> np.ndarray:
-    """Largest root modulus of polynomials, from companion-matrix eigenvalues.
+def roots(coeffs) -> np.ndarray:
+    """Roots of polynomials, batched, from companion-matrix eigenvalues.
 
     Args:
       coeffs: ``(..., n + 1)`` coefficients, highest power first, non-zero leading coefficient.
 
     Returns:
-      ``(...)`` array of ``max_i |z_i|`` (0 for constants).
+      ``(..., n)`` complex roots, in no particular order.
     """
     c = np.asarray(coeffs, dtype=np.float64)
     n = c.shape[-1] - 1
     if n == 0:
-        return np.zeros(c.shape[:-1])
+        return np.zeros(c.shape[:-1] + (0,), complex)
     companion = np.zeros(c.shape[:-1] + (n, n))
     companion[..., 0, :] = -c[..., 1:] / c[..., :1]
     companion[..., np.arange(1, n), np.arange(n - 1)] = 1.0
-    return np.abs(np.linalg.eigvals(companion)).max(-1)
+    return np.linalg.eigvals(companion)
+
+
+def spectral_radius(coeffs) -> np.ndarray:
+    """Largest root modulus of polynomials (0 for constants); ``coeffs`` as in :func:`roots`."""
+    return np.abs(roots(coeffs)).max(-1, initial=0.0)
 
 
 def schur_cohn_stable(coeffs) -> np.ndarray:

@@ -33,6 +33,9 @@ def run(lam, lr, momentum, delay, *, method="sgdm", rho=0.0, labels=None, micro_
         if method == "sgdm":
             v = momentum * v + c * g
             w = w - lr * v
+        elif method == "nesterov":
+            v = momentum * v + c * g
+            w = w - lr * (c * g + momentum * v)
         elif method == "shifted":
             v = momentum * worker_v[0] + c * g
             worker_v = worker_v[1:] + [v]
@@ -120,8 +123,8 @@ def transition(lam: float, lr: float, momentum: float, delay: int, noise: float,
     The state is ``(w_t, w_{t−1}, …, w_{t−D}, v_t, v_{t−1}, …, v_{t−V+1})`` with ``V = 1`` for SGDM
     and ``V = D + 1`` for shifted momentum (whose step continues ``v_{t−D}``).
     """
-    if method not in ("sgdm", "shifted"):
-        raise ValueError(f"expected dynamics exist for the linear methods sgdm and shifted, not {method!r}")
+    if method not in ("sgdm", "shifted", "nesterov"):
+        raise ValueError(f"expected dynamics exist for the linear methods sgdm, shifted, nesterov, not {method!r}")
     c = 1.0 - momentum if dampening else 1.0
     vs = delay + 1 if method == "shifted" else 1
     n = delay + 1 + vs
@@ -132,10 +135,14 @@ def transition(lam: float, lr: float, momentum: float, delay: int, noise: float,
     v_row[v_old] += momentum
     v_row[delay] += c * lam
     v_noise = c * noise * np.sqrt(lam)
-    # w_{t+1} = w_t − η v_{t+1}
-    A[0] = -lr * v_row
+    # w_{t+1} = w_t − η v_{t+1}; Nesterov: w_t − η (c g_t + m v_{t+1})
+    #   = w_t − η ((1 + m) c g_t + m² v_t): (1 + m) v_{t+1} less m·m v_t
+    look = 1.0 + momentum if method == "nesterov" else 1.0
+    A[0] = -lr * look * v_row
+    if method == "nesterov":
+        A[0, v_old] += lr * momentum
     A[0, 0] += 1.0
-    b[0] = -lr * v_noise
+    b[0] = -lr * look * v_noise
     A[1:delay + 1, :delay] = np.eye(delay)  # shift the weight history
     A[delay + 1] = v_row
     b[delay + 1] = v_noise

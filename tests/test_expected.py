@@ -1,4 +1,5 @@
-"""Monte Carlo means of the engine against the exact second-moment recursion (nqm.expected)."""
+"""The exact expected dynamics (nqm.expected) against the engine's Monte Carlo means, the deterministic
+trajectory, a dense second-moment reference, closed forms and themselves on other grids."""
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from nqm.optimizers import make
 PROBLEM = nqm.loguniform(4, 0.05, 1.0)
 
 
-@pytest.mark.parametrize("method", ["sgdm", "shifted"])
+@pytest.mark.parametrize("method", ["sgdm", "nesterov", "shifted"])
 def test_noiseless_expectation_is_the_trajectory(method):
     exact = expected.expected_loss(PROBLEM, lr=0.3, momentum=0.6, delay=3, steps=300, method=method)
     traced = reference.run(PROBLEM.eigenvalues, 0.3, 0.6, 3, method=method, max_steps=300, trace=True)
@@ -19,7 +20,8 @@ def test_noiseless_expectation_is_the_trajectory(method):
 
 
 @pytest.mark.parametrize("method,delay,dampening", [("sgdm", 0, False), ("sgdm", 4, True), ("sgdm", 2, False),
-                                                    ("shifted", 0, True), ("shifted", 4, False), ("shifted", 3, False)])
+                                                    ("shifted", 0, True), ("shifted", 4, False), ("shifted", 3, False),
+                                                    ("nesterov", 0, False), ("nesterov", 4, True)])
 def test_monte_carlo_mean_loss_within_three_standard_errors(method, delay, dampening):
     """4,000 cells with independent noise: the mean loss at several steps matches the exact value."""
     cells, steps, lr, m, sigma = 4000, 120, 0.3, 0.5, 0.4
@@ -41,13 +43,13 @@ def test_monte_carlo_mean_loss_within_three_standard_errors(method, delay, dampe
     assert exact[-1] - noiseless[-1] > 10 * se
 
 
-@pytest.mark.parametrize("method", ["sgdm", "shifted"])
+@pytest.mark.parametrize("method", ["sgdm", "nesterov", "shifted"])
 def test_the_fast_recursion_equals_the_dense_second_moment_reference(method):
     kw = dict(lr=0.3, momentum=0.6, delay=3, noise=0.2, steps=150, method=method)
     np.testing.assert_allclose(expected.expected_loss(PROBLEM, **kw), reference.expected_loss(PROBLEM, **kw), rtol=1e-11)
 
 
-@pytest.mark.parametrize("method, dampening", [("sgdm", False), ("sgdm", True), ("shifted", False)])
+@pytest.mark.parametrize("method, dampening", [("sgdm", False), ("sgdm", True), ("nesterov", False), ("shifted", False)])
 def test_without_noise_the_expected_sweep_is_the_engine_in_float64(method, dampening):
     kw = dict(lr=np.geomspace(0.02, 2.0, 7), momentum=[0.0, 0.5, 0.9], delay=[0, 4], problem=nqm.zhang(40),
               target=0.01, max_steps=4000, dampening=dampening)
@@ -65,7 +67,7 @@ def test_steady_state_closed_form_for_sgd():
     assert steady == pytest.approx(np.sum(sigma**2 * lr * lam / (2 * (2 - lr * lam))), rel=1e-12)
 
 
-@pytest.mark.parametrize("method, delay", [("sgdm", 0), ("sgdm", 4), ("shifted", 4)])
+@pytest.mark.parametrize("method, delay", [("sgdm", 0), ("sgdm", 4), ("nesterov", 0), ("nesterov", 3), ("shifted", 4)])
 def test_steady_state_is_the_long_run_average(method, delay):
     problem = nqm.loguniform(5, 0.05, 1.0)
     curve = expected.expected_loss(problem, lr=0.1, momentum=0.5, delay=delay, noise=0.1, steps=8000, method=method)
@@ -106,3 +108,67 @@ def test_the_benchmark_runs_at_smoke_size():
     spec.loader.exec_module(module)
     result = module.main(["--smoke"])
     assert result["exact_s"] > 0 and result["binned_s"] > 0
+
+
+def test_cells_and_noise_levels_are_independent_of_the_grid_and_the_slots():
+    """Same numbers whatever grid a cell is in, however the slots are sized and refilled, and
+    whether its noise levels run together or alone."""
+    kw = dict(delay=3, problem=nqm.zhang(50), target=0.02, max_steps=3000)
+    grid = dict(lr=np.geomspace(0.02, 1.5, 5), momentum=[0.0, 0.6, 0.9], noise=[0.0, 0.05, 0.3])
+    full = expected.sweep("sgdm", **grid, **kw)
+    assert len(np.unique(full.status)) == 3  # reached, budget and diverged cells share the slots
+    for slots in (1, 3):  # one slot per device, refilled cell after cell; a few, refilled every 7 steps
+        original = expected._run
+        try:
+            expected._run = lambda *a, **k: original(*a, **{**k, "slot_size": slots * 50, "chunk_steps": 7})
+            small = expected.sweep("sgdm", **grid, **kw)
+        finally:
+            expected._run = original
+        for name in ("steps", "status", "loss"):
+            np.testing.assert_array_equal(small[name].values, full[name].values)
+    alone = expected.sweep("sgdm", lr=grid["lr"][3], momentum=0.6, noise=0.05, **kw)
+    cell = full.sel(lr=grid["lr"][3], momentum=0.6, noise=0.05)
+    for name in ("steps", "status", "loss", "steady_state_loss"):
+        assert alone[name].values.item() == cell[name].values.item()
+
+
+@pytest.mark.parametrize("method, delay", [("sgdm", 3), ("nesterov", 2), ("shifted", 3)])
+def test_cells_proven_out_of_reach_are_what_stepping_them_gives(method, delay, monkeypatch):
+    """Slow cells and cells held above the target by their noise alone are settled in closed form,
+    unstepped; stepping every cell instead gives the same steps and status, and the same final loss."""
+    kw = dict(lr=np.geomspace(0.002, 1.5, 6), momentum=[0.0, 0.6, 0.9], noise=[0.0, 0.05, 0.4], delay=delay,
+              problem=nqm.zhang(60), target=0.02, max_steps=4000)
+    proven = []
+    original = expected._beyond_reach
+    monkeypatch.setattr(expected, "_beyond_reach", lambda *a: proven.append(original(*a)[0]) or original(*a))
+    fast = expected.sweep(method, **kw)
+    monkeypatch.setattr(expected, "_beyond_reach", lambda *a: (None, None))
+    stepped = expected.sweep(method, **kw)
+    settled = sum(int(p.sum()) for p in proven if p is not None)
+    assert settled >= 10  # slow cells (small η) and noisy ones (σ = 0.4)
+    assert {1, 0} <= set(np.unique(stepped.status.values))
+    np.testing.assert_array_equal(fast.steps.values, stepped.steps.values)
+    np.testing.assert_array_equal(fast.status.values, stepped.status.values)
+    np.testing.assert_allclose(fast.loss.values, stepped.loss.values, rtol=1e-8)
+
+
+def test_stability_of_the_recursion_is_the_threshold():
+    from nqm import stability
+
+    problem = nqm.explicit([1.0, 0.1])
+    for delay, m in ((0, 0.0), (3, 0.5), (6, 0.9)):
+        x_star = float(stability.threshold("sgdm", delay, m))
+        lr = x_star * np.array([0.99, 1.01])
+        rec = expected.recursion("sgdm", delay, lr, np.full(2, m))
+        np.testing.assert_array_equal(expected.stable(rec, problem.eigenvalues), [True, False])
+
+
+def test_cli_knows_every_linear_method_and_the_default_bins(tmp_path):
+    from nqm import cli
+
+    assert cli.LINEAR_METHODS == expected.METHODS and cli.DEFAULT_BINS == expected.DEFAULT_BINS
+    out = tmp_path / "e.nc"
+    assert cli.main(["expected", "--method", "nesterov", "--lr", "0.1", "0.3", "--momentum", "0.5", "--dim", "30",
+                     "--max-steps", "500", "--bins", "--out", str(out)]) == 0
+    ds = nqm.load(out)
+    assert ds.attrs["method"] == "nesterov" and ds.attrs["bins"] == expected.DEFAULT_BINS
