@@ -48,6 +48,8 @@ METHODS = ("sgd", "sgdm", "nesterov", "shifted")
 DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (README: the T error it causes)
 GAIN = 1e3  # the largest closed-form gain (Σ|c_r|) a proof of "out of reach" may rest on
 MARGIN = 1e-3  # ... and the relative margin by which it must hold: rounding of z^s over 10⁵ steps
+WINDOWS = 48  # log-spaced windows of the budget that the shortcut's bounds cover
+SKIP = 100  # the least number of steps worth skipping (stepping from the start is bit-exact)
 
 
 @dataclass(frozen=True)
@@ -119,47 +121,71 @@ def _bins(problem: Problem, bins: int | None):
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def _advance(p: int, lags: tuple, rounds: int, state, cells, lam, weight, sigma2, limits):
-    """Up to ``rounds × p`` steps of every slot (rows) and component (columns) from a step ``t ≡ 0
-    (mod p)``, leaving early once no slot is running at any noise level (and the curve is traced).
+    """Up to ``rounds`` rounds of p steps of every slot (rows) and component (columns) from a step
+    ``t ≡ 0 (mod p)``, leaving early once no slot is running at any noise level (and the curve, if
+    one is kept, is traced).
 
     ``state = (t, ring, v, status, done_at, loss, curve)``: ``ring[s % p]`` holds ``(μ, h)`` at step
     s, a (2, slots, components) slab; ``v`` is each slot's ``V``; status and the rest are (slots,
-    noise levels). ``cells = (a, noise, first, origin)`` describe the cell in each slot, which
-    started at step ``origin ≡ 0 (mod p)``. The p steps of a round are unrolled, so every ring
-    position is static: nothing is sliced or copied but the new slab."""
+    noise levels); ``curve`` (slots, levels, a multiple of p, maybe 0) the loss of slots that
+    started at 0. ``cells = (a, noise, first, origin)`` describe the cell in each slot, which
+    started at step ``origin ≡ 0 (mod p)``. A round is unrolled, so every ring position is static,
+    and it ends in one status update for its p steps: few kernels per step, which is what a step
+    costs when the slots are few."""
     target, bound, max_steps = limits
     a, noise, first, origin = cells
     mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
-
-    def step(i, t, ring, v, status, done_at, loss, curve):  # t ≡ i (mod p)
-        local = t - origin  # each slot's own step
-        slabs = [ring[(i - s) % p] for s in range(p)]  # (μ, h) at t − s
-        new = sum(a[k] * slabs[k] for k in lags)
-        if i == 0:  # a slot's first step happens here
-            new = new.at[0].add(jnp.where(local[:, None] == 0, first[:, None] * lam, 0.0))
-        psi = noise[:, :1] * slabs[0][1] + noise[:, 1:] * slabs[1][1]
-        v = v + jnp.sum(psi * psi * noise_weight, axis=-1)  # a row reduction, not a dot: the same bits in any batch
-        value = jnp.sum(new[0] * new[0] * mean_weight, axis=-1)[:, None] + v[:, None] * sigma2  # (slots, noise levels)
-        ring = ring[:(i + 1) % p] + (new,) + ring[(i + 1) % p + 1:]
-        live = status == RUNNING
-        now = jnp.where(value < target, REACHED,
-                        jnp.where(~(value <= bound), DIVERGED, jnp.where(local[:, None] + 1 >= max_steps, BUDGET, RUNNING)))
-        slot = jnp.minimum(t, curve.shape[-1] - 1)  # the curve is kept for slots that start at 0
-        kept = jax.lax.dynamic_index_in_dim(curve, slot, 2, keepdims=False)
-        curve = jax.lax.dynamic_update_index_in_dim(curve, jnp.where(t < curve.shape[-1], value, kept), slot, 2)
-        return (t + 1, ring, v, jnp.where(live, now, status).astype(jnp.int8),
-                jnp.where(live, local[:, None] + 1, done_at), jnp.where(live, value, loss), curve)
+    curve_length = state[6].shape[-1]
 
     def round_(carry):
-        *state, n = carry
+        t, ring, v, status, done_at, loss, curve, n = carry
+        local = t - origin  # each slot's own step at the round's start
+        means, psis = [], []
+        for i in range(p):  # step t + i; ring position (i − s) % p holds step t + i − s
+            slabs = [ring[(i - s) % p] for s in range(p)]
+            new = sum(a[k] * slabs[k] for k in lags)
+            if i == 0:  # a slot's first step happens here
+                new = new.at[0].add(jnp.where(local[:, None] == 0, first[:, None] * lam, 0.0))
+            psis.append(noise[:, :1] * slabs[0][1] + noise[:, 1:] * slabs[1][1])
+            means.append(new[0])
+            ring = ring[:(i + 1) % p] + (new,) + ring[(i + 1) % p + 1:]
+        # row reductions, not dots: the same bits whatever the number of slots
+        noise_parts = jnp.sum(jnp.stack(psis) ** 2 * noise_weight, axis=-1)
+        vs = []
         for i in range(p):
-            state = step(i, *state)
-        return (*state, n + 1)
+            v = v + noise_parts[i]
+            vs.append(v)
+        values = jnp.sum(jnp.stack(means) ** 2 * mean_weight, axis=-1)[..., None] + jnp.stack(vs)[..., None] * sigma2
+        steps = local[None, :, None] + 1 + jnp.arange(p)[:, None, None]  # (p, slots, 1): the step of each value
+        ends = (values < target) | ~(values <= bound) | (steps >= max_steps)
+        first_end = jnp.argmax(ends, axis=0)  # (slots, levels)
+        value = jnp.take_along_axis(values, first_end[None], 0)[0]
+        live = status == RUNNING
+        ended = live & ends.any(0)
+        now = jnp.where(value < target, REACHED, jnp.where(~(value <= bound), DIVERGED, BUDGET))
+        status = jnp.where(ended, now, status).astype(jnp.int8)
+        done_at = jnp.where(ended, local[:, None] + 1 + first_end, done_at)
+        loss = jnp.where(ended, value, jnp.where(live, values[-1], loss))
+        if curve_length:
+            updated = jax.lax.dynamic_update_slice_in_dim(curve, jnp.moveaxis(values, 0, -1),
+                                                          jnp.minimum(t, curve_length - p), 2)
+            curve = jnp.where(t < curve_length, updated, curve)
+        return t + p, ring, v, status, done_at, loss, curve, n + 1
 
     def going(carry):  # a slot is running, or the curve is still being traced
-        return (carry[-1] < rounds) & (jnp.any(carry[3] == RUNNING) | (carry[0] < carry[6].shape[-1]))
+        return (carry[-1] < rounds) & (jnp.any(carry[3] == RUNNING) | (carry[0] < curve_length))
 
     return jax.lax.while_loop(going, round_, (*state, 0))[:-1]
+
+
+@jax.jit
+def _start(state, starting, running, ring0, v0):
+    """New cells in the slots marked ``starting``, at a step t ≡ 0 (mod p): ring ``ring0`` (p, 2,
+    slots, components), V ``v0`` and the status ``running`` (per noise level: RUNNING, or BUDGET
+    where it was settled unstepped). Masks, not indices: one shape, one compilation."""
+    t, ring, v, status, done_at, loss, curve = state
+    ring = tuple(jnp.where(starting[None, :, None], new, r) for new, r in zip(ring0, ring))
+    return (t, ring, jnp.where(starting, v0, v), jnp.where(starting[:, None], running, status), done_at, loss, curve)
 
 
 def _polynomial(rec: Recursion, rows, lam) -> np.ndarray:
@@ -180,11 +206,11 @@ def stable(rec: Recursion, lam) -> np.ndarray:
 
 
 def _closed_form(rec: Recursion, cell: int, lam):
-    """Each component's solution in closed form, ``μ_s = Σ_r c_r z_r^(s+p−2)`` and ``ψ_u = Σ_r e_r
-    z_r^(u+p−3)`` (u ≥ 1) over the roots ``z_r`` of its characteristic polynomial, fitted to the
-    values at s = 2−p … 1 (from s = 1 on the recursion holds, Nesterov's first step included).
-    Also the gain ``Σ_r |c_r| + |d_r|`` of the fit: large where roots nearly coincide, which makes
-    the closed form ill-conditioned."""
+    """Each component's solution in closed form, ``μ_s = Σ_r c_r z_r^(s+p−2)``, ``h_s = Σ_r d_r
+    z_r^(s+p−2)`` and ``ψ_u = Σ_r e_r z_r^(u+p−3)`` (u ≥ 1) over the roots ``z_r`` of its
+    characteristic polynomial, fitted to the values at s = 2−p … 1 (from s = 1 on the recursion
+    holds, Nesterov's first step included). Also the gain ``Σ_r |c_r| + |d_r|`` of the fit: large
+    where roots nearly coincide, which makes the closed form ill-conditioned."""
     from nqm import stability
 
     p = rec.base.shape[-1]
@@ -199,22 +225,37 @@ def _closed_form(rec: Recursion, cell: int, lam):
     c, d = fit[..., 0], fit[..., 1]
     b0, b1 = rec.noise[cell]
     gain = np.abs(c).sum(1) + np.abs(d).sum(1)
-    return z, c, d * (b0 * z + b1), np.where(np.isfinite(gain), gain, np.inf)
+    return z, c, d, d * (b0 * z + b1), np.where(np.isfinite(gain), gain, np.inf)
 
 
-def _beyond_reach(rec: Recursion, cell: int, lam, weight, sigma2, target, bound, max_steps):
-    """For a stable cell: which noise levels provably neither reach the target nor diverge within the
-    budget, and for those E[L] at ``max_steps``. ``(None, None)`` when nothing can be shown.
+@dataclass
+class _Shortcut:
+    """What a cell's closed form settles before stepping: the noise levels ``proven`` out of reach
+    (with ``final``, their E[L] at the budget), and the step ``start`` before which no level can
+    end, with the state there (``ring``: (p, 2, components) in ring positions, ``v``: V)."""
+
+    proven: np.ndarray
+    final: np.ndarray
+    start: int = 0
+    ring: np.ndarray | None = None
+    v: float = 0.0
+
+
+def _shortcut(rec: Recursion, cell: int, lam, weight, sigma2, target, bound, max_steps) -> _Shortcut | None:
+    """For a stable cell, what can be shown without stepping it (None: nothing).
 
     The proof covers the steps s = 1 … max_steps in log-spaced windows [s_a, s_b]: the mean part is
     at least ``½ Σ λ (|c_k||z_k|^s_b − Σ_{r≠k} |c_r||z_r|^s_a)₊²`` for any root k (all |z| < 1), the
     noise part ``σ² V_s`` at least ``σ² V_{s_a}`` (V never decreases), and ``V_{s_a}`` at least
-    ``V_∞`` less a geometric bound of what is still to come. Components whose closed form is
-    ill-conditioned (gain > GAIN) stop the proof, and a relative MARGIN covers the closed form's
-    rounding, so a cell is only ever declared out of reach when the recursion agrees."""
-    z, c, e, gain = _closed_form(rec, cell, lam)
+    ``V_∞`` less a geometric bound of what is still to come; from above, the expected loss is at
+    most ``½ Σ λ (Σ_r |c_r||z_r|)² + σ² V_∞``. A level whose lower bound holds in every window (and
+    upper bound below the divergence bound) never ends before the budget; the others cannot end
+    before the first window where it fails, so their stepping starts there, from the closed-form
+    state. Components whose closed form is ill-conditioned (gain > GAIN) stop the shortcut, and a
+    relative MARGIN covers its rounding, so nothing is settled that the recursion would not give."""
+    z, c, d, e, gain = _closed_form(rec, cell, lam)
     if not gain.max() <= GAIN:
-        return None, None
+        return None
     p = rec.base.shape[-1]
     modulus, size = np.abs(z), np.abs(c)
     mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
@@ -227,7 +268,7 @@ def _beyond_reach(rec: Recursion, cell: int, lam, weight, sigma2, target, bound,
         return first + np.einsum("jr,jq,jrq->j", e, e.conj(), sums).real
 
     # |c_r||z_r|^s at the window edges; each window [s_a, s_b] is bounded from below by its own k
-    edges = np.unique(np.round(np.geomspace(1, max_steps, 48)).astype(int))
+    edges = np.unique(np.round(np.geomspace(1, max_steps, WINDOWS + 1)).astype(int))
     edges = edges if edges.size > 1 else np.array([1, 1])
     with np.errstate(divide="ignore"):
         at = np.exp(np.log(size)[..., None] + np.log(modulus)[..., None] * (edges + p - 2))  # (comps, roots, edges)
@@ -239,13 +280,22 @@ def _beyond_reach(rec: Recursion, cell: int, lam, weight, sigma2, target, bound,
     to_come = np.abs(e).sum(1, keepdims=True) ** 2 * slowest[:, None] ** (2 * (edges[:-1][short] + p - 3)) \
         / (1.0 - slowest[:, None] ** 2)
     noise_low = noise_weight @ np.clip(steady[:, None] - to_come, 0.0, None)
-    proven = (mean[short][:, None] + noise_low[:, None] * sigma2 >= threshold).all(0)
-    highest = mean_weight @ (size * modulus ** (p - 1)).sum(1) ** 2 + sigma2 * (noise_weight @ steady)
-    proven &= highest <= bound * (1 - MARGIN)
-    if not proven.any():
-        return None, None
-    mean_last = (c * z ** (max_steps + p - 2)).sum(1).real
-    return proven, mean_weight @ mean_last**2 + sigma2 * (noise_weight @ noise(max_steps))
+    fails = np.zeros((mean.size, sigma2.size), bool)  # (windows, levels)
+    fails[short] = mean[short][:, None] + noise_low[:, None] * sigma2 < threshold
+    safe = mean_weight @ (size * modulus ** (p - 1)).sum(1) ** 2 + sigma2 * (noise_weight @ steady) <= bound * (1 - MARGIN)
+    proven = safe & ~fails.any(0)
+    final = np.zeros(sigma2.shape)
+    if proven.any():
+        mean_last = (c * z ** (max_steps + p - 2)).sum(1).real
+        final[:] = mean_last**2 @ mean_weight + sigma2 * (noise_weight @ noise(max_steps))
+    open_ = ~proven
+    start = int(edges[np.argmax(fails[:, open_], 0)].min()) if open_.any() and safe[open_].all() else 0
+    if start < SKIP:
+        return _Shortcut(proven, final)
+    steps = start - (p - np.arange(p)) % p  # the step held in each ring position, t ≡ 0 (mod p)
+    powers = z[:, None, :] ** (steps[None, :, None] + p - 2)  # (comps, positions, roots)
+    ring = np.stack([np.einsum("jsr,jr->sj", powers, c).real, np.einsum("jsr,jr->sj", powers, d).real], 1)
+    return _Shortcut(proven, final, start, ring, float(noise_weight @ noise(start)))
 
 
 def _longest_first(rec: Recursion, lam, stable_cells) -> np.ndarray:
@@ -262,12 +312,12 @@ def _run(problem, method, delay, lr, momentum, sigma, *, dampening, target, max_
     """``(steps, status, loss, curve)``, each (cells, noise levels), of the flat arrays ``lr`` and
     ``momentum`` against every noise level in ``sigma``.
 
-    First the noise levels that provably never reach the target are settled in closed form
-    (:func:`_beyond_reach`: most cells that exhaust the budget, which would otherwise cost the whole
-    budget). The rest are stepped: each device (one per core) runs a batch of slots, about
-    ``slot_size`` (cell, component) pairs so that its ring stays in cache (the recursion is
-    memory-bound); every ``chunk_steps`` a slot whose cell is done takes the next cell, slowest
-    first, so no slot idles while cells are waiting."""
+    First each stable cell's closed form settles what it can (:func:`_shortcut`): the noise levels
+    that provably never reach the target (most cells that exhaust the budget, which would otherwise
+    cost all of it), and the steps before which the others cannot end. The rest is stepped: each
+    device (one per core) runs a batch of slots, about ``slot_size`` (cell, component) pairs;
+    every ``chunk_steps`` a slot whose cell is done takes the next cell, slowest first, so no slot
+    idles while cells are waiting."""
     lam, weight = _bins(problem, bins)
     rec = recursion(method, delay, lr, momentum, dampening)
     p, cells, levels, comps = rec.order, lr.size, sigma.size, lam.size
@@ -275,17 +325,17 @@ def _run(problem, method, delay, lr, momentum, sigma, *, dampening, target, max_
     loss, curve = np.zeros((cells, levels)), np.full((cells, levels, trace_steps), np.nan)
     bound = diverge_factor * 0.5 * float(weight @ lam)
     devices = jax.devices()
-    stable_cells, open_levels = stable(rec, lam), np.ones((cells, levels), bool)
+    stable_cells, open_levels, shortcuts = stable(rec, lam), np.ones((cells, levels), bool), {}
 
-    def prove(c):  # settle, unstepped, the noise levels of cell c that are provably out of reach
-        proven, final = _beyond_reach(rec, c, lam, weight, sigma**2, target, bound, max_steps)
-        if proven is not None:
-            steps[c, proven], status[c, proven], loss[c, proven] = max_steps, BUDGET, final[proven]
-            open_levels[c] = ~proven
+    def settle(c):
+        cut = shortcuts[c] = _shortcut(rec, c, lam, weight, sigma**2, target, bound, max_steps)
+        if cut is not None:
+            steps[c, cut.proven], status[c, cut.proven], loss[c, cut.proven] = max_steps, BUDGET, cut.final[cut.proven]
+            open_levels[c] = ~cut.proven
 
     if not trace_steps:  # (a traced curve needs every step)
         with ThreadPoolExecutor(len(devices)) as pool:
-            list(pool.map(prove, np.flatnonzero(stable_cells)))
+            list(pool.map(settle, np.flatnonzero(stable_cells)))
     todo = [c for c in _longest_first(rec, lam, stable_cells) if open_levels[c].any()]
     slots = max(1, min(slot_size // comps, -(-len(todo) // len(devices))))
     rounds = -(-chunk_steps // p)
@@ -304,12 +354,12 @@ def _run(problem, method, delay, lr, momentum, sigma, *, dampening, target, max_
             fresh = jnp.stack([jnp.ones((slots, comps)), jnp.zeros((slots, comps))])  # μ_{s≤0} = 1; h_{s<0} = 0
             state = (jnp.int64(0), (fresh,) * p, jnp.zeros(slots), jnp.full((slots, levels), BUDGET, jnp.int8),
                      jnp.zeros((slots, levels), jnp.int64), jnp.zeros((slots, levels)),
-                     jnp.zeros((slots, levels, max(trace_steps, 1))))
+                     jnp.zeros((slots, levels, -(-trace_steps // p) * p)))
             free = list(range(slots))
             limits = (jnp.float64(target), jnp.float64(bound), jnp.int64(max_steps))
             args = (jnp.asarray(lam), jnp.asarray(weight), jnp.asarray(sigma**2), limits)
             while True:
-                t, ring, v, state_status, done_at, value, trace = state
+                t = state[0]
                 start = []
                 for i in free:
                     if (c := take()) is None:
@@ -317,17 +367,17 @@ def _run(problem, method, delay, lr, momentum, sigma, *, dampening, target, max_
                     start.append((i, c))
                     slot_levels[i] = open_levels[c]
                 if start:  # a new cell in each free slot, starting now (t ≡ 0 mod p)
-                    rows = np.array([i for i, _ in start])
+                    starting, v0 = np.zeros(slots, bool), np.zeros(slots)
+                    ring0 = np.zeros((p, 2, slots, comps))
+                    ring0[:, 0], ring0[0, 1] = 1.0, 1.0  # μ = 1 before and at step 0, h = 1 at it, 0 before
                     for i, c in start:
-                        owner[i] = c
+                        owner[i], starting[i] = c, True
                         for k in rec.lags:
                             a[k][i] = rec.base[c, k] + rec.slope[c, k] * lam
                         noise[i], first[i], origin[i] = rec.noise[c], rec.first[c], int(t)
-                    now = int(t) % p
-                    ring = tuple(r.at[:, rows].set(jnp.stack([jnp.ones(comps), jnp.full(comps, float(s == now))])[:, None])
-                                 for s, r in enumerate(ring))  # μ = 1 before the start; h = 1 at it
-                    running = np.where(slot_levels[rows], RUNNING, BUDGET).astype(np.int8)
-                    state = (t, ring, v.at[rows].set(0.0), state_status.at[rows].set(running), done_at, value, trace)
+                        if (cut := shortcuts.get(c)) is not None and cut.start:  # from where the cell can first end
+                            ring0[:, :, i], v0[i], origin[i] = cut.ring, cut.v, int(t) - cut.start
+                    state = _start(state, starting, np.where(slot_levels, RUNNING, BUDGET).astype(np.int8), ring0, v0)
                 elif all(c is None for c in owner):
                     return
                 slot_cells = ({k: jnp.asarray(x) for k, x in a.items()}, jnp.asarray(noise), jnp.asarray(first),

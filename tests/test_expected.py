@@ -133,19 +133,21 @@ def test_cells_and_noise_levels_are_independent_of_the_grid_and_the_slots():
 
 
 @pytest.mark.parametrize("method, delay", [("sgdm", 3), ("nesterov", 2), ("shifted", 3)])
-def test_cells_proven_out_of_reach_are_what_stepping_them_gives(method, delay, monkeypatch):
-    """Slow cells and cells held above the target by their noise alone are settled in closed form,
-    unstepped; stepping every cell instead gives the same steps and status, and the same final loss."""
+def test_what_the_closed_form_settles_is_what_stepping_gives(method, delay, monkeypatch):
+    """Slow cells and cells held above the target by their noise alone are settled unstepped, and
+    cells that reach the target late are stepped only from where they first can; stepping every
+    cell from the start instead gives the same steps and status, and the same loss."""
     kw = dict(lr=np.geomspace(0.002, 1.5, 6), momentum=[0.0, 0.6, 0.9], noise=[0.0, 0.05, 0.4], delay=delay,
               problem=nqm.zhang(60), target=0.02, max_steps=4000)
-    proven = []
-    original = expected._beyond_reach
-    monkeypatch.setattr(expected, "_beyond_reach", lambda *a: proven.append(original(*a)[0]) or original(*a))
+    cuts = []
+    original = expected._shortcut
+    monkeypatch.setattr(expected, "_shortcut", lambda *a: cuts.append(original(*a)) or cuts[-1])
     fast = expected.sweep(method, **kw)
-    monkeypatch.setattr(expected, "_beyond_reach", lambda *a: (None, None))
+    monkeypatch.setattr(expected, "_shortcut", lambda *a: None)
     stepped = expected.sweep(method, **kw)
-    settled = sum(int(p.sum()) for p in proven if p is not None)
-    assert settled >= 10  # slow cells (small η) and noisy ones (σ = 0.4)
+    cuts = [cut for cut in cuts if cut is not None]
+    assert sum(int(cut.proven.sum()) for cut in cuts) >= 10  # slow cells (small η) and noisy ones (σ = 0.4)
+    assert sum(cut.start > 0 for cut in cuts) >= 3  # and some stepped from later on
     assert {1, 0} <= set(np.unique(stepped.status.values))
     np.testing.assert_array_equal(fast.steps.values, stepped.steps.values)
     np.testing.assert_array_equal(fast.status.values, stepped.status.values)
