@@ -21,8 +21,13 @@ this is the deterministic dynamics; the steady state ``σ² V_∞`` comes from t
 of the same autoregression (the discrete Lyapunov equation), ∞ where a component is unstable.
 
 The recursion runs in JAX (float64, jitted, vectorised over cells and components, leaving its loop
-when every cell is done), like the engine; the steady state in numpy. Binning (``bins=B``) replaces
-the spectrum by B log-spaced bins, each with its exact count and its mean eigenvalue.
+when every cell is done), like the engine; the steady state in numpy. Before any stepping, each
+stable cell's closed form (the roots of its characteristic polynomial) bounds its expected loss over
+the budget: noise levels that provably never reach the target are settled unstepped, and the others
+are stepped only from the first step at which they can end, from the closed-form state there. Steps
+and status are those of stepping every cell from the start (tested); a settled cell's final loss
+comes from the closed form (within ~1e-9 of stepping). Binning (``bins=B``) replaces the spectrum
+by B log-spaced bins, each with its exact count and its mean eigenvalue.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from nqm.validate import coordinates, grid_size, run_config
 
 METHODS = ("sgd", "sgdm", "nesterov", "shifted")
 DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (README: the T error it causes)
-GAIN = 1e3  # the largest closed-form gain (Σ|c_r|) a proof of "out of reach" may rest on
+GAIN = 1e3  # the largest closed-form gain (Σ|c_r|) a shortcut may rest on
 MARGIN = 1e-3  # ... and the relative margin by which it must hold: rounding of z^s over 10⁵ steps
 WINDOWS = 48  # log-spaced windows of the budget that the shortcut's bounds cover
 SKIP = 100  # the least number of steps worth skipping (stepping from the start is bit-exact)
@@ -201,8 +206,15 @@ def stable(rec: Recursion, lam) -> np.ndarray:
 
     cells = rec.base.shape[0]
     rows = max(1, 2**20 // (lam.size * rec.order))  # cells per batch: ~8 MB of coefficients
-    return np.concatenate([stability.schur_cohn_stable(_polynomial(rec, slice(s, s + rows), lam)).all(-1)
-                           for s in range(0, cells, rows)]) if cells else np.zeros(0, bool)
+    batch = lambda s: stability.schur_cohn_stable(_polynomial(rec, slice(s, s + rows), lam)).all(-1)
+    return np.concatenate(_in_parallel(batch, range(0, cells, rows))) if cells else np.zeros(0, bool)
+
+
+def _in_parallel(f, items) -> list:
+    """``[f(x) for x in items]`` on a thread per device (one per core): numpy's batched linear
+    algebra leaves the interpreter lock, so the cores share the work."""
+    with ThreadPoolExecutor(len(jax.devices())) as pool:
+        return list(pool.map(f, items))
 
 
 def _closed_form(rec: Recursion, cell: int, lam):
@@ -310,7 +322,7 @@ def _longest_first(rec: Recursion, lam, stable_cells) -> np.ndarray:
 def _run(problem, method, delay, lr, momentum, sigma, *, dampening, target, max_steps, diverge_factor, bins,
          trace_steps=0, slot_size=20_000, chunk_steps=1000):
     """``(steps, status, loss, curve)``, each (cells, noise levels), of the flat arrays ``lr`` and
-    ``momentum`` against every noise level in ``sigma``.
+    ``momentum`` against every noise level in ``sigma``, and each cell's ``V_∞`` (∞ if unstable).
 
     First each stable cell's closed form settles what it can (:func:`_shortcut`): the noise levels
     that provably never reach the target (most cells that exhaust the budget, which would otherwise
@@ -334,8 +346,7 @@ def _run(problem, method, delay, lr, momentum, sigma, *, dampening, target, max_
             open_levels[c] = ~cut.proven
 
     if not trace_steps:  # (a traced curve needs every step)
-        with ThreadPoolExecutor(len(devices)) as pool:
-            list(pool.map(settle, np.flatnonzero(stable_cells)))
+        _in_parallel(settle, np.flatnonzero(stable_cells))
     todo = [c for c in _longest_first(rec, lam, stable_cells) if open_levels[c].any()]
     slots = max(1, min(slot_size // comps, -(-len(todo) // len(devices))))
     rounds = -(-chunk_steps // p)
@@ -397,22 +408,15 @@ def _run(problem, method, delay, lr, momentum, sigma, *, dampening, target, max_
                             curve[c] = fetched[2][i, :, :trace_steps]
                         owner[i] = None
 
-    with ThreadPoolExecutor(len(devices)) as pool:
-        list(pool.map(worker, devices))
-    return steps, status, loss, curve
+    _in_parallel(worker, devices)
+    return steps, status, loss, curve, _steady(rec, lam, weight, stable_cells)
 
 
-def steady_state_loss(problem: Problem, method: str, delay: int, lr, momentum, sigma, *, dampening=False,
-                      bins=None) -> np.ndarray:
-    """``E[L_∞]`` per cell (the elements of ``lr``, ``momentum``, ``sigma``, broadcast): ``σ² V_∞``
-    from each component's Yule–Walker equations; ∞ where a component's recursion is unstable
-    (a root of its characteristic polynomial on or outside the unit circle)."""
-    lam, weight = _bins(problem, bins)
-    lr, momentum, sigma = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, np.float64)) for x in (lr, momentum, sigma)))
-    rec = recursion(method, delay, lr.ravel(), momentum.ravel(), dampening)
+def _steady(rec: Recursion, lam, weight, stable_cells) -> np.ndarray:
+    """``V_∞`` per cell from each component's Yule–Walker equations, ∞ where it is unstable."""
     p = rec.base.shape[-1]
-    out = np.full(lr.size, np.inf)
-    for i in np.flatnonzero(stable(rec, lam)):
+
+    def one(i):
         a = rec.base[i][None, :] + lam[:, None] * rec.slope[i][None, :]  # (comps, p)
         # Autocovariances γ(0…p) of the recursion driven by unit white noise:
         # γ(h) − Σ_k a_k γ(|h−1−k|) = 0 (h ≥ 1), γ(0) − Σ_k a_k γ(k+1) = 1.
@@ -427,14 +431,30 @@ def steady_state_loss(problem: Problem, method: str, delay: int, lr, momentum, s
         gamma = np.linalg.solve(system, rhs)[..., 0]
         (b0, b1) = rec.noise[i]
         psi_squares = (b0 * b0 + b1 * b1) * gamma[:, 0] + 2 * b0 * b1 * gamma[:, 1]  # Σ_u ψ_u²
-        out[i] = sigma.ravel()[i] ** 2 * 0.5 * float(weight @ (lam**2 * psi_squares))
-    return out.reshape(lr.shape)
+        return 0.5 * float(weight @ (lam**2 * psi_squares))
+
+    out = np.full(stable_cells.size, np.inf)
+    out[stable_cells] = _in_parallel(one, np.flatnonzero(stable_cells))
+    return out
+
+
+def steady_state_loss(problem: Problem, method: str, delay: int, lr, momentum, sigma, *, dampening=False,
+                      bins=None) -> np.ndarray:
+    """``E[L_∞]`` per cell (the elements of ``lr``, ``momentum``, ``sigma``, broadcast): ``σ² V_∞``
+    from each component's Yule–Walker equations; ∞ where a component's recursion is unstable
+    (a root of its characteristic polynomial on or outside the unit circle)."""
+    lam, weight = _bins(problem, bins)
+    lr, momentum, sigma = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, np.float64)) for x in (lr, momentum, sigma)))
+    rec = recursion(method, delay, lr.ravel(), momentum.ravel(), dampening)
+    unit = _steady(rec, lam, weight, stable(rec, lam))
+    with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
+        return np.where(np.isinf(unit), np.inf, unit * sigma.ravel() ** 2).reshape(lr.shape)
 
 
 def expected_loss(problem: Problem, *, lr: float, momentum: float, delay: int = 0, noise: float = 0.0,
                   steps: int = 1000, method: str = "sgdm", dampening: bool = False, bins: int | None = None):
     """``E[L(w_t)]`` for ``t = 1 … steps`` (float64) of one cell."""
-    _, _, _, curve = _run(problem, method, int(delay), np.array([lr], float), np.array([momentum], float),
+    _, _, _, curve, _ = _run(problem, method, int(delay), np.array([lr], float), np.array([momentum], float),
                           np.array([noise], float), dampening=dampening, target=-1.0, max_steps=steps,
                           diverge_factor=np.inf, bins=bins, trace_steps=steps)
     return curve[0, 0]
@@ -464,11 +484,11 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     shape = (coords["momentum"].size, coords["lr"].size, sigma.size)
     order = lambda x: np.moveaxis(x.reshape(shape), 2, 0)[:, None]  # → noise, seed, momentum, lr
     for i, d in enumerate(coords["delay"]):
-        steps, status, loss, _ = _run(problem, method, int(d), lr_, m, sigma, dampening=dampening, target=target,
-                                      max_steps=max_steps, diverge_factor=diverge_factor, bins=bins)
+        steps, status, loss, _, unit = _run(problem, method, int(d), lr_, m, sigma, dampening=dampening, target=target,
+                                            max_steps=max_steps, diverge_factor=diverge_factor, bins=bins)
         result.steps.values[i], result.status.values[i], result.loss.values[i] = order(steps), order(status), order(loss)
-        unit = steady_state_loss(problem, method, int(d), lr_, m, 1.0, dampening=dampening, bins=bins)[:, None]
-        steady[i] = order(np.where(np.isinf(unit), np.inf, np.where(np.isinf(unit), 0.0, unit) * sigma**2))
+        with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
+            steady[i] = order(np.where(np.isinf(unit)[:, None], np.inf, unit[:, None] * sigma**2))
     result["steady_state_loss"] = (result.steps.dims, steady, {"long_name": "E[L] as t → ∞ (inf: unstable)"})
     result["reachable"] = (result.steps.dims, (steady < target).astype(np.int8),
                            {"meaning": "1: E[L_inf] < target; 0: the expected loss can never reach the target"})

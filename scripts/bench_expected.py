@@ -46,7 +46,7 @@ def main(argv=None):
         times[name] = time.perf_counter() - start
         ended = {k: int((runs[name].status == k).sum()) for k in (1, 0, -1)}
         print(f"{name}: {times[name]:.1f} s; cells reached {ended[1]}, budget {ended[0]}, diverged {ended[-1]}; "
-              f"{int(runs[name].steps.sum()):,} cell-steps", flush=True)
+              f"steps summed over cells {int(runs[name].steps.sum()):,}", flush=True)
     if "exact" in runs and "binned" in runs:
         error = binning_error(runs["exact"], runs["binned"])
         print(f"binning (B={args.bins}) against exact: T differs by {error['median_T_error']:.2%} (median), "

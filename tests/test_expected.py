@@ -174,3 +174,31 @@ def test_cli_knows_every_linear_method_and_the_default_bins(tmp_path):
                      "--max-steps", "500", "--bins", "--out", str(out)]) == 0
     ds = nqm.load(out)
     assert ds.attrs["method"] == "nesterov" and ds.attrs["bins"] == expected.DEFAULT_BINS
+
+
+@pytest.mark.parametrize("bad, message", [(dict(lr=-0.1), "learning rate > 0"), (dict(momentum=1.0), "momentum in [0, 1)"),
+                                          (dict(delay=-1), "integer delay"), (dict(lr=float("nan")), "learning rate > 0"),
+                                          (dict(lr=[]), "is empty"), (dict(noise=-1.0), "noise scale >= 0"),
+                                          (dict(bins=0), "bins must be"), (dict(max_steps=0), "max_steps"),
+                                          (dict(method="ab"), "linear methods")])
+def test_bad_input_is_one_line_at_the_api_and_the_cli(bad, message, tmp_path, capsys):
+    from nqm import cli
+    from nqm.errors import NqmError
+
+    kw = dict(method="sgdm", lr=0.1, momentum=0.5, problem=nqm.zhang(10), max_steps=100) | bad
+    with pytest.raises(NqmError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        expected.sweep(kw.pop("method"), **kw)
+    out = tmp_path / "kept.nc"
+    out.write_bytes(b"earlier results")
+    flags = {"lr": "--lr", "momentum": "--momentum", "delay": "--delay", "noise": "--noise", "bins": "--bins",
+             "max_steps": "--max-steps", "method": "--method"}
+    argv = ["expected", "--lr", "0.1", "--momentum", "0.5", "--dim", "10", "--out", str(out)]
+    (name, value), = bad.items()
+    argv += [flags[name]] + ([str(value)] if value != [] else [])
+    try:
+        code = cli.main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("nqm: error:")
+    assert out.read_bytes() == b"earlier results"
