@@ -266,10 +266,10 @@ def _shortcut(rec: Recursion, cell: int, lam, weight, sigma2, target, bound, max
     state. Components whose closed form is ill-conditioned (gain > GAIN) stop the shortcut, and a
     relative MARGIN covers its rounding, so nothing is settled that the recursion would not give."""
     z, c, d, e, gain = _closed_form(rec, cell, lam)
-    if not gain.max() <= GAIN:
+    modulus, size = np.abs(z), np.abs(c)
+    if not (gain.max() <= GAIN and modulus.max() < 1.0):  # ill-conditioned, or roots on the unit circle
         return None
     p = rec.base.shape[-1]
-    modulus, size = np.abs(z), np.abs(c)
     mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
     pairs = z[:, :, None] * z[:, None, :].conj()
     first = rec.noise[cell, 0] ** 2  # ψ_0² = b_0²
