@@ -1,7 +1,8 @@
 """Exact expected sweeps against the Monte Carlo sweep, same grid, same run: Figure 1's grid
 (lr log-spaced over [0.01, 4] × m over [0, 0.98]) at 32 × 32, N = 10⁴, D = 4, σ = 0.05, 100k
 budget. Prints the seconds of each, the ratios MC / exact and MC / binned (above 1: the exact
-mode is faster), how the cells ended, and the T error that binning causes against exact."""
+mode is faster), how the cells ended, and the T error that binning causes against exact.
+``--check`` exits with status 1 unless exact >= 1x and binned >= 20x."""
 
 import argparse
 import json
@@ -29,6 +30,8 @@ def main(argv=None):
     parser.add_argument("--dim", type=int, default=10_000)
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--bins", type=int, default=expected.DEFAULT_BINS)
+    parser.add_argument("--check", action="store_true",
+                        help="exit with status 1 unless exact >= 1x and binned >= 20x as fast as Monte Carlo")
     parser.add_argument("--only", nargs="+", choices=("monte_carlo", "exact", "binned"), default=None,
                         help="time only these (the ratios need all three)")
     args = parser.parse_args(argv)
@@ -61,6 +64,8 @@ def main(argv=None):
           f"exact {times['exact']:.1f} s ({result['exact_speedup']:.2f}x), "
           f"binned B={args.bins} {times['binned']:.1f} s ({result['binned_speedup']:.2f}x)")
     print(json.dumps(result))
+    if args.check and not (result["exact_speedup"] >= 1.0 and result["binned_speedup"] >= 20.0):
+        raise SystemExit("target missed: exact >= 1x and binned >= 20x the Monte Carlo speed")
     return result
 
 
