@@ -76,6 +76,10 @@ class Recursion:
         """Ring length: every lag, and ``h_{t−1}`` for the noise."""
         return max(max(self.lags) + 1, 2)
 
+    def coefficients(self, rows, lam) -> np.ndarray:
+        """``a_k`` of cells ``rows`` (an index or a slice) at eigenvalues ``lam``: (…, components, p)."""
+        return self.base[rows, None, :] + lam[:, None] * self.slope[rows, None, :]
+
 
 def recursion(method: str, delay: int, lr, momentum, dampening: bool = False) -> Recursion:
     """The autoregression of ``method`` at constant ``delay``, one row per element of ``lr``/``momentum``."""
@@ -196,7 +200,7 @@ def _start(state, starting, running, ring0, v0):
 def _polynomial(rec: Recursion, rows, lam) -> np.ndarray:
     """Characteristic polynomials ``z^p − Σ_k a_k z^{p−1−k}`` of cells ``rows`` at eigenvalues ``lam``:
     (cells, components, p + 1), highest power first."""
-    a = rec.base[rows, None, :] + lam[None, :, None] * rec.slope[rows, None, :]
+    a = rec.coefficients(rows, lam)
     return np.concatenate([np.ones(a.shape[:-1] + (1,)), -a], -1)
 
 
@@ -226,8 +230,8 @@ def _closed_form(rec: Recursion, cell: int, lam):
     from nqm import stability
 
     p = rec.base.shape[-1]
-    a = rec.base[cell] + lam[:, None] * rec.slope[cell]
-    z = stability.roots(np.concatenate([np.ones((lam.size, 1)), -a], 1))
+    a = rec.coefficients(cell, lam)
+    z = stability.roots(_polynomial(rec, cell, lam))
     mu, h = np.ones((lam.size, p)), np.zeros((lam.size, p))
     mu[:, -1] = a.sum(1) + rec.first[cell] * lam  # μ_{s≤0} = 1, then the first step
     h[:, -2], h[:, -1] = 1.0, a[:, 0]  # the impulse response: h_0 = 1, h_1 = a_0
@@ -362,8 +366,8 @@ def _run(problem, method, delay, lr, momentum, sigma, *, dampening, target, max_
             a = {k: np.zeros((slots, comps)) for k in rec.lags}
             noise, first, origin = np.zeros((slots, 2)), np.zeros(slots), np.zeros(slots, np.int64)
             slot_levels = np.ones((slots, levels), bool)  # the noise levels each slot steps
-            fresh = jnp.stack([jnp.ones((slots, comps)), jnp.zeros((slots, comps))])  # μ_{s≤0} = 1; h_{s<0} = 0
-            state = (jnp.int64(0), (fresh,) * p, jnp.zeros(slots), jnp.full((slots, levels), BUDGET, jnp.int8),
+            empty = jnp.zeros((2, slots, comps))  # every slot's ring is set by _start when it takes a cell
+            state = (jnp.int64(0), (empty,) * p, jnp.zeros(slots), jnp.full((slots, levels), BUDGET, jnp.int8),
                      jnp.zeros((slots, levels), jnp.int64), jnp.zeros((slots, levels)),
                      jnp.zeros((slots, levels, -(-trace_steps // p) * p)))
             free = list(range(slots))
@@ -383,8 +387,9 @@ def _run(problem, method, delay, lr, momentum, sigma, *, dampening, target, max_
                     ring0[:, 0], ring0[0, 1] = 1.0, 1.0  # μ = 1 before and at step 0, h = 1 at it, 0 before
                     for i, c in start:
                         owner[i], starting[i] = c, True
+                        coefficients = rec.coefficients(c, lam)
                         for k in rec.lags:
-                            a[k][i] = rec.base[c, k] + rec.slope[c, k] * lam
+                            a[k][i] = coefficients[:, k]
                         noise[i], first[i], origin[i] = rec.noise[c], rec.first[c], int(t)
                         if (cut := shortcuts.get(c)) is not None and cut.start:  # from where the cell can first end
                             ring0[:, :, i], v0[i], origin[i] = cut.ring, cut.v, int(t) - cut.start
@@ -417,7 +422,7 @@ def _steady(rec: Recursion, lam, weight, stable_cells) -> np.ndarray:
     p = rec.base.shape[-1]
 
     def one(i):
-        a = rec.base[i][None, :] + lam[:, None] * rec.slope[i][None, :]  # (comps, p)
+        a = rec.coefficients(i, lam)
         # Autocovariances γ(0…p) of the recursion driven by unit white noise:
         # γ(h) − Σ_k a_k γ(|h−1−k|) = 0 (h ≥ 1), γ(0) − Σ_k a_k γ(k+1) = 1.
         system = np.zeros((lam.size, p + 1, p + 1))
