@@ -465,6 +465,33 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay: int = 
     return curve[0, 0]
 
 
+def evaluate(method: str = "sgdm", *, lr, momentum, delay: int = 0, noise: float = 0.0, problem: Problem | None = None,
+             bins: int | None = None, dampening: bool = False, target: float = 0.01, max_steps: int = 100_000,
+             diverge_factor: float = 1e6) -> xr.Dataset:
+    """The exact expected twin of :func:`nqm.sweeps.evaluate`: ``steps``, ``status`` and ``loss`` of
+    the expected loss at a list of points (element ``i`` of ``lr`` and ``momentum``; repeats
+    allowed), each exactly what :func:`sweep` gives for the same cell."""
+    run_config(dict(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True))
+    try:
+        lr, momentum = np.broadcast_arrays(np.atleast_1d(np.asarray(lr, np.float64)),
+                                           np.atleast_1d(np.asarray(momentum, np.float64)))
+    except (TypeError, ValueError):
+        raise NqmError("the points' lr and momentum must be numbers of one length (or single values)") from None
+    values = coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel())
+    coords = coordinates(delay=delay, noise=noise)
+    if coords["delay"].size != 1 or coords["noise"].size != 1:
+        raise NqmError("evaluate takes one delay and one noise level; call it once per value")
+    recursion(method, 0, 0.1, 0.0)  # the method, before any work
+    problem = nqm.zhang() if problem is None else problem
+    steps, status, loss, _, _ = _run(problem, method, int(coords["delay"][0]), values["lr"], values["momentum"],
+                                     coords["noise"], dampening=dampening, target=target, max_steps=max_steps,
+                                     diverge_factor=diverge_factor, bins=bins)
+    data = {"steps": ("point", steps[:, 0]), "status": ("point", status[:, 0]), "loss": ("point", loss[:, 0])}
+    return xr.Dataset(data, coords={k: ("point", v) for k, v in values.items()},
+                      attrs={"method": method, "delay": int(coords["delay"][0]), "noise": float(coords["noise"][0]),
+                             "mode": "exact expected dynamics"})
+
+
 def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Problem | None = None,
           bins: int | None = None, dampening: bool = False, target: float = 0.01, max_steps: int = 100_000,
           diverge_factor: float = 1e6) -> xr.Dataset:

@@ -134,6 +134,49 @@ def _run_part(method, result, coords, dims, delay_value, process, seed_value, pr
     writer.done(key)
 
 
+def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, problem: Problem | None = None,
+             **options) -> xr.Dataset:
+    """Steps to the target of a list of cells — points, not a grid — in one engine run per seed.
+
+    Point ``i`` takes element ``i`` of ``lr``, ``momentum``, ``noise`` and of each method
+    hyperparameter in ``options`` (arrays of one length; scalars are broadcast). Each point gives
+    exactly what :func:`sweep` gives for the same values, delay and seed, whatever the other points
+    (search rounds and threshold bisections rely on this).
+
+    Args:
+      method, problem, options: as :func:`sweep` (hyperparameters as arrays over points).
+      lr, momentum, noise: per-point values (repeats allowed).
+      delay: one constant delay or delay process.
+      seed: one seed or a list (a ``seed`` dimension).
+
+    Returns:
+      an ``xarray.Dataset`` with ``steps``, ``status`` and ``loss`` over ``(seed, point)`` and the
+      points' values as coordinates over ``point``.
+    """
+    grids, opt_options, settings = _split(method, options)
+    config = _run_config(settings)
+    seeds = _coordinates(seed=seed)["seed"]
+    given = dict(lr=lr, momentum=momentum, noise=noise, **grids)
+    try:
+        shaped = np.broadcast_arrays(*(np.atleast_1d(np.asarray(v, dtype=np.float64)) for v in given.values()))
+    except (TypeError, ValueError):
+        raise NqmError("the points' lr, momentum, noise and hyperparameters must be numbers of one length "
+                       f"(or single values): got lengths {[np.size(v) for v in given.values()]}") from None
+    values = _coordinates(distinct=False, **{k: v.ravel() for k, v in zip(given, shaped)})
+    grid_size({"point": values["lr"], "seed": seeds})
+    problem = zhang() if problem is None else problem
+    process = delays.process(delay)
+    optimizer = make(method, delay=process, **opt_options)
+    engine.check(problem, optimizer)
+    hyper = {name: values[name] for name in optimizer.hyper._fields}
+    uids = _cell_uids(values)
+    outcomes = [engine.simulate(problem, optimizer, hyper, values["noise"], delay=process, seed=int(s), uids=uids,
+                                config=config, description=f"{method} seed={s}") for s in seeds]
+    data = {name: (("seed", "point"), np.stack([getattr(o, name) for o in outcomes])) for name in ("steps", "status", "loss")}
+    coords = {"seed": seeds, **{k: ("point", v) for k, v in values.items()}}
+    return xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label})
+
+
 class Cell(NamedTuple):
     """One validated cell: its hyperparameters (each ``(1,)``), optimizer options and noise identity."""
 

@@ -25,9 +25,9 @@ _RULES = {
 _HYPER_RULE = ("a number >= 0", lambda x: x >= 0, float)  # ρ, λ_dc, …
 
 
-def coordinates(**grids) -> dict[str, np.ndarray]:
-    """Each grid as a 1-D array of valid, distinct values (lr, momentum, delay, noise, seed, and any
-    method hyperparameter, which must be >= 0)."""
+def coordinates(distinct: bool = True, **grids) -> dict[str, np.ndarray]:
+    """Each grid as a 1-D array of valid values (lr, momentum, delay, noise, seed, and any method
+    hyperparameter, which must be >= 0), distinct unless ``distinct`` is false (lists of points)."""
     coords = {}
     for name, values in grids.items():
         if values is None and name in ("lr", "momentum"):
@@ -44,7 +44,7 @@ def coordinates(**grids) -> dict[str, np.ndarray]:
         bad = array[~(np.isfinite(array) & ok(array))]
         if bad.size:
             raise NqmError(f"{name}={bad[0]:g} is invalid: each value must be {what}")
-        if np.unique(array).size != array.size:
+        if distinct and np.unique(array).size != array.size:
             raise NqmError(f"{name} has repeated values: give each value once")
         coords[name] = array.astype(np.int64 if kind is int else np.float64)
     return coords

@@ -59,6 +59,9 @@ class Optimizer(NamedTuple):
       sent: ``sent(hyper, state, w_next) -> weights`` a worker receives after the step, when that
         is not ``w_next`` itself (DANA's look-ahead); ``None``: ``w_next``.
       workers: the number of workers the per-worker state was built for (``None``: no such state).
+      linear: whether the noiseless update is linear in the weights, the gradients and the state
+        (per eigencomponent, for every hyperparameter value): such a method has a transition matrix,
+        hence a derived stability threshold and exact expected dynamics.
     """
 
     name: str
@@ -69,6 +72,7 @@ class Optimizer(NamedTuple):
     velocity: Callable[[Any, StepContext], Any] | None = None
     sent: Callable[..., Any] | None = None
     workers: int | None = None
+    linear: bool = False
 
 
 class MomentumHyper(NamedTuple):

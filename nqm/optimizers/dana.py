@@ -38,4 +38,4 @@ def dana(*, dampening: bool = False, workers: int = 1) -> Optimizer:
         return w_next - hyper.lr * hyper.momentum * state.velocities.sum(0)
 
     config = (("dampening", dampening), ("convention", convention(dampening)), ("workers", workers))
-    return Optimizer("dana", MomentumHyper, init, step, config, velocity=velocity, sent=sent, workers=workers)
+    return Optimizer("dana", MomentumHyper, init, step, config, velocity=velocity, sent=sent, workers=workers, linear=True)

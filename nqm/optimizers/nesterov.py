@@ -31,4 +31,4 @@ def nesterov(*, dampening: bool = False, workers: int = 1) -> Optimizer:
         return w - hyper.lr * (c * g + hyper.momentum * v), VelocityState(v), {}
 
     config = (("dampening", dampening), ("convention", convention(dampening)))
-    return Optimizer("nesterov", MomentumHyper, init, step, config, velocity=velocity)
+    return Optimizer("nesterov", MomentumHyper, init, step, config, velocity=velocity, linear=True)

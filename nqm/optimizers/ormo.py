@@ -48,7 +48,7 @@ def _ormo(name: str, workers: int, adaptive: bool) -> Optimizer:
         return w, VelocityState(v), {}
 
     config = (("workers", k_workers), ("convention", "ordered momentum: u = eta v, beta = momentum"))
-    return Optimizer(name, MomentumHyper, init, step, config, velocity=velocity, workers=k_workers)
+    return Optimizer(name, MomentumHyper, init, step, config, velocity=velocity, workers=k_workers, linear=True)
 
 
 @register("ormo")

@@ -34,7 +34,7 @@ def sgdm(*, dampening: bool = False, workers: int = 1) -> Optimizer:
         return w - hyper.lr * v, VelocityState(v), {}
 
     config = (("dampening", dampening), ("convention", convention(dampening)))
-    return Optimizer("sgdm", MomentumHyper, init, step, config, velocity=velocity)
+    return Optimizer("sgdm", MomentumHyper, init, step, config, velocity=velocity, linear=True)
 
 
 def velocity(state, ctx):

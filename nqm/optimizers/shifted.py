@@ -41,4 +41,4 @@ def shifted(*, dampening: bool = False, workers: int = 1) -> Optimizer:
         return w - hyper.lr * v, WorkerVelocities(velocities), {}
 
     config = (("dampening", dampening), ("convention", convention(dampening)), ("workers", workers))
-    return Optimizer("shifted", MomentumHyper, init, step, config, velocity=velocity, workers=workers)
+    return Optimizer("shifted", MomentumHyper, init, step, config, velocity=velocity, workers=workers, linear=True)

@@ -30,4 +30,4 @@ def staleness(*, dampening: bool = False, workers: int = 1) -> Optimizer:
         return w - (hyper.lr / jnp.maximum(1, ctx.delay).astype(w.dtype)) * v, VelocityState(v), {}
 
     config = (("dampening", dampening), ("convention", convention(dampening)))
-    return Optimizer("staleness", MomentumHyper, init, step, config, velocity=velocity)
+    return Optimizer("staleness", MomentumHyper, init, step, config, velocity=velocity, linear=True)
