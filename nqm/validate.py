@@ -6,6 +6,8 @@ checks; each failure is one :class:`NqmError` line that says what is wrong and h
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from nqm.errors import NqmError
@@ -63,25 +65,30 @@ def run_config(settings: dict):
     from nqm import engine
 
     config = engine.RunConfig(**settings)
-    if not (np.isfinite(config.target) and config.target > 0):
-        raise NqmError(f"target must be a number > 0, got {config.target}")
+    if not (_real(config.target) and np.isfinite(config.target) and config.target > 0):
+        raise NqmError(f"target must be a number > 0, got {config.target!r}")
     count(config.max_steps, "max_steps", high=MAX_STEPS)
     count(config.chunk_steps, "chunk_steps", high=MAX_STEPS)
     if config.devices is not None:
         count(config.devices, "devices")
-    if config.memory_budget is not None and not (np.isfinite(config.memory_budget) and config.memory_budget > 0):
+    if config.memory_budget is not None and not (_real(config.memory_budget) and np.isfinite(config.memory_budget)
+                                                 and config.memory_budget > 0):
         raise NqmError(f"memory_budget must be a number of bytes > 0, got {config.memory_budget}")
-    if not (np.isfinite(config.diverge_factor) and config.diverge_factor > 1):
-        raise NqmError(f"diverge_factor must be a number > 1, got {config.diverge_factor}")
+    if not (_real(config.diverge_factor) and np.isfinite(config.diverge_factor) and config.diverge_factor > 1):
+        raise NqmError(f"diverge_factor must be a number > 1, got {config.diverge_factor!r}")
     return config
 
 
+def _real(value) -> bool:
+    """A real number (int, float, numpy scalar): not a string, a bool or None."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
 def count(value, name: str, *, low: int = 1, high: int | None = None) -> int:
     """An integer option (a dimension, a number of steps, cells, …) within bounds."""
     try:
-        ok = float(value) == int(value) and int(value) >= low and (high is None or int(value) <= high)
+        ok = (_real(value) and float(value) == int(value) and int(value) >= low
+              and (high is None or int(value) <= high))
     except (TypeError, ValueError, OverflowError):
         ok = False
     if not ok:

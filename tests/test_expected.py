@@ -7,6 +7,7 @@ import pytest
 import nqm
 import reference
 from nqm import diagnostics, engine, expected
+from nqm.expected import autoregression, closed_form, stepping
 from nqm.optimizers import make
 
 PROBLEM = nqm.loguniform(4, 0.05, 1.0)
@@ -110,20 +111,20 @@ def test_the_benchmark_runs_at_smoke_size():
     assert result["exact_s"] > 0 and result["binned_s"] > 0
 
 
-def test_cells_and_noise_levels_are_independent_of_the_grid_and_the_slots():
+def test_cells_and_noise_levels_are_independent_of_the_grid_and_the_slots(monkeypatch):
     """Same numbers whatever grid a cell is in, however the slots are sized and refilled, and
     whether its noise levels run together or alone."""
     kw = dict(delay=3, problem=nqm.zhang(50), target=0.02, max_steps=3000)
     grid = dict(lr=np.geomspace(0.02, 1.5, 5), momentum=[0.0, 0.6, 0.9], noise=[0.0, 0.05, 0.3])
     full = expected.sweep("sgdm", **grid, **kw)
     assert len(np.unique(full.status)) == 3  # reached, budget and diverged cells share the slots
-    for slots in (1, 3):  # one slot per device, refilled cell after cell; a few, refilled every 7 steps
-        original = expected._run
-        try:
-            expected._run = lambda *a, **k: original(*a, **{**k, "slot_size": slots * 50, "chunk_steps": 7})
-            small = expected.sweep("sgdm", **grid, **kw)
-        finally:
-            expected._run = original
+    original = autoregression.run
+    # one slot, refilled cell after cell; a few, refilled every 7 steps; on one device, or on each
+    for slots, small_work in ((1, stepping.SMALL), (3, stepping.SMALL), (1, 0), (3, 0)):
+        monkeypatch.setattr(stepping, "SMALL", small_work)
+        monkeypatch.setattr(autoregression, "run",
+                            lambda *a, **k: original(*a, **{**k, "slot_size": slots * 50, "chunk_steps": 7}))
+        small = expected.sweep("sgdm", **grid, **kw)
         for name in ("steps", "status", "loss"):
             np.testing.assert_array_equal(small[name].values, full[name].values)
     alone = expected.sweep("sgdm", lr=grid["lr"][3], momentum=0.6, noise=0.05, **kw)
@@ -140,10 +141,10 @@ def test_what_the_closed_form_settles_is_what_stepping_gives(method, delay, monk
     kw = dict(lr=np.geomspace(0.002, 1.5, 6), momentum=[0.0, 0.6, 0.9], noise=[0.0, 0.05, 0.4], delay=delay,
               problem=nqm.zhang(60), target=0.02, max_steps=4000)
     cuts = []
-    original = expected._shortcut
-    monkeypatch.setattr(expected, "_shortcut", lambda *a: cuts.append(original(*a)) or cuts[-1])
+    original = closed_form.shortcut
+    monkeypatch.setattr(closed_form, "shortcut", lambda *a: cuts.append(original(*a)) or cuts[-1])
     fast = expected.sweep(method, **kw)
-    monkeypatch.setattr(expected, "_shortcut", lambda *a: None)
+    monkeypatch.setattr(closed_form, "shortcut", lambda *a: None)
     stepped = expected.sweep(method, **kw)
     cuts = [cut for cut in cuts if cut is not None]
     assert sum(int(cut.proven.sum()) for cut in cuts) >= 10  # slow cells (small η) and noisy ones (σ = 0.4)

@@ -1,0 +1,150 @@
+"""The public entry points: sweeps and lists of points of the exact expected loss, one cell's
+curve, and the steady state. Every argument is checked here, before any work."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+import nqm
+from nqm import validate
+from nqm.errors import NqmError
+from nqm.expected import autoregression, steady
+from nqm.expected.recursion import recursion
+from nqm.problem import Problem
+from nqm.status import MEANING
+
+DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (README: the T error it causes)
+STEADY_MEANING = ("E[L] as t → ∞; inf: no steady state (a root of the recursion on or outside the unit circle, "
+                  "so E[L_t] does not settle)")
+
+
+def _spectrum(problem, bins):
+    """``(λ, weight)``: every eigenvalue with weight 1, or B log-spaced bins (count, mean λ)."""
+    lam = problem.eigenvalues
+    if bins is None:
+        return lam, np.ones_like(lam)
+    edges = np.geomspace(lam.min(), lam.max() * (1 + 1e-12), bins + 1)
+    which = np.clip(np.searchsorted(edges, lam, side="right") - 1, 0, bins - 1)
+    count = np.bincount(which, minlength=bins).astype(float)
+    total = np.bincount(which, weights=lam, minlength=bins)
+    keep = count > 0
+    return total[keep] / count[keep], count[keep]
+
+
+def _checked(method, momentum, problem, bins):
+    """The method, problem and bins, checked; ``momentum`` is the checked momenta."""
+    recursion(method, 0, 0.1, 0.0)  # a linear method
+    if method == "sgd" and np.any(np.asarray(momentum) != 0):
+        raise NqmError("sgd has no momentum: give momentum=0, or use method='sgdm'")
+    problem = nqm.zhang() if problem is None else problem
+    if not isinstance(problem, Problem):
+        raise NqmError(f"problem must be an nqm.Problem (e.g. nqm.zhang(1000)), got {problem!r}")
+    if isinstance(bins, (bool, np.bool_)):
+        raise NqmError(f"bins must be an integer >= 1, got {bins!r}")
+    return problem, None if bins is None else validate.count(bins, "bins")
+
+
+def _evaluate(problem, method, delay, lr, momentum, sigma, *, dampening, bins, target, max_steps, diverge_factor,
+              trace_steps=0):
+    """``(steps, status, loss, curve, V_∞)`` of a constant delay (the autoregression's evaluator).
+
+    A second-moment evaluator (random delays) would take the same arguments and return the same."""
+    lam, weight = _spectrum(problem, bins)
+    bound = diverge_factor * 0.5 * float(weight @ lam)
+    return autoregression.run(method, int(delay), lr, momentum, dampening, lam, weight, sigma, target=target,
+                              bound=bound, max_steps=max_steps, trace_steps=trace_steps)
+
+
+def steady_state_loss(problem: Problem, method: str, delay: int, lr, momentum, sigma, *, dampening=False,
+                      bins=None) -> np.ndarray:
+    """``E[L_∞] = σ² V_∞`` per cell (the elements of ``lr``, ``momentum``, ``sigma``, broadcast), from each
+    component's reflection coefficients; ∞ where there is none (a root of a component's recursion
+    on or outside the unit circle)."""
+    try:
+        lr, momentum, sigma = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (lr, momentum, sigma)))
+    except (TypeError, ValueError):
+        raise NqmError("lr, momentum and sigma must be numbers of shapes that broadcast") from None
+    flat = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel(), noise=sigma.ravel(),
+                                delay=delay)
+    problem, bins = _checked(method, flat["momentum"], problem, bins)
+    lam, weight = _spectrum(problem, bins)
+    rec = recursion(method, int(flat["delay"][0]), flat["lr"], flat["momentum"], dampening)
+    _, unit = steady.analyse(rec, lam, weight)
+    with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
+        return np.where(np.isinf(unit), np.inf, unit * flat["noise"] ** 2).reshape(lr.shape)
+
+
+def expected_loss(problem: Problem, *, lr: float, momentum: float, delay: int = 0, noise: float = 0.0,
+                  steps: int = 1000, method: str = "sgdm", dampening: bool = False, bins: int | None = None):
+    """``E[L(w_t)]`` for ``t = 1 … steps`` (float64) of one cell."""
+    point = validate.coordinates(lr=lr, momentum=momentum, delay=delay, noise=noise)
+    if any(v.size != 1 for v in point.values()):
+        raise NqmError("expected_loss takes one lr, momentum, delay and noise; use sweep for grids")
+    steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
+    problem, bins = _checked(method, point["momentum"], problem, bins)
+    _, _, _, curve, _ = _evaluate(problem, method, point["delay"][0], point["lr"], point["momentum"], point["noise"],
+                                  dampening=dampening, bins=bins, target=-1.0, max_steps=steps,
+                                  diverge_factor=np.inf, trace_steps=steps)
+    return curve[0, 0]
+
+
+def evaluate(method: str = "sgdm", *, lr, momentum, delay: int = 0, noise: float = 0.0, problem: Problem | None = None,
+             bins: int | None = None, dampening: bool = False, target: float = 0.01, max_steps: int = 100_000,
+             diverge_factor: float = 1e6) -> xr.Dataset:
+    """The exact expected twin of :func:`nqm.sweeps.evaluate`: ``steps``, ``status`` and ``loss`` of
+    the expected loss at a list of points (element ``i`` of ``lr`` and ``momentum``; repeats
+    allowed), each exactly what :func:`sweep` gives for the same cell."""
+    validate.run_config(dict(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True))
+    try:
+        lr, momentum = np.broadcast_arrays(np.atleast_1d(np.asarray(lr, np.float64)),
+                                           np.atleast_1d(np.asarray(momentum, np.float64)))
+    except (TypeError, ValueError):
+        raise NqmError("the points' lr and momentum must be numbers of one length (or single values)") from None
+    values = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel())
+    coords = validate.coordinates(delay=delay, noise=noise)
+    if coords["delay"].size != 1 or coords["noise"].size != 1:
+        raise NqmError("evaluate takes one delay and one noise level; call it once per value")
+    problem, bins = _checked(method, values["momentum"], problem, bins)
+    steps, status, loss, _, _ = _evaluate(problem, method, coords["delay"][0], values["lr"], values["momentum"],
+                                          coords["noise"], dampening=dampening, bins=bins, target=target,
+                                          max_steps=max_steps, diverge_factor=diverge_factor)
+    data = {"steps": ("point", steps[:, 0]), "status": ("point", status[:, 0]), "loss": ("point", loss[:, 0])}
+    return xr.Dataset(data, coords={k: ("point", v) for k, v in values.items()},
+                      attrs={"method": method, "delay": int(coords["delay"][0]), "noise": float(coords["noise"][0]),
+                             "mode": "exact expected dynamics"})
+
+
+def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Problem | None = None,
+          bins: int | None = None, dampening: bool = False, target: float = 0.01, max_steps: int = 100_000,
+          diverge_factor: float = 1e6) -> xr.Dataset:
+    """The exact expected twin of :func:`nqm.sweep` for the linear methods: ``steps``, ``status``
+    and ``loss`` of the *expected* loss, plus ``steady_state_loss`` (∞ where there is none) and
+    ``reachable`` (whether ``E[L_∞] < target``: a cell that is not can never reach the target in
+    expectation), with the same dimensions and attributes (one seed, 0)."""
+    from nqm import sweeps
+
+    config = validate.run_config(dict(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True))
+    coords = validate.coordinates(lr=lr, momentum=momentum, delay=delay, noise=noise, seed=0)
+    validate.grid_size(coords)
+    problem, bins = _checked(method, coords["momentum"], problem, bins)
+    result = sweeps._empty("sgdm" if method == "sgd" else method, coords, problem, config,
+                           {"dampening": dampening} if method != "sgd" else {},
+                           [nqm.delays.constant(int(d)) for d in coords["delay"]])
+    result.attrs.update(method=method, mode="exact expected dynamics", bins=-1 if bins is None else bins)
+    steady_loss = np.empty(result.steps.shape)
+    m, lr_ = (x.ravel() for x in np.meshgrid(coords["momentum"], coords["lr"], indexing="ij"))
+    sigma = coords["noise"]
+    shape = (coords["momentum"].size, coords["lr"].size, sigma.size)
+    order = lambda x: np.moveaxis(x.reshape(shape), 2, 0)[:, None]  # → noise, seed, momentum, lr
+    for i, d in enumerate(coords["delay"]):
+        steps, status, loss, _, unit = _evaluate(problem, method, d, lr_, m, sigma, dampening=dampening, bins=bins,
+                                                 target=target, max_steps=max_steps, diverge_factor=diverge_factor)
+        result.steps.values[i], result.status.values[i], result.loss.values[i] = order(steps), order(status), order(loss)
+        with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
+            steady_loss[i] = order(np.where(np.isinf(unit)[:, None], np.inf, unit[:, None] * sigma**2))
+    result["steady_state_loss"] = (result.steps.dims, steady_loss, {"long_name": STEADY_MEANING})
+    result["reachable"] = (result.steps.dims, (steady_loss < target).astype(np.int8),
+                           {"meaning": "1: E[L_inf] < target; 0: the expected loss can never reach the target"})
+    result.status.attrs["meaning"] = MEANING
+    return result

@@ -1,0 +1,63 @@
+"""The constant-delay evaluator: each component's autoregression, settled in closed form where it
+can be and stepped where it must be.
+
+First every cell's stability and steady state come from its reflection coefficients
+(:mod:`nqm.expected.steady`). Then the cells go through the slots of :mod:`nqm.expected.stepping`,
+slowest first; as a slot takes a stable cell, its closed form (:mod:`nqm.expected.closed_form`)
+settles the noise levels that provably never reach the target (most cells that exhaust the budget,
+which would otherwise cost all of it) and the step before which the others cannot end, from which
+they are stepped. Steps and status are exactly those of stepping every cell from the start.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from nqm import stability
+from nqm.expected import closed_form, steady, stepping
+from nqm.expected.recursion import Recursion, recursion
+from nqm.status import BUDGET
+
+
+def _longest_first(rec: Recursion, lam, stable_cells) -> np.ndarray:
+    """Cell order for the slots: the slowest stable cells first (spectral radius at the smallest
+    eigenvalue closest to 1), unstable ones last, so that no long cell starts at the end."""
+    slow = stability.spectral_radius(rec.polynomial(slice(None), np.array([lam.min()]))[:, 0])
+    return np.lexsort((-slow, ~stable_cells))
+
+
+def run(method: str, delay: int, lr, momentum, dampening: bool, lam, weight, sigma, *, target, bound, max_steps,
+        trace_steps=0, slot_size=20_000, chunk_steps=1000):
+    """``(steps, status, loss, curve, unit)`` of the flat arrays ``lr`` and ``momentum`` against every
+    noise level in ``sigma``: the first three (cells, levels), ``curve`` (cells, levels, trace_steps)
+    the expected loss at steps 1 … trace_steps, and ``unit`` each cell's ``V_∞`` (∞ if unstable).
+    With ``trace_steps`` every cell is stepped from the start (a curve needs every step)."""
+    rec = recursion(method, delay, lr, momentum, dampening)
+    cells, levels, sigma2 = rec.cells, sigma.size, np.asarray(sigma, np.float64) ** 2
+    steps, status = np.zeros((cells, levels), np.int64), np.zeros((cells, levels), np.int8)
+    loss, curve = np.zeros((cells, levels)), np.full((cells, levels, trace_steps), np.nan)
+    stable, unit = steady.analyse(rec, lam, weight)
+    every, lock = np.ones(levels, bool), threading.Lock()
+
+    def admit(c):
+        if trace_steps or not stable[c]:
+            return stepping.Entry(every)
+        cut = closed_form.shortcut(rec, c, lam, weight, sigma2, target, bound, max_steps)
+        if cut is None:
+            return stepping.Entry(every)
+        with lock:
+            steps[c, cut.proven], status[c, cut.proven], loss[c, cut.proven] = max_steps, BUDGET, cut.final[cut.proven]
+        return stepping.Entry(~cut.proven, cut.start, cut.ring, cut.v) if not cut.proven.all() else None
+
+    def record(c, o, done_at, ended, last, traced):
+        with lock:
+            steps[c, o], status[c, o], loss[c, o] = done_at, ended, last
+            curve[c] = traced
+
+    stepping.step(rec.lags, lambda c: (rec.coefficients(c, lam), rec.noise[c], rec.first[c]),
+                  list(_longest_first(rec, lam, stable)), admit, record,
+                  lam=lam, weight=weight, sigma2=sigma2, limits=(target, bound, max_steps), trace_steps=trace_steps,
+                  slot_size=slot_size, chunk_steps=chunk_steps)
+    return steps, status, loss, curve, unit

@@ -1,0 +1,202 @@
+"""The stepping loop: slots of cells advance their mean and impulse response together.
+
+Each device (one per core) holds a batch of *slots*, about ``slot_size`` (cell, component) pairs;
+a slot steps one cell's ``μ`` and ``h`` for every component on a ring of their last p values,
+accumulates ``V_t`` and checks every noise level against the target and the divergence bound.
+Every ``chunk_steps`` a slot whose cell is done takes the next cell from a shared queue (slowest
+first), so no slot idles while cells are waiting. Results are the same bits whatever the number
+of slots and however they are refilled (tested).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
+
+SMALL = 2**20  # (cells × components) below which one device steps them all
+
+
+class Loop(NamedTuple):
+    """The slots' state at a step ``t ≡ 0 (mod p)`` that they share.
+
+    ``ring[s % p]`` holds ``(μ, h)`` at step s, a (2, slots, components) slab; ``v`` is each slot's
+    ``V_t``; ``status``, ``done_at`` (the step it ended) and ``loss`` are (slots, noise levels);
+    ``curve`` (slots, levels, a multiple of p, maybe 0) the loss of slots that started at t = 0."""
+
+    t: jax.Array
+    ring: tuple
+    v: jax.Array
+    status: jax.Array
+    done_at: jax.Array
+    loss: jax.Array
+    curve: jax.Array
+
+
+class Cells(NamedTuple):
+    """The cell in each slot: its coefficients ``a`` (one (slots, components) array per lag of the
+    recursion), ``noise`` (slots, 2): ``b_0, b_1``, ``first`` (slots,) and ``origin``, the step t at
+    which the cell was at its own step 0 (it started at ``t ≡ 0 (mod p)``, maybe from a later step)."""
+
+    a: tuple
+    noise: jax.Array
+    first: jax.Array
+    origin: jax.Array
+
+
+class Limits(NamedTuple):
+    """When a noise level ends: its expected loss below ``target`` (reached), above ``bound`` or not
+    finite (diverged), or at ``max_steps`` (budget)."""
+
+    target: jax.Array
+    bound: jax.Array
+    max_steps: jax.Array
+
+
+class Starts(NamedTuple):
+    """Cells that start in the slots marked ``mask`` (slots,): ring ``ring`` (p, 2, slots,
+    components), V ``v`` and ``status`` per noise level (RUNNING, or BUDGET where it was settled
+    unstepped). Masks, not indices: one shape, one compilation."""
+
+    mask: np.ndarray
+    ring: np.ndarray
+    v: np.ndarray
+    status: np.ndarray
+
+
+class Entry(NamedTuple):
+    """A cell ready to step: the noise ``levels`` it steps, and (``start`` > 0) its ring and V there."""
+
+    levels: np.ndarray
+    start: int = 0
+    ring: np.ndarray | None = None
+    v: float = 0.0
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _advance(p: int, lags: tuple, rounds: int, loop: Loop, cells: Cells, starts: Starts, lam, weight, sigma2,
+             limits: Limits) -> Loop:
+    """New cells in the slots that ``starts``, then up to ``rounds`` rounds of p steps of every slot
+    (rows) and component (columns), leaving early once no slot is running at any noise level (and
+    the curve, if one is kept, is traced).
+
+    A round is unrolled, so every ring position is static, and it ends in one status update for its
+    p steps: few kernels per step, which is what a step costs when the slots are few."""
+    loop = loop._replace(ring=tuple(jnp.where(starts.mask[None, :, None], new, old)
+                                    for new, old in zip(starts.ring, loop.ring)),
+                         v=jnp.where(starts.mask, starts.v, loop.v),
+                         status=jnp.where(starts.mask[:, None], starts.status, loop.status))
+    mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
+    curve_length = loop.curve.shape[-1]
+    b0, b1 = cells.noise[:, :1], cells.noise[:, 1:]
+
+    def round_(carry):
+        loop, n = carry
+        t, ring, v = loop.t, loop.ring, loop.v
+        local = t - cells.origin  # each slot's own step at the round's start
+        means, psis = [], []
+        for i in range(p):  # step t + i; ring position (i − s) % p holds step t + i − s
+            slabs = [ring[(i - s) % p] for s in range(p)]
+            new = sum(a * slabs[k] for k, a in zip(lags, cells.a))
+            if i == 0:  # a slot's first step happens here
+                new = new.at[0].add(jnp.where(local[:, None] == 0, cells.first[:, None] * lam, 0.0))
+            psis.append(b0 * slabs[0][1] + b1 * slabs[1][1])
+            means.append(new[0])
+            ring = ring[:(i + 1) % p] + (new,) + ring[(i + 1) % p + 1:]
+        # row reductions, not dots: the same bits whatever the number of slots
+        noise_parts = jnp.sum(jnp.stack(psis) ** 2 * noise_weight, axis=-1)
+        vs = []
+        for i in range(p):
+            v = v + noise_parts[i]
+            vs.append(v)
+        values = jnp.sum(jnp.stack(means) ** 2 * mean_weight, axis=-1)[..., None] + jnp.stack(vs)[..., None] * sigma2
+        steps = local[None, :, None] + 1 + jnp.arange(p)[:, None, None]  # (p, slots, 1): the step of each value
+        ends = (values < limits.target) | ~(values <= limits.bound) | (steps >= limits.max_steps)
+        first_end = jnp.argmax(ends, axis=0)  # (slots, levels)
+        value = jnp.take_along_axis(values, first_end[None], 0)[0]
+        live = loop.status == RUNNING
+        ended = live & ends.any(0)
+        now = jnp.where(value < limits.target, REACHED, jnp.where(~(value <= limits.bound), DIVERGED, BUDGET))
+        curve = loop.curve
+        if curve_length:
+            updated = jax.lax.dynamic_update_slice_in_dim(curve, jnp.moveaxis(values, 0, -1),
+                                                          jnp.minimum(t, curve_length - p), 2)
+            curve = jnp.where(t < curve_length, updated, curve)
+        return Loop(t + p, ring, v, jnp.where(ended, now, loop.status).astype(jnp.int8),
+                    jnp.where(ended, local[:, None] + 1 + first_end, loop.done_at),
+                    jnp.where(ended, value, jnp.where(live, values[-1], loop.loss)), curve), n + 1
+
+    def going(carry):  # a slot is running, or the curve is still being traced
+        loop, n = carry
+        return (n < rounds) & (jnp.any(loop.status == RUNNING) | (loop.t < curve_length))
+
+    return jax.lax.while_loop(going, round_, (loop, 0))[0]
+
+
+def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, record: Callable, *, lam, weight,
+         sigma2, limits: tuple, trace_steps: int = 0, slot_size: int = 20_000, chunk_steps: int = 1000) -> None:
+    """Step the cells in ``cells`` (taken in that order) until each noise level has ended.
+
+    ``coefficients(c)`` gives cell c's ``(a (components, p), noise (2,), first)``; ``admit(c)`` an
+    :class:`Entry` for it, or None where nothing is left to step (it runs as a slot takes the cell);
+    ``record(c, levels, steps, status, loss, curve)`` receives a finished cell's results at the
+    levels it stepped. Small work runs on one device: a second would cost a second compilation."""
+    p, comps, levels = max(max(lags) + 1, 2), lam.size, sigma2.size
+    devices = jax.devices()[: 1 if len(cells) * comps < SMALL else None]
+    queue, lock = iter(cells), threading.Lock()
+    slots = max(1, min(slot_size // comps, -(-len(cells) // len(devices))))
+    rounds = -(-chunk_steps // p)
+
+    def take() -> Iterator:
+        while True:
+            with lock:
+                c = next(queue, None)
+            if c is None:
+                return
+            if (entry := admit(c)) is not None:
+                yield c, entry
+
+    def worker(device):
+        with jax.enable_x64(True), jax.default_device(device):
+            owner = [None] * slots  # the cell in each slot
+            a = np.zeros((len(lags), slots, comps))
+            noise, first, origin = np.zeros((slots, 2)), np.zeros(slots), np.zeros(slots, np.int64)
+            status = np.full((slots, levels), BUDGET, np.int8)  # of the slots that start
+            empty = np.zeros((2, slots, comps))  # every slot's ring is set when it takes a cell
+            loop = Loop(np.int64(0), (empty,) * p, np.zeros(slots), status, np.zeros((slots, levels), np.int64),
+                        np.zeros((slots, levels)), np.zeros((slots, levels, -(-trace_steps // p) * p)))
+            slot_levels = np.ones((slots, levels), bool)  # the noise levels each slot steps
+            free, incoming, t = list(range(slots)), take(), 0
+            args = (lam, weight, sigma2, Limits(*(np.asarray(x) for x in limits)))
+            while True:
+                starts = Starts(np.zeros(slots, bool), np.zeros((p, 2, slots, comps)), np.zeros(slots), status)
+                starts.ring[:, 0], starts.ring[0, 1] = 1.0, 1.0  # μ = 1 before and at step 0, h = 1 at it, 0 before
+                for i, (c, entry) in zip(free, incoming):  # a new cell in each free slot, from now (t ≡ 0 mod p)
+                    owner[i], starts.mask[i], slot_levels[i] = c, True, entry.levels
+                    a_c, noise[i], first[i] = coefficients(c)
+                    a[:, i], origin[i] = a_c[:, list(lags)].T, t - entry.start
+                    status[i] = np.where(entry.levels, RUNNING, BUDGET)
+                    if entry.start:  # from where the cell can first end
+                        starts.ring[:, :, i], starts.v[i] = entry.ring, entry.v
+                if not starts.mask.any() and all(c is None for c in owner):
+                    return
+                loop = _advance(p, lags, rounds, loop, Cells(tuple(a), noise, first, origin), starts, *args)
+                t, now = int(loop.t), np.asarray(loop.status)
+                free = [i for i, c in enumerate(owner) if c is None or ((now[i] != RUNNING).all() and t >= trace_steps)]
+                done = [i for i in free if owner[i] is not None]
+                if done:
+                    done_at, loss, curve = (np.asarray(x) for x in (loop.done_at, loop.loss, loop.curve))
+                    for i in done:
+                        o = slot_levels[i]
+                        record(owner[i], o, done_at[i, o], now[i, o], loss[i, o], curve[i, :, :trace_steps])
+                        owner[i] = None
+
+    with ThreadPoolExecutor(len(devices)) as pool:
+        list(pool.map(worker, devices))
