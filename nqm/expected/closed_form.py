@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,12 +38,14 @@ SEED_SPACING = 0.05  # log-λ spacing of the polynomials whose companion eigenva
 POLISH = 4  # Aberth–Ehrlich iterations from the seeds: the roots move by ~1 % between seeds
 BACKWARD = 1e-12  # largest accepted max_k |[x^k](Π (x − z_r) − P)| / Σ_k |P_k|
 BATCH = 2**17  # (windows or root pairs) × components per call
+SMALL = 512  # components up to which numpy analyses a cell: no compilation, which is what costs most then
 
 
 class Shortcut(NamedTuple):
     """What a cell's closed form settles: the noise levels ``proven`` never to end before the budget
     (``final``: their E[L] there), and the step ``start`` before which no other level can end, with
-    the state there (``ring``: (p, 2, components) ``(μ, h)`` in ring positions; ``v``: ``V_start``)."""
+    the state there (``ring``: (p, 2, components), ``ring[x]`` = ``(μ, h)`` at step ``start − x``;
+    ``v``: ``V_start``)."""
 
     proven: np.ndarray
     final: np.ndarray
@@ -120,8 +124,10 @@ def roots(rec: Recursion, cell: int, lam) -> np.ndarray:
 
 
 def _power(z, n, xp=np):
-    """``z^n`` (n ≥ 0) in polar form: 0⁰ = 1, and no NaN from log 0."""
-    return xp.abs(z) ** n * xp.exp(1j * n * xp.angle(z))
+    """``z^n`` (n ≥ 0) in polar form, as (real, imaginary) parts: 0⁰ = 1, and no NaN from log 0.
+    Real arithmetic here and below: XLA's complex arithmetic on CPU is several times slower."""
+    modulus = xp.abs(z) ** n
+    return modulus * xp.cos(n * xp.angle(z)), modulus * xp.sin(n * xp.angle(z))
 
 
 def _psi(d, z, a0, noise):
@@ -130,67 +136,84 @@ def _psi(d, z, a0, noise):
     return d * (b0 * z + b1), b0**2 + (b0 * a0 + b1) ** 2
 
 
-def _noise(e, z, psi01, s, xp=np):
-    """Σ_{u<s} ψ_u² per component (s ≥ 2, or None: ∞): ``ψ_0² + ψ_1²`` and a geometric sum over root pairs."""
-    pairs = e[:, None] * e[None].conj() / (1.0 - z[:, None] * z[None].conj())
-    if s is not None:
-        power = _power(z, s - 2, xp)  # (z_r z_q*)^n = z_r^n (z_q^n)*
-        pairs = pairs * (1.0 - power[:, None] * power[None].conj())
-    return psi01 + xp.sum(pairs, (0, 1)).real
+def _noise(e, z, psi01, steps, xp=np):
+    """Σ_{u<s} ψ_u² per component at each s in ``steps`` (each ≥ 2) and at s = ∞, (len(steps) + 1,
+    K): ``ψ_0² + ψ_1²`` plus ``Re Σ_rq e_r e_q* (1 − (z_r z_q*)^(s−2)) / (1 − z_r z_q*)``."""
+    outer = lambda x, y: x[:, None] * y[None]
+    er, ei, zr, zi = e.real, e.imag, z.real, z.imag
+    pr, pi = outer(er, er) + outer(ei, ei), outer(ei, er) - outer(er, ei)  # e_r e_q*
+    wr, wi = 1.0 - outer(zr, zr) - outer(zi, zi), outer(zr, zi) - outer(zi, zr)  # 1 − z_r z_q*
+    norm = wr * wr + wi * wi
+    pr, pi = (pr * wr + pi * wi) / norm, (pi * wr - pr * wi) / norm  # e_r e_q* / (1 − z_r z_q*)
+    sums = []
+    for s in steps:
+        xr, xi = _power(z, s - 2, xp)  # (z_r z_q*)^n = z_r^n (z_q^n)*
+        sums.append(xp.sum(pr * (outer(xr, xr) + outer(xi, xi)) - pi * (outer(xi, xr) - outer(xr, xi)), (0, 1)))
+    at_infinity = psi01 + xp.sum(pr, (0, 1))
+    return xp.stack([at_infinity - tail for tail in sums] + [at_infinity])
 
 
-@jax.jit
-def _analyse(a, first, lam, z, noise, mean_weight, noise_weight, edges, max_steps):
+def _analyse(xp, a, first, lam, z, noise, mean_weight, noise_weight, edges, max_steps):
     """The closed form of components with coefficients ``a`` (p, K) and roots ``z`` (p, K), and what
     :func:`shortcut` rests on, summed over components: the per-window lower bounds of the mean part
-    and of V, the upper bound's parts, the largest gain and misfit, and E[L]'s parts at the budget."""
+    and of V, the upper bound's parts, the largest gain and misfit, and E[L]'s parts at the budget.
+    ``xp``: numpy (small spectra: no compilation) or jax.numpy (jitted)."""
     p = a.shape[0]
-    history = jnp.zeros((2, p) + lam.shape).at[0].set(1.0).at[1, 0].set(1.0)  # μ_{s≤0} = 1; h_0 = 1, h_{s<0} = 0
+    history = xp.stack([xp.ones((p,) + lam.shape), (xp.arange(p) == 0)[:, None] * xp.ones(lam.shape)])  # μ_{s≤0} = 1;
+    # h_0 = 1, h_{s<0} = 0
     values = []  # y_i: (μ, h) at step i + 1
     for i in range(p):
-        values.append(jnp.sum(a * history, 1) + (jnp.stack([first * lam, 0.0 * lam]) if i == 0 else 0.0))
-        history = jnp.concatenate([values[-1][:, None], history[:, :-1]], 1)
-    q, numerator = jnp.ones_like(z), 0.0
+        values.append(xp.sum(a * history, 1) + (xp.stack([first * lam, 0.0 * lam]) if i == 0 else 0.0))
+        history = xp.concatenate([values[-1][:, None], history[:, :-1]], 1)
+    q, numerator = xp.ones_like(z), 0.0
     for k in range(p):  # Lagrange: P(x)/(x − z_r) = Σ_k q_k x^(p−1−k), q_0 = 1, q_k = P_k + z_r q_{k−1}
         q = q if k == 0 else z * q - a[k - 1]
         numerator = numerator + q * values[p - 1 - k][:, None]
-    off = ~jnp.eye(p, dtype=bool)[:, :, None]
-    c, d = numerator / jnp.prod(jnp.where(off, z[:, None] - z[None], 1.0), 1)  # ÷ P'(z_r) = Π_{q≠r} (z_r − z_q)
-    misfit, terms = 0.0, jnp.stack([c, d])  # Σ_r c_r z_r^i against y_i, i = 0 … p − 1
+    off = ~xp.eye(p, dtype=bool)[:, :, None]
+    c, d = numerator / xp.prod(xp.where(off, z[:, None] - z[None], 1.0), 1)  # ÷ P'(z_r) = Π_{q≠r} (z_r − z_q)
+    misfit, terms = 0.0, xp.stack([c, d])  # Σ_r c_r z_r^i against y_i, i = 0 … p − 1
     for i in range(p):
-        misfit = jnp.maximum(misfit, jnp.max(jnp.abs(terms.sum(1) - values[i]) / (1.0 + jnp.abs(terms).sum(1))))
+        misfit = xp.maximum(misfit, xp.max(xp.abs(terms.sum(1) - values[i]) / (1.0 + xp.abs(terms).sum(1))))
         terms = terms * z
 
     # the mean part over each window [s_a, s_b]: from the two slowest roots k, l and the rest R,
     # |μ_s| ≥ |c_k||z_k|^(s_b−1) − |c_l||z_l|^(s_a−1) − Σ_R |c_r| ρ_R^(s_a−1): three exps per edge, whatever p
-    size, modulus = jnp.abs(c), jnp.abs(z)
-    order = jnp.argsort(-modulus, axis=0)
-    size, modulus = jnp.take_along_axis(size, order, 0), jnp.take_along_axis(modulus, order, 0)
+    size, modulus = xp.abs(c), xp.abs(z)
+    rows = xp.arange(p)[:, None]
+    first_ = rows == xp.argmax(modulus, 0)
+    second = rows == xp.argmax(xp.where(first_, -1.0, modulus), 0)
+    rest = ~(first_ | second)
+    pick = lambda x, which: xp.sum(xp.where(which, x, 0.0), 0)
     n = (edges - 1)[:, None].astype(modulus.dtype)
-    at = [coefficient * jnp.exp(jnp.where(n > 0, n * jnp.log(root), 0.0))  # |c||z|^(s−1) at each edge: (edges, K)
-          for coefficient, root in ((size[0], modulus[0]), (size[1], modulus[1]),
-                                    (size[2:].sum(0), modulus[2] if p > 2 else 0.0 * modulus[0]))]
-    low = jnp.maximum(at[0][1:] - at[1][:-1] - at[2][:-1], at[1][1:] - at[0][:-1] - at[2][:-1])
-    mean_low = jnp.sum(mean_weight * jnp.clip(low, 0.0) ** 2, -1)
+    at = [coefficient * xp.exp(xp.where(n > 0, n * xp.log(root), 0.0))  # |c||z|^(s−1) at each edge: (edges, K)
+          for coefficient, root in ((pick(size, first_), pick(modulus, first_)),
+                                    (pick(size, second), pick(modulus, second)),
+                                    (pick(size, rest), xp.max(xp.where(rest, modulus, 0.0), 0)))]
+    low = xp.maximum(at[0][1:] - at[1][:-1] - at[2][:-1], at[1][1:] - at[0][:-1] - at[2][:-1])
+    mean_low = xp.sum(mean_weight * xp.maximum(low, 0.0) ** 2, -1)
     # the noise part: V_s ≥ V_{s_a} ≥ V_∞ − Σ_{u ≥ s_a} ψ_u², the tail at most (Σ|e_r|)² ρ^(2(s_a−2)) / (1 − ρ²)
     e, psi01 = _psi(d, z, a[0], noise)
-    steady, slowest = _noise(e, z, psi01, None, jnp), modulus[0]
+    v_last, steady = _noise(e, z, psi01, (max_steps,), xp)
+    slowest = xp.max(modulus, 0)
     s_a = edges[:-1, None]
-    decay = jnp.exp(jnp.where(s_a > 2, 2.0 * (s_a - 2) * jnp.log(slowest), 0.0))
-    to_come = jnp.where(s_a >= 2, jnp.sum(jnp.abs(e), 0) ** 2 * decay / (1.0 - slowest**2), jnp.inf)
-    noise_low = jnp.sum(noise_weight * jnp.clip(steady - to_come, 0.0), -1)
-    gain = jnp.max(jnp.sum(jnp.abs(c) + jnp.abs(d), 0))
-    mean_last = jnp.sum(c * _power(z, max_steps - 1, jnp), 0).real
-    v_last = _noise(e, z, psi01, max_steps, jnp)
-    return c, d, (mean_low, noise_low, jnp.sum(mean_weight * jnp.sum(size, 0) ** 2), jnp.sum(noise_weight * steady),
-                  jnp.where(jnp.isfinite(gain), gain, jnp.inf), jnp.where(jnp.isfinite(misfit), misfit, jnp.inf),
-                  jnp.sum(mean_weight * mean_last**2), jnp.sum(noise_weight * v_last))
+    decay = xp.exp(xp.where(s_a > 2, 2.0 * (s_a - 2) * xp.log(slowest), 0.0))
+    to_come = xp.where(s_a >= 2, xp.sum(xp.abs(e), 0) ** 2 * decay / (1.0 - slowest**2), xp.inf)
+    noise_low = xp.sum(noise_weight * xp.maximum(steady - to_come, 0.0), -1)
+    gain = xp.max(xp.sum(xp.abs(c) + xp.abs(d), 0))
+    power = _power(z, max_steps - 1, xp)
+    mean_last = xp.sum(c.real * power[0] - c.imag * power[1], 0)
+    return c, d, (mean_low, noise_low, xp.sum(mean_weight * xp.sum(size, 0) ** 2), xp.sum(noise_weight * steady),
+                  xp.where(xp.isfinite(gain), gain, xp.inf), xp.where(xp.isfinite(misfit), misfit, xp.inf),
+                  xp.sum(mean_weight * mean_last**2), xp.sum(noise_weight * v_last))
+
+
+_analyse_jit = jax.jit(functools.partial(_analyse, jnp))
 
 
 def _values(c, d, z, steps):
     """``μ_s`` and ``h_s`` at the steps ``steps`` (≥ 1): (steps, 2, K)."""
-    power = _power(z[None], (steps - 1)[:, None, None])
-    return np.stack([np.sum(c * power, 1).real, np.sum(d * power, 1).real], 1)
+    pr, pi = _power(z[None], (steps - 1)[:, None, None])
+    return np.stack([np.sum(c.real * pr - c.imag * pi, 1), np.sum(d.real * pr - d.imag * pi, 1)], 1)
 
 
 def shortcut(rec: Recursion, cell: int, lam, weight, sigma2, target, bound, max_steps) -> Shortcut | None:
@@ -215,10 +238,12 @@ def shortcut(rec: Recursion, cell: int, lam, weight, sigma2, target, bound, max_
     edges = np.concatenate([edges, np.full(WINDOWS + 1 - edges.size, edges[-1])])  # one shape: one compilation
     mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
     pieces, parts = [], []
+    analyse = functools.partial(_analyse, np) if comps <= SMALL else _analyse_jit
     for take, n in _pieces(comps, _chunk(p, comps)):
         used = np.arange(take.size) < n  # the padding weighs nothing
-        c, d, out = _analyse(a[take].T, rec.first[cell], lam[take], z[take].T, rec.noise[cell],
-                             mean_weight[take] * used, noise_weight[take] * used, edges, max(max_steps, 2))
+        with np.errstate(all="ignore"):  # log 0 = −∞ and the like, as in jax.numpy
+            c, d, out = analyse(a[take].T, rec.first[cell], lam[take], z[take].T, rec.noise[cell],
+                                 mean_weight[take] * used, noise_weight[take] * used, edges, max(max_steps, 2))
         pieces.append((c, d, z[take].T, a[take, 0], noise_weight[take] * used, n))
         parts.append([np.asarray(x) for x in out])
     mean_low, noise_low, upper, steady, gain, misfit, mean_last, v_last = (np.stack(x) for x in zip(*parts))
@@ -234,11 +259,11 @@ def shortcut(rec: Recursion, cell: int, lam, weight, sigma2, target, bound, max_
     start = int(edges[np.argmax(fails[:, open_], 0)].min()) if open_.any() and safe[open_].all() else 0
     if start < max(SKIP, p + 1):
         return Shortcut(proven, final)
-    positions = start - (p - np.arange(p)) % p  # the step held in each ring position, t ≡ 0 (mod p)
+    positions = start - np.arange(p)  # ring[x]: the state at step start − x
     ring, v = [], 0.0
     for c, d, roots_, a0, weight_, n in pieces:
         c, d = np.asarray(c), np.asarray(d)
         ring.append(_values(c, d, roots_, positions)[..., :n])
         e, psi01 = _psi(d, roots_, a0, rec.noise[cell])
-        v += float(weight_ @ _noise(e, roots_, psi01, start))
+        v += float(weight_ @ _noise(e, roots_, psi01, (start,))[0])
     return Shortcut(proven, final, start, np.concatenate(ring, -1), v)

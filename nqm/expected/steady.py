@@ -12,6 +12,7 @@ Schur–Cohn test), and then, driven by unit white noise, ``γ(0) = 1 / Π_k (1 
 
 from __future__ import annotations
 
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -20,18 +21,19 @@ import numpy as np
 from nqm.expected.recursion import Recursion
 
 BATCH = 2**20  # (cells × components × p) per call
+SMALL = 512  # components up to which numpy does it: no compilation, which is what costs most then
 
 
-@jax.jit
-def _levinson(base, slope, noise, lam, weight):
-    """``(stable, V_∞)`` of cells with rows ``base``, ``slope`` (cells, p), ``noise`` (cells, 2)."""
+def _levinson(xp, base, slope, noise, lam, weight):
+    """``(stable, V_∞)`` of cells with rows ``base``, ``slope`` (cells, p), ``noise`` (cells, 2);
+    ``xp``: numpy (small spectra: no compilation) or jax.numpy (jitted)."""
     p = base.shape[-1]
     phi = base.T[:, :, None] + slope.T[:, :, None] * lam  # (p, cells, components): φ_{k+1} = a_k
-    stable = jnp.ones(phi.shape[1:], bool)
-    scale = jnp.ones(phi.shape[1:])
+    stable = xp.ones(phi.shape[1:], bool)
+    scale = xp.ones(phi.shape[1:])
     for k in range(p, 0, -1):
         kappa = phi[k - 1]
-        stable &= jnp.abs(kappa) < 1.0  # NaN (an earlier level overflowed) is unstable too
+        stable &= xp.abs(kappa) < 1.0  # NaN (an earlier level overflowed) is unstable too
         room = 1.0 - kappa**2
         scale = scale * room
         phi = (phi[: k - 1] + kappa * phi[k - 2 :: -1] if k > 1 else phi[:0]) / room
@@ -40,8 +42,11 @@ def _levinson(base, slope, noise, lam, weight):
     b0, b1 = noise[:, :1], noise[:, 1:]
     psi_squares = (b0**2 + b1**2) * gamma0 + 2.0 * b0 * b1 * gamma1
     cell_stable = stable.all(-1)
-    unit = 0.5 * jnp.sum(jnp.where(stable, psi_squares, 0.0) * weight * lam**2, -1)
-    return cell_stable, jnp.where(cell_stable, unit, jnp.inf)
+    unit = 0.5 * xp.sum(xp.where(stable, psi_squares, 0.0) * weight * lam**2, -1)
+    return cell_stable, xp.where(cell_stable, unit, xp.inf)
+
+
+_levinson_jit = jax.jit(functools.partial(_levinson, jnp))
 
 
 def analyse(rec: Recursion, lam, weight) -> tuple[np.ndarray, np.ndarray]:
@@ -49,11 +54,11 @@ def analyse(rec: Recursion, lam, weight) -> tuple[np.ndarray, np.ndarray]:
     cells = rec.cells
     rows = max(1, min(cells, BATCH // (lam.size * rec.order)))
     stable, unit = np.zeros(cells, bool), np.full(cells, np.inf)
-    with jax.enable_x64(True):
-        lam_, weight_ = jnp.asarray(lam), jnp.asarray(weight)
+    levinson = functools.partial(_levinson, np) if lam.size <= SMALL else _levinson_jit
+    with jax.enable_x64(True), np.errstate(all="ignore"):  # overflow where unstable, as in jax.numpy
         for start in range(0, cells, rows):
             take = np.minimum(np.arange(start, start + rows), cells - 1)  # one shape: one compilation
-            s, u = _levinson(rec.base[take], rec.slope[take], rec.noise[take], lam_, weight_)
+            s, u = levinson(rec.base[take], rec.slope[take], rec.noise[take], lam, weight)
             n = min(rows, cells - start)
             stable[start:start + n], unit[start:start + n] = np.asarray(s)[:n], np.asarray(u)[:n]
     return stable, unit

@@ -25,11 +25,12 @@ SMALL = 2**20  # (cells × components) below which one device steps them all
 
 
 class Loop(NamedTuple):
-    """The slots' state at a step ``t ≡ 0 (mod p)`` that they share.
+    """The slots' state at the step ``t`` that they share.
 
     ``ring[s % p]`` holds ``(μ, h)`` at step s, a (2, slots, components) slab; ``v`` is each slot's
     ``V_t``; ``status``, ``done_at`` (the step it ended) and ``loss`` are (slots, noise levels);
-    ``curve`` (slots, levels, a multiple of p, maybe 0) the loss of slots that started at t = 0."""
+    ``curve`` (slots, levels, a multiple of p, maybe 0) the loss of slots that started at t = 0.
+    Slots take cells, and leave the loop, at steps ``t ≡ 0 (mod p)`` only."""
 
     t: jax.Array
     ring: tuple
@@ -43,7 +44,7 @@ class Loop(NamedTuple):
 class Cells(NamedTuple):
     """The cell in each slot: its coefficients ``a`` (one (slots, components) array per lag of the
     recursion), ``noise`` (slots, 2): ``b_0, b_1``, ``first`` (slots,) and ``origin``, the step t at
-    which the cell was at its own step 0 (it started at ``t ≡ 0 (mod p)``, maybe from a later step)."""
+    which the cell was at its own step 0 (it may have started from a later step)."""
 
     a: tuple
     noise: jax.Array
@@ -62,8 +63,8 @@ class Limits(NamedTuple):
 
 class Starts(NamedTuple):
     """Cells that start in the slots marked ``mask`` (slots,): ring ``ring`` (p, 2, slots,
-    components), V ``v`` and ``status`` per noise level (RUNNING, or BUDGET where it was settled
-    unstepped). Masks, not indices: one shape, one compilation."""
+    components) in ring positions, V ``v`` and ``status`` per noise level (RUNNING, or BUDGET where
+    it was settled unstepped). Masks, not indices: one shape, one compilation."""
 
     mask: np.ndarray
     ring: np.ndarray
@@ -72,7 +73,8 @@ class Starts(NamedTuple):
 
 
 class Entry(NamedTuple):
-    """A cell ready to step: the noise ``levels`` it steps, and (``start`` > 0) its ring and V there."""
+    """A cell ready to step: the noise ``levels`` it steps, and where ``start`` > 0, its state at that
+    step: ``ring`` (p, 2, components), ``ring[x]`` = ``(μ, h)`` at step ``start − x``, and ``V_start``."""
 
     levels: np.ndarray
     start: int = 0
@@ -90,7 +92,7 @@ def _advance(p: int, lags: tuple, rounds: int, loop: Loop, cells: Cells, starts:
     A round is unrolled, so every ring position is static, and it ends in one status update for its
     p steps: few kernels per step, which is what a step costs when the slots are few."""
     loop = loop._replace(ring=tuple(jnp.where(starts.mask[None, :, None], new, old)
-                                    for new, old in zip(starts.ring, loop.ring)),
+                                    for new, old in zip(starts.ring, loop.ring)),  # a slab per ring position
                          v=jnp.where(starts.mask, starts.v, loop.v),
                          status=jnp.where(starts.mask[:, None], starts.status, loop.status))
     mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
@@ -152,7 +154,6 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
     devices = jax.devices()[: 1 if len(cells) * comps < SMALL else None]
     queue, lock = iter(cells), threading.Lock()
     slots = max(1, min(slot_size // comps, -(-len(cells) // len(devices))))
-    rounds = -(-chunk_steps // p)
 
     def take() -> Iterator:
         while True:
@@ -169,7 +170,7 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
             a = np.zeros((len(lags), slots, comps))
             noise, first, origin = np.zeros((slots, 2)), np.zeros(slots), np.zeros(slots, np.int64)
             status = np.full((slots, levels), BUDGET, np.int8)  # of the slots that start
-            empty = np.zeros((2, slots, comps))  # every slot's ring is set when it takes a cell
+            empty = np.zeros((2, slots, comps))  # a slot's ring is set as it takes a cell
             loop = Loop(np.int64(0), (empty,) * p, np.zeros(slots), status, np.zeros((slots, levels), np.int64),
                         np.zeros((slots, levels)), np.zeros((slots, levels, -(-trace_steps // p) * p)))
             slot_levels = np.ones((slots, levels), bool)  # the noise levels each slot steps
@@ -177,17 +178,19 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
             args = (lam, weight, sigma2, Limits(*(np.asarray(x) for x in limits)))
             while True:
                 starts = Starts(np.zeros(slots, bool), np.zeros((p, 2, slots, comps)), np.zeros(slots), status)
-                starts.ring[:, 0], starts.ring[0, 1] = 1.0, 1.0  # μ = 1 before and at step 0, h = 1 at it, 0 before
-                for i, (c, entry) in zip(free, incoming):  # a new cell in each free slot, from now (t ≡ 0 mod p)
+                back = (t - np.arange(p)) % p  # the ring position of step t − x
+                for i, (c, entry) in zip(free, incoming):  # a new cell in each free slot, from now
                     owner[i], starts.mask[i], slot_levels[i] = c, True, entry.levels
                     a_c, noise[i], first[i] = coefficients(c)
                     a[:, i], origin[i] = a_c[:, list(lags)].T, t - entry.start
                     status[i] = np.where(entry.levels, RUNNING, BUDGET)
                     if entry.start:  # from where the cell can first end
-                        starts.ring[:, :, i], starts.v[i] = entry.ring, entry.v
+                        starts.ring[back, :, i], starts.v[i] = entry.ring, entry.v
+                    else:  # μ = 1 before and at step 0, h = 1 at it, 0 before
+                        starts.ring[:, 0, i], starts.ring[back[0], 1, i] = 1.0, 1.0
                 if not starts.mask.any() and all(c is None for c in owner):
                     return
-                loop = _advance(p, lags, rounds, loop, Cells(tuple(a), noise, first, origin), starts, *args)
+                loop = _advance(p, lags, -(-chunk_steps // p), loop, Cells(tuple(a), noise, first, origin), starts, *args)
                 t, now = int(loop.t), np.asarray(loop.status)
                 free = [i for i, c in enumerate(owner) if c is None or ((now[i] != RUNNING).all() and t >= trace_steps)]
                 done = [i for i in free if owner[i] is not None]
