@@ -34,6 +34,7 @@ FIT = 1e-9  # ... the largest relative misfit of the closed form at steps 1 … 
 MARGIN = 1e-3  # ... and the relative margin by which its bounds must hold: rounding of z^s over 10⁵ steps
 WINDOWS = 48  # log-spaced windows of the budget that the shortcut's bounds cover
 SKIP = 100  # the least number of steps worth skipping (stepping from the start is bit-exact)
+REFINE = 2  # times the first window where a level may end is split into WINDOWS finer ones
 SEED_SPACING = 0.05  # log-λ spacing of the polynomials whose companion eigenvalues seed the others
 POLISH = 4  # Aberth–Ehrlich iterations from the seeds: the roots move by ~1 % between seeds
 BACKWARD = 1e-12  # largest accepted max_k |[x^k](Π (x − z_r) − P)| / Σ_k |P_k|
@@ -52,6 +53,15 @@ class Shortcut(NamedTuple):
     start: int = 0
     ring: np.ndarray | None = None
     v: float = 0.0
+
+
+def _float64(f):
+    """``f`` run with JAX in float64, whoever calls it: the closed form's bounds rest on it."""
+    @functools.wraps(f)
+    def in_float64(*args, **kwargs):
+        with jax.enable_x64(True):
+            return f(*args, **kwargs)
+    return in_float64
 
 
 def _chunk(p: int, components: int) -> int:
@@ -101,6 +111,7 @@ def _polish(coefficients, real, imag):
     return real, imag, error
 
 
+@_float64
 def roots(rec: Recursion, cell: int, lam) -> np.ndarray:
     """The roots of cell ``cell``'s characteristic polynomial at each eigenvalue: (components, p)."""
     polynomial = rec.polynomial(cell, lam)
@@ -153,11 +164,21 @@ def _noise(e, z, psi01, steps, xp=np):
     return xp.stack([at_infinity - tail for tail in sums] + [at_infinity])
 
 
-def _analyse(xp, a, first, lam, z, noise, mean_weight, noise_weight, edges, max_steps):
-    """The closed form of components with coefficients ``a`` (p, K) and roots ``z`` (p, K), and what
-    :func:`shortcut` rests on, summed over components: the per-window lower bounds of the mean part
-    and of V, the upper bound's parts, the largest gain and misfit, and E[L]'s parts at the budget.
-    ``xp``: numpy (small spectra: no compilation) or jax.numpy (jitted)."""
+class _Envelope(NamedTuple):
+    """What the window bounds need of each component (K,): ``size`` and ``log_modulus`` (3, K) of its
+    slowest root, its second slowest and the rest (Σ|c_r| and the largest |z_r| of those), ``steady``
+    ``Σ_u ψ_u²`` and ``tail`` ``(Σ|e_r|)² / (1 − ρ²)`` (ρ = max |z_r|, the slowest root's)."""
+
+    size: jax.Array
+    log_modulus: jax.Array
+    steady: jax.Array
+    tail: jax.Array
+
+
+def _fit(xp, a, first, lam, z, noise, max_steps):
+    """The closed form ``c, d`` (p, K) of components with coefficients ``a`` (p, K) and roots ``z`` (p, K),
+    its :class:`_Envelope`, its largest gain and misfit, and the mean and V parts of E[L] at the
+    budget per component. ``xp``: numpy (small spectra: no compilation) or jax.numpy (jitted)."""
     p = a.shape[0]
     history = xp.stack([xp.ones((p,) + lam.shape), (xp.arange(p) == 0)[:, None] * xp.ones(lam.shape)])  # μ_{s≤0} = 1;
     # h_0 = 1, h_{s<0} = 0
@@ -175,47 +196,59 @@ def _analyse(xp, a, first, lam, z, noise, mean_weight, noise_weight, edges, max_
     for i in range(p):
         misfit = xp.maximum(misfit, xp.max(xp.abs(terms.sum(1) - values[i]) / (1.0 + xp.abs(terms).sum(1))))
         terms = terms * z
-
-    # the mean part over each window [s_a, s_b]: from the two slowest roots k, l and the rest R,
-    # |μ_s| ≥ |c_k||z_k|^(s_b−1) − |c_l||z_l|^(s_a−1) − Σ_R |c_r| ρ_R^(s_a−1): three exps per edge, whatever p
     size, modulus = xp.abs(c), xp.abs(z)
     rows = xp.arange(p)[:, None]
-    first_ = rows == xp.argmax(modulus, 0)
-    second = rows == xp.argmax(xp.where(first_, -1.0, modulus), 0)
-    rest = ~(first_ | second)
+    slowest = rows == xp.argmax(modulus, 0)
+    second = rows == xp.argmax(xp.where(slowest, -1.0, modulus), 0)
+    rest = ~(slowest | second)
     pick = lambda x, which: xp.sum(xp.where(which, x, 0.0), 0)
-    n = (edges - 1)[:, None].astype(modulus.dtype)
-    at = [coefficient * xp.exp(xp.where(n > 0, n * xp.log(root), 0.0))  # |c||z|^(s−1) at each edge: (edges, K)
-          for coefficient, root in ((pick(size, first_), pick(modulus, first_)),
-                                    (pick(size, second), pick(modulus, second)),
-                                    (pick(size, rest), xp.max(xp.where(rest, modulus, 0.0), 0)))]
-    low = xp.maximum(at[0][1:] - at[1][:-1] - at[2][:-1], at[1][1:] - at[0][:-1] - at[2][:-1])
-    mean_low = xp.sum(mean_weight * xp.maximum(low, 0.0) ** 2, -1)
-    # the noise part: V_s ≥ V_{s_a} ≥ V_∞ − Σ_{u ≥ s_a} ψ_u², the tail at most (Σ|e_r|)² ρ^(2(s_a−2)) / (1 − ρ²)
     e, psi01 = _psi(d, z, a[0], noise)
     v_last, steady = _noise(e, z, psi01, (max_steps,), xp)
-    slowest = xp.max(modulus, 0)
-    s_a = edges[:-1, None]
-    decay = xp.exp(xp.where(s_a > 2, 2.0 * (s_a - 2) * xp.log(slowest), 0.0))
-    to_come = xp.where(s_a >= 2, xp.sum(xp.abs(e), 0) ** 2 * decay / (1.0 - slowest**2), xp.inf)
-    noise_low = xp.sum(noise_weight * xp.maximum(steady - to_come, 0.0), -1)
-    gain = xp.max(xp.sum(xp.abs(c) + xp.abs(d), 0))
+    rho = xp.max(modulus, 0)
+    envelope = _Envelope(xp.stack([pick(size, slowest), pick(size, second), pick(size, rest)]),
+                         xp.log(xp.stack([pick(modulus, slowest), pick(modulus, second),
+                                          xp.max(xp.where(rest, modulus, 0.0), 0)])),
+                         steady, xp.sum(xp.abs(e), 0) ** 2 / (1.0 - rho**2))
+    gain = xp.max(xp.sum(size + xp.abs(d), 0))
     power = _power(z, max_steps - 1, xp)
     mean_last = xp.sum(c.real * power[0] - c.imag * power[1], 0)
-    return c, d, (mean_low, noise_low, xp.sum(mean_weight * xp.sum(size, 0) ** 2), xp.sum(noise_weight * steady),
-                  xp.where(xp.isfinite(gain), gain, xp.inf), xp.where(xp.isfinite(misfit), misfit, xp.inf),
-                  xp.sum(mean_weight * mean_last**2), xp.sum(noise_weight * v_last))
+    return (c, d, envelope, xp.where(xp.isfinite(gain), gain, xp.inf), xp.where(xp.isfinite(misfit), misfit, xp.inf),
+            mean_last, v_last)
 
 
-_analyse_jit = jax.jit(functools.partial(_analyse, jnp))
+def _windows(xp, envelope: _Envelope, mean_weight, noise_weight, edges):
+    """Lower bounds of the mean part and of V over each window [s_a, s_b] between ``edges``, summed
+    over components: from the slowest root k, the second l and the rest R,
+    ``|μ_s| ≥ |c_k||z_k|^(s_b−1) − |c_l||z_l|^(s_a−1) − Σ_R |c_r| ρ_R^(s_a−1)`` (or k and l swapped),
+    three exps per edge whatever p; and ``V_s ≥ V_{s_a} ≥ V_∞ − Σ_{u ≥ s_a} ψ_u²``, the tail at most
+    ``(Σ|e_r|)² ρ^(2(s_a−2)) / (1 − ρ²)``."""
+    n = (edges - 1)[:, None, None].astype(envelope.size.dtype)
+    power = xp.exp(xp.where(n > 0, n * envelope.log_modulus, 0.0))  # |z|^(s−1): (edges, 3, K)
+    at = envelope.size * power
+    low = xp.maximum(at[1:, 0] - at[:-1, 1] - at[:-1, 2], at[1:, 1] - at[:-1, 0] - at[:-1, 2])
+    s_a = edges[:-1, None]
+    decay = xp.exp(xp.where(s_a > 2, 2.0 * (s_a - 2) * envelope.log_modulus[0], 0.0))  # ρ^(2(s_a−2)), ρ = max |z|
+    to_come = xp.where(s_a >= 2, envelope.tail * decay, xp.inf)
+    return (xp.sum(mean_weight * xp.maximum(low, 0.0) ** 2, -1),
+            xp.sum(noise_weight * xp.maximum(envelope.steady - to_come, 0.0), -1))
 
 
-def _values(c, d, z, steps):
-    """``μ_s`` and ``h_s`` at the steps ``steps`` (≥ 1): (steps, 2, K)."""
-    pr, pi = _power(z[None], (steps - 1)[:, None, None])
-    return np.stack([np.sum(c.real * pr - c.imag * pi, 1), np.sum(d.real * pr - d.imag * pi, 1)], 1)
+_fit_jit = jax.jit(functools.partial(_fit, jnp))
+_windows_jit = jax.jit(functools.partial(_windows, jnp))
 
 
+def _values(c, d, z, last, count):
+    """``μ_s`` and ``h_s`` at the steps ``s = last, last − 1, …`` (``count`` of them, all ≥ 1): (count, 2, K)."""
+    pr, pi = _power(z, last - count - 1)
+    power = pr + 1j * pi  # z^(s−1) at the step s before the first
+    out = []
+    for _ in range(count):
+        power = power * z
+        out.append([np.sum(c * power, 0).real, np.sum(d * power, 0).real])
+    return np.array(out[::-1])
+
+
+@_float64
 def shortcut(rec: Recursion, cell: int, lam, weight, sigma2, target, bound, max_steps) -> Shortcut | None:
     """For a stable cell, what can be shown without stepping it (None: nothing).
 
@@ -234,36 +267,56 @@ def shortcut(rec: Recursion, cell: int, lam, weight, sigma2, target, bound, max_
     if not np.abs(z).max() < 1.0:  # roots on the unit circle
         return None
     a = rec.coefficients(cell, lam)
-    edges = np.unique(np.round(np.geomspace(1, max_steps, WINDOWS + 1)).astype(np.int64))
-    edges = np.concatenate([edges, np.full(WINDOWS + 1 - edges.size, edges[-1])])  # one shape: one compilation
     mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
+    fit, windows = ((functools.partial(_fit, np), functools.partial(_windows, np)) if comps <= SMALL
+                    else (_fit_jit, _windows_jit))
     pieces, parts = [], []
-    analyse = functools.partial(_analyse, np) if comps <= SMALL else _analyse_jit
     for take, n in _pieces(comps, _chunk(p, comps)):
         used = np.arange(take.size) < n  # the padding weighs nothing
         with np.errstate(all="ignore"):  # log 0 = −∞ and the like, as in jax.numpy
-            c, d, out = analyse(a[take].T, rec.first[cell], lam[take], z[take].T, rec.noise[cell],
-                                 mean_weight[take] * used, noise_weight[take] * used, edges, max(max_steps, 2))
-        pieces.append((c, d, z[take].T, a[take, 0], noise_weight[take] * used, n))
+            c, d, envelope, *out = fit(a[take].T, rec.first[cell], lam[take], z[take].T, rec.noise[cell],
+                                       max(max_steps, 2))
+        pieces.append((c, d, z[take].T, a[take, 0], envelope, mean_weight[take] * used, noise_weight[take] * used, n))
         parts.append([np.asarray(x) for x in out])
-    mean_low, noise_low, upper, steady, gain, misfit, mean_last, v_last = (np.stack(x) for x in zip(*parts))
+    gain, misfit, mean_last, v_last = (np.stack(x) for x in zip(*parts))
     if not (gain.max() <= GAIN and misfit.max() <= FIT):
         return None
-    mean_low, noise_low, upper, steady = mean_low.sum(0), noise_low.sum(0), upper.sum(), steady.sum()
-    threshold = target * (1 + MARGIN)
-    fails = mean_low[:, None] + noise_low[:, None] * sigma2 < threshold  # (windows, levels)
+
+    def fails(edges):  # (windows, levels): where the lower bounds do not keep E[L] above the target
+        edges = np.concatenate([edges, np.full(WINDOWS + 1 - edges.size, edges[-1])])  # one shape: one compilation
+        with np.errstate(all="ignore"):
+            low = np.sum([np.asarray(windows(envelope, mw, nw, edges)) for _, _, _, _, envelope, mw, nw, _ in pieces], 0)
+        return edges, ~(low[0][:, None] + low[1][:, None] * sigma2 >= target * (1 + MARGIN))  # NaN proves nothing
+
+    edges, fail = fails(np.unique(np.round(np.geomspace(1, max_steps, WINDOWS + 1)).astype(np.int64)))
+    upper = sum(float(mw @ np.asarray(env.size).sum(0) ** 2) for _, _, _, _, env, mw, _, _ in pieces)
+    steady = sum(float(nw @ np.asarray(env.steady)) for _, _, _, _, env, _, nw, _ in pieces)
     safe = upper + sigma2 * steady <= bound * (1 - MARGIN)
-    proven = safe & ~fails.any(0)
-    final = np.where(proven, mean_last.sum() + sigma2 * v_last.sum(), 0.0)
+    proven = safe & ~fail.any(0)
+    used_mean = np.concatenate([mw for *_, mw, _, _ in pieces])
+    used_noise = np.concatenate([nw for *_, nw, _ in pieces])
+    final = np.where(proven, used_mean @ mean_last.ravel() ** 2 + sigma2 * (used_noise @ v_last.ravel()), 0.0)
     open_ = ~proven
-    start = int(edges[np.argmax(fails[:, open_], 0)].min()) if open_.any() and safe[open_].all() else 0
+    if not (open_.any() and safe[open_].all()):
+        return Shortcut(proven, final)
+    window = int(np.argmax(fail[:, open_], 0).min())  # the first window where an open level may end
+    start = int(edges[window])
+    for _ in range(REFINE):  # the same bounds over finer windows of that one
+        fine = np.unique(np.round(np.linspace(start, edges[window + 1], WINDOWS + 1)).astype(np.int64))
+        if fine.size < 3:
+            break
+        edges, fail = fails(fine)
+        if not fail[: fine.size - 1, open_].any():  # no open level can end before the window's end
+            start = int(fine[-1])
+            break
+        window = int(np.argmax(fail[: fine.size - 1, open_], 0).min())
+        start = int(edges[window])
     if start < max(SKIP, p + 1):
         return Shortcut(proven, final)
-    positions = start - np.arange(p)  # ring[x]: the state at step start − x
     ring, v = [], 0.0
-    for c, d, roots_, a0, weight_, n in pieces:
+    for c, d, roots_, a0, _, _, weight_, n in pieces:
         c, d = np.asarray(c), np.asarray(d)
-        ring.append(_values(c, d, roots_, positions)[..., :n])
+        ring.append(_values(c, d, roots_, start, p)[..., :n])  # ring[x]: the state at step start − x
         e, psi01 = _psi(d, roots_, a0, rec.noise[cell])
         v += float(weight_ @ _noise(e, roots_, psi01, (start,))[0])
     return Shortcut(proven, final, start, np.concatenate(ring, -1), v)
