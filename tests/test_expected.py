@@ -203,3 +203,71 @@ def test_bad_input_is_one_line_at_the_api_and_the_cli(bad, message, tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("nqm: error:")
     assert out.read_bytes() == b"earlier results"
+
+
+def test_the_singular_point_eta_lambda_one_runs_and_has_the_closed_form_steady_state():
+    """η λ = 1 at m = 0 and D = 0 makes the recursion nilpotent (a double root at 0): every cell still
+    runs, and E[L_∞] is the SGD closed form σ² Σ η λ² / (2 (2 − η λ)) (= σ²/2 here)."""
+    lam, sigma = np.array([1.0, 0.5, 0.1]), 0.3
+    steady = expected.steady_state_loss(nqm.explicit(lam), "sgd", 0, [1.0], [0.0], [sigma])[0]
+    assert steady == pytest.approx(np.sum(sigma**2 * lam / (2 * (2 - lam))), rel=1e-12)
+    kw = dict(lr=[0.5, 1.0, 2.5], momentum=[0.0, 0.5], noise=[0.0, 0.05], problem=nqm.explicit(lam), max_steps=400)
+    for delay in (0, 1, 4):
+        ds = expected.sweep("sgdm", delay=delay, **kw)
+        mc = nqm.sweep("sgdm", x64=True, progress=False, delay=delay, **{**kw, "noise": 0.0})
+        np.testing.assert_array_equal(ds.steps.sel(noise=0.0).values, mc.steps.values[0])
+        assert np.isfinite(ds.steady_state_loss.values).any() and np.isinf(ds.steady_state_loss.values).any()
+
+
+@pytest.mark.parametrize("delay", [0, 1, 4, 16, 64])
+def test_every_cell_of_the_figure_grid_runs_at_any_delay(delay):
+    """Figure 1's box (32 × 32) on a small spectrum: no cell raises; where there is no steady state
+    (a root on or outside the unit circle) steady_state_loss is ∞ and the cell is not reachable."""
+    ds = expected.sweep("sgdm", lr=np.geomspace(0.01, 4, 32), momentum=np.linspace(0, 0.98, 32), delay=delay,
+                        noise=0.05, problem=nqm.zhang(20), max_steps=300)
+    steady = ds.steady_state_loss.values
+    assert not np.isnan(steady).any() and (steady >= 0).all()
+    assert (ds.reachable.values[np.isinf(steady)] == 0).all()
+    assert set(np.unique(ds.status.values)) <= {-1, 0, 1} and np.isinf(steady).any()
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(method="sgd", momentum=[0.5, 0.9]), "sgd has no momentum"),
+    (dict(bins=2.5), "bins must be an integer"), (dict(bins="x"), "bins must be an integer"),
+    (dict(bins=True), "bins must be an integer"),
+    (dict(problem="zhang"), "problem must be an nqm.Problem"),
+    (dict(target="0.01"), "target must be a number"), (dict(max_steps="100"), "max_steps must be an integer"),
+    (dict(max_steps=2.5), "max_steps must be an integer"), (dict(diverge_factor=None), "diverge_factor must be"),
+])
+def test_wrong_types_are_one_line_errors(bad, message):
+    from nqm.errors import NqmError
+
+    kw = dict(method="sgdm", lr=0.1, momentum=0.0, problem=nqm.zhang(10), max_steps=100) | bad
+    method = kw.pop("method")
+    with pytest.raises(NqmError, match=message):
+        expected.sweep(method, **kw)
+    with pytest.raises(NqmError, match=message):
+        expected.evaluate(method, **kw)
+
+
+@pytest.mark.parametrize("steps", [np.inf, np.nan, 0, 2.5, "10"])
+def test_expected_loss_refuses_a_bad_number_of_steps(steps):
+    from nqm.errors import NqmError
+
+    with pytest.raises(NqmError, match="steps must be an integer"):
+        expected.expected_loss(PROBLEM, lr=0.1, momentum=0.5, steps=steps)
+
+
+@pytest.mark.parametrize("bad, message", [(dict(lr=-1.0), "learning rate"), (dict(delay=1.5), "integer delay"),
+                                          (dict(method="sgd", momentum=0.5), "sgd has no momentum"),
+                                          (dict(problem=None), "problem must be")])
+def test_expected_loss_and_steady_state_check_their_arguments(bad, message):
+    from nqm.errors import NqmError
+
+    kw = dict(problem=PROBLEM, lr=0.1, momentum=0.5, delay=2, method="sgdm") | bad
+    with pytest.raises(NqmError, match=message):
+        expected.expected_loss(kw.pop("problem"), **kw)
+    kw = dict(problem=PROBLEM, method="sgdm", delay=2, lr=[0.1], momentum=[0.5], sigma=[0.1]) | bad
+    with pytest.raises(NqmError, match=message):
+        expected.steady_state_loss(kw.pop("problem"), kw.pop("method"), kw.pop("delay"), kw.pop("lr"),
+                                   kw.pop("momentum"), kw.pop("sigma"))

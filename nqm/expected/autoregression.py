@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 
+import jax
 import numpy as np
 
 from nqm import stability
@@ -22,10 +23,12 @@ from nqm.status import BUDGET
 
 
 def _longest_first(rec: Recursion, lam, stable_cells) -> np.ndarray:
-    """Cell order for the slots: the slowest stable cells first (spectral radius at the smallest
-    eigenvalue closest to 1), unstable ones last, so that no long cell starts at the end."""
-    slow = stability.spectral_radius(rec.polynomial(slice(None), np.array([lam.min()]))[:, 0])
-    return np.lexsort((-slow, ~stable_cells))
+    """Cell order for the slots, longest first, so that no long cell starts at the end and cells of
+    like lengths share a batch: stable cells by their spectral radius at the smallest eigenvalue
+    (the closer to 1, the slower), then unstable ones by their spectral radius at the largest (the
+    closer to 1, the later they diverge)."""
+    radius = lambda x: stability.spectral_radius(rec.polynomial(slice(None), np.array([x]))[:, 0])
+    return np.lexsort((-np.where(stable_cells, radius(lam.min()), -radius(lam.max())), ~stable_cells))
 
 
 def run(method: str, delay: int, lr, momentum, dampening: bool, lam, weight, sigma, *, target, bound, max_steps,
@@ -44,7 +47,8 @@ def run(method: str, delay: int, lr, momentum, dampening: bool, lam, weight, sig
     def admit(c):
         if trace_steps or not stable[c]:
             return stepping.Entry(every)
-        cut = closed_form.shortcut(rec, c, lam, weight, sigma2, target, bound, max_steps)
+        with jax.default_device(jax.devices()[0]):  # whichever worker asks: one compilation, not one per device
+            cut = closed_form.shortcut(rec, c, lam, weight, sigma2, target, bound, max_steps)
         if cut is None:
             return stepping.Entry(every)
         with lock:

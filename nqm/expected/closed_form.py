@@ -135,10 +135,8 @@ def roots(rec: Recursion, cell: int, lam) -> np.ndarray:
 
 
 def _power(z, n, xp=np):
-    """``z^n`` (n ≥ 0) in polar form, as (real, imaginary) parts: 0⁰ = 1, and no NaN from log 0.
-    Real arithmetic here and below: XLA's complex arithmetic on CPU is several times slower."""
-    modulus = xp.abs(z) ** n
-    return modulus * xp.cos(n * xp.angle(z)), modulus * xp.sin(n * xp.angle(z))
+    """``z^n`` (n ≥ 0) in polar form: 0⁰ = 1, and no NaN from log 0."""
+    return xp.abs(z) ** n * xp.exp(1j * n * xp.angle(z))
 
 
 def _psi(d, z, a0, noise):
@@ -149,19 +147,23 @@ def _psi(d, z, a0, noise):
 
 def _noise(e, z, psi01, steps, xp=np):
     """Σ_{u<s} ψ_u² per component at each s in ``steps`` (each ≥ 2) and at s = ∞, (len(steps) + 1,
-    K): ``ψ_0² + ψ_1²`` plus ``Re Σ_rq e_r e_q* (1 − (z_r z_q*)^(s−2)) / (1 − z_r z_q*)``."""
+    K): ``ψ_0² + ψ_1²`` plus ``Re Σ_rq e_r e_q* (1 − (z_r z_q*)^(s−2)) / (1 − z_r z_q*)``, a Hermitian
+    form: the pairs r ≤ q, those off the diagonal twice. In real arithmetic: XLA's complex division
+    on CPU is several times slower (and its gathers slower than the pairs r > q, weighted 0)."""
+    p = z.shape[0]
     outer = lambda x, y: x[:, None] * y[None]
-    er, ei, zr, zi = e.real, e.imag, z.real, z.imag
-    pr, pi = outer(er, er) + outer(ei, ei), outer(ei, er) - outer(er, ei)  # e_r e_q*
-    wr, wi = 1.0 - outer(zr, zr) - outer(zi, zi), outer(zr, zi) - outer(zi, zr)  # 1 − z_r z_q*
-    norm = wr * wr + wi * wi
-    pr, pi = (pr * wr + pi * wi) / norm, (pi * wr - pr * wi) / norm  # e_r e_q* / (1 − z_r z_q*)
-    sums = []
+    conj = lambda x, y: (outer(x.real, y.real) + outer(x.imag, y.imag), outer(x.imag, y.real) - outer(x.real, y.imag))
+    er, ei = conj(e, e)  # e_r e_q*
+    wr, wi = conj(z, z)  # z_r z_q*
+    wr = 1.0 - wr
+    norm = np.triu(np.ones((p, p)) + np.triu(np.ones((p, p)), 1))[:, :, None] / (wr * wr + wi * wi)
+    fr, fi = (er * wr - ei * wi) * norm, (ei * wr + er * wi) * norm  # e_r e_q* / (1 − z_r z_q*), counted twice off the diagonal
+    at_infinity = psi01 + fr.sum((0, 1))
+    tails = []
     for s in steps:
-        xr, xi = _power(z, s - 2, xp)  # (z_r z_q*)^n = z_r^n (z_q^n)*
-        sums.append(xp.sum(pr * (outer(xr, xr) + outer(xi, xi)) - pi * (outer(xi, xr) - outer(xr, xi)), (0, 1)))
-    at_infinity = psi01 + xp.sum(pr, (0, 1))
-    return xp.stack([at_infinity - tail for tail in sums] + [at_infinity])
+        xr, xi = conj(*(2 * [_power(z, s - 2, xp)]))  # (z_r z_q*)^n = z_r^n (z_q^n)*
+        tails.append((fr * xr - fi * xi).sum((0, 1)))
+    return xp.stack([at_infinity - tail for tail in tails] + [at_infinity])
 
 
 class _Envelope(NamedTuple):
@@ -177,8 +179,9 @@ class _Envelope(NamedTuple):
 
 def _fit(xp, a, first, lam, z, noise, max_steps):
     """The closed form ``c, d`` (p, K) of components with coefficients ``a`` (p, K) and roots ``z`` (p, K),
-    its :class:`_Envelope`, its largest gain and misfit, and the mean and V parts of E[L] at the
-    budget per component. ``xp``: numpy (small spectra: no compilation) or jax.numpy (jitted)."""
+    its :class:`_Envelope`, its largest gain and misfit (at the first and last fitted steps), and
+    the mean and V parts of E[L] at the budget per component. ``xp``: numpy (small spectra: no
+    compilation) or jax.numpy (jitted)."""
     p = a.shape[0]
     history = xp.stack([xp.ones((p,) + lam.shape), (xp.arange(p) == 0)[:, None] * xp.ones(lam.shape)])  # μ_{s≤0} = 1;
     # h_0 = 1, h_{s<0} = 0
@@ -192,10 +195,12 @@ def _fit(xp, a, first, lam, z, noise, max_steps):
         numerator = numerator + q * values[p - 1 - k][:, None]
     off = ~xp.eye(p, dtype=bool)[:, :, None]
     c, d = numerator / xp.prod(xp.where(off, z[:, None] - z[None], 1.0), 1)  # ÷ P'(z_r) = Π_{q≠r} (z_r − z_q)
-    misfit, terms = 0.0, xp.stack([c, d])  # Σ_r c_r z_r^i against y_i, i = 0 … p − 1
-    for i in range(p):
-        misfit = xp.maximum(misfit, xp.max(xp.abs(terms.sum(1) - values[i]) / (1.0 + xp.abs(terms).sum(1))))
-        terms = terms * z
+    terms, last = xp.stack([c, d]), xp.ones_like(z)
+    for _ in range(p - 1):
+        last = last * z
+    scale = 1.0 + xp.abs(terms).sum(1)  # Σ_r c_r z_r^i against y_i at i = 0 and p − 1
+    misfit = xp.maximum(xp.max(xp.abs(terms.sum(1) - values[0]) / scale),
+                        xp.max(xp.abs((terms * last).sum(1) - values[p - 1]) / scale))
     size, modulus = xp.abs(c), xp.abs(z)
     rows = xp.arange(p)[:, None]
     slowest = rows == xp.argmax(modulus, 0)
@@ -210,8 +215,7 @@ def _fit(xp, a, first, lam, z, noise, max_steps):
                                           xp.max(xp.where(rest, modulus, 0.0), 0)])),
                          steady, xp.sum(xp.abs(e), 0) ** 2 / (1.0 - rho**2))
     gain = xp.max(xp.sum(size + xp.abs(d), 0))
-    power = _power(z, max_steps - 1, xp)
-    mean_last = xp.sum(c.real * power[0] - c.imag * power[1], 0)
+    mean_last = xp.sum(c * _power(z, max_steps - 1, xp), 0).real
     return (c, d, envelope, xp.where(xp.isfinite(gain), gain, xp.inf), xp.where(xp.isfinite(misfit), misfit, xp.inf),
             mean_last, v_last)
 
@@ -239,8 +243,7 @@ _windows_jit = jax.jit(functools.partial(_windows, jnp))
 
 def _values(c, d, z, last, count):
     """``μ_s`` and ``h_s`` at the steps ``s = last, last − 1, …`` (``count`` of them, all ≥ 1): (count, 2, K)."""
-    pr, pi = _power(z, last - count - 1)
-    power = pr + 1j * pi  # z^(s−1) at the step s before the first
+    power = _power(z, last - count - 1)  # z^(s−1) at the step s before the first
     out = []
     for _ in range(count):
         power = power * z
