@@ -22,15 +22,16 @@ import numpy as np
 from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
 
 SMALL = 2**20  # (cells × components) below which one device steps them all
+UNROLL = 8  # steps per round, at most: rounds of all p steps would make long delays slow to compile
 
 
 class Loop(NamedTuple):
     """The slots' state at the step ``t`` that they share.
 
-    ``ring[s % p]`` holds ``(μ, h)`` at step s, a (2, slots, components) slab; ``v`` is each slot's
-    ``V_t``; ``status``, ``done_at`` (the step it ended) and ``loss`` are (slots, noise levels);
-    ``curve`` (slots, levels, a multiple of p, maybe 0) the loss of slots that started at t = 0.
-    Slots take cells, and leave the loop, at steps ``t ≡ 0 (mod p)`` only."""
+    ``ring[x]`` holds ``(μ, h)`` at step t − x (x < p), a (2, slots, components) slab; ``v`` is each
+    slot's ``V_t``; ``status``, ``done_at`` (the step it ended) and ``loss`` are (slots, noise
+    levels); ``curve`` (slots, levels, a multiple of the round, maybe 0) the loss of slots that
+    started at t = 0."""
 
     t: jax.Array
     ring: tuple
@@ -63,8 +64,8 @@ class Limits(NamedTuple):
 
 class Starts(NamedTuple):
     """Cells that start in the slots marked ``mask`` (slots,): ring ``ring`` (p, 2, slots,
-    components) in ring positions, V ``v`` and ``status`` per noise level (RUNNING, or BUDGET where
-    it was settled unstepped). Masks, not indices: one shape, one compilation."""
+    components), newest first, V ``v`` and ``status`` per noise level (RUNNING, or BUDGET where it
+    was settled unstepped). Masks, not indices: one shape, one compilation."""
 
     mask: np.ndarray
     ring: np.ndarray
@@ -82,44 +83,48 @@ class Entry(NamedTuple):
     v: float = 0.0
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _advance(p: int, lags: tuple, rounds: int, loop: Loop, cells: Cells, starts: Starts, lam, weight, sigma2,
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _advance(lags: tuple, rounds: int, loop: Loop, cells: Cells, starts: Starts, lam, weight, sigma2,
              limits: Limits) -> Loop:
-    """New cells in the slots that ``starts``, then up to ``rounds`` rounds of p steps of every slot
-    (rows) and component (columns), leaving early once no slot is running at any noise level (and
-    the curve, if one is kept, is traced).
+    """New cells in the slots that ``starts``, then up to ``rounds`` rounds of u = min(p, UNROLL)
+    steps of every slot (rows) and component (columns), leaving early once no slot is running at
+    any noise level (and the curve, if one is kept, is traced).
 
-    A round is unrolled, so every ring position is static, and it ends in one status update for its
-    p steps: few kernels per step, which is what a step costs when the slots are few."""
-    loop = loop._replace(ring=tuple(jnp.where(starts.mask[None, :, None], new, old)
-                                    for new, old in zip(starts.ring, loop.ring)),  # a slab per ring position
-                         v=jnp.where(starts.mask, starts.v, loop.v),
+    A round is unrolled, so every slab it reads is a static element of the ring, and it ends in one
+    status update for its u steps: few kernels per step, which is what a step costs when the slots
+    are few. After a round the ring's p − u oldest slabs that remain move down by u (copies, where
+    p > UNROLL); unrolling all p steps instead would make long delays slow to compile."""
+    p = len(loop.ring)
+    u = min(p, UNROLL)
+    ring = tuple(jnp.where(starts.mask[:, None], new, old) for new, old in zip(starts.ring, loop.ring))
+    loop = loop._replace(ring=ring, v=jnp.where(starts.mask, starts.v, loop.v),
                          status=jnp.where(starts.mask[:, None], starts.status, loop.status))
     mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
     curve_length = loop.curve.shape[-1]
     b0, b1 = cells.noise[:, :1], cells.noise[:, 1:]
+    mean_row = (jnp.arange(2) == 0)[:, None, None]
 
     def round_(carry):
         loop, n = carry
         t, ring, v = loop.t, loop.ring, loop.v
         local = t - cells.origin  # each slot's own step at the round's start
-        means, psis = [], []
-        for i in range(p):  # step t + i; ring position (i − s) % p holds step t + i − s
-            slabs = [ring[(i - s) % p] for s in range(p)]
-            new = sum(a * slabs[k] for k, a in zip(lags, cells.a))
+        news, psis = [], []
+        for i in range(u):  # the value at step t + i + 1 from those at t + i − j
+            at = lambda j: news[i - 1 - j] if j < i else ring[j - i]
+            new = sum(a * at(k) for k, a in zip(lags, cells.a))
             if i == 0:  # a slot's first step happens here
-                new = new.at[0].add(jnp.where(local[:, None] == 0, cells.first[:, None] * lam, 0.0))
-            psis.append(b0 * slabs[0][1] + b1 * slabs[1][1])
-            means.append(new[0])
-            ring = ring[:(i + 1) % p] + (new,) + ring[(i + 1) % p + 1:]
+                new = new + jnp.where((local[:, None] == 0) & mean_row, cells.first[:, None] * lam, 0.0)
+            psis.append(b0 * at(0)[1] + b1 * at(1)[1])
+            news.append(new)
         # row reductions, not dots: the same bits whatever the number of slots
         noise_parts = jnp.sum(jnp.stack(psis) ** 2 * noise_weight, axis=-1)
         vs = []
-        for i in range(p):
+        for i in range(u):
             v = v + noise_parts[i]
             vs.append(v)
-        values = jnp.sum(jnp.stack(means) ** 2 * mean_weight, axis=-1)[..., None] + jnp.stack(vs)[..., None] * sigma2
-        steps = local[None, :, None] + 1 + jnp.arange(p)[:, None, None]  # (p, slots, 1): the step of each value
+        means = jnp.stack([new[0] for new in news])
+        values = jnp.sum(means**2 * mean_weight, axis=-1)[..., None] + jnp.stack(vs)[..., None] * sigma2
+        steps = local[None, :, None] + 1 + jnp.arange(u)[:, None, None]  # (u, slots, 1): the step of each value
         ends = (values < limits.target) | ~(values <= limits.bound) | (steps >= limits.max_steps)
         first_end = jnp.argmax(ends, axis=0)  # (slots, levels)
         value = jnp.take_along_axis(values, first_end[None], 0)[0]
@@ -129,9 +134,10 @@ def _advance(p: int, lags: tuple, rounds: int, loop: Loop, cells: Cells, starts:
         curve = loop.curve
         if curve_length:
             updated = jax.lax.dynamic_update_slice_in_dim(curve, jnp.moveaxis(values, 0, -1),
-                                                          jnp.minimum(t, curve_length - p), 2)
+                                                          jnp.minimum(t, curve_length - u), 2)
             curve = jnp.where(t < curve_length, updated, curve)
-        return Loop(t + p, ring, v, jnp.where(ended, now, loop.status).astype(jnp.int8),
+        ring = tuple(news[::-1]) + ring[: p - u]  # newest first
+        return Loop(t + u, ring, v, jnp.where(ended, now, loop.status).astype(jnp.int8),
                     jnp.where(ended, local[:, None] + 1 + first_end, loop.done_at),
                     jnp.where(ended, value, jnp.where(live, values[-1], loop.loss)), curve), n + 1
 
@@ -151,6 +157,7 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
     ``record(c, levels, steps, status, loss, curve)`` receives a finished cell's results at the
     levels it stepped. Small work runs on one device: a second would cost a second compilation."""
     p, comps, levels = max(max(lags) + 1, 2), lam.size, sigma2.size
+    u = min(p, UNROLL)
     devices = jax.devices()[: 1 if len(cells) * comps < SMALL else None]
     queue, lock = iter(cells), threading.Lock()
     slots = max(1, min(slot_size // comps, -(-len(cells) // len(devices))))
@@ -172,25 +179,24 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
             status = np.full((slots, levels), BUDGET, np.int8)  # of the slots that start
             empty = np.zeros((2, slots, comps))  # a slot's ring is set as it takes a cell
             loop = Loop(np.int64(0), (empty,) * p, np.zeros(slots), status, np.zeros((slots, levels), np.int64),
-                        np.zeros((slots, levels)), np.zeros((slots, levels, -(-trace_steps // p) * p)))
+                        np.zeros((slots, levels)), np.zeros((slots, levels, -(-trace_steps // u) * u)))
             slot_levels = np.ones((slots, levels), bool)  # the noise levels each slot steps
             free, incoming, t = list(range(slots)), take(), 0
             args = (lam, weight, sigma2, Limits(*(np.asarray(x) for x in limits)))
             while True:
                 starts = Starts(np.zeros(slots, bool), np.zeros((p, 2, slots, comps)), np.zeros(slots), status)
-                back = (t - np.arange(p)) % p  # the ring position of step t − x
                 for i, (c, entry) in zip(free, incoming):  # a new cell in each free slot, from now
                     owner[i], starts.mask[i], slot_levels[i] = c, True, entry.levels
                     a_c, noise[i], first[i] = coefficients(c)
                     a[:, i], origin[i] = a_c[:, list(lags)].T, t - entry.start
                     status[i] = np.where(entry.levels, RUNNING, BUDGET)
                     if entry.start:  # from where the cell can first end
-                        starts.ring[back, :, i], starts.v[i] = entry.ring, entry.v
+                        starts.ring[:, :, i], starts.v[i] = entry.ring, entry.v
                     else:  # μ = 1 before and at step 0, h = 1 at it, 0 before
-                        starts.ring[:, 0, i], starts.ring[back[0], 1, i] = 1.0, 1.0
+                        starts.ring[:, 0, i], starts.ring[0, 1, i] = 1.0, 1.0
                 if not starts.mask.any() and all(c is None for c in owner):
                     return
-                loop = _advance(p, lags, -(-chunk_steps // p), loop, Cells(tuple(a), noise, first, origin), starts, *args)
+                loop = _advance(lags, -(-chunk_steps // u), loop, Cells(tuple(a), noise, first, origin), starts, *args)
                 t, now = int(loop.t), np.asarray(loop.status)
                 free = [i for i, c in enumerate(owner) if c is None or ((now[i] != RUNNING).all() and t >= trace_steps)]
                 done = [i for i in free if owner[i] is not None]
