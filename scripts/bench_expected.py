@@ -5,14 +5,16 @@ Two grids over Figure 1's box (lr log-spaced over [0.01, 4] × m over [0, 0.98])
 (Figure 1's). Each command runs in a fresh interpreter, timed from outside as a user sees it
 (``python -m nqm sweep …`` against ``python -m nqm expected …``, with and without ``--bins``):
 import, compilation and writing the result included. Prints the seconds of each, the ratios MC /
-exact and MC / binned (above 1: the exact mode is faster), how the cells ended, and the T error
-that binning causes against exact. ``--check`` exits with status 1 unless exact >= 2x (16 × 16)
+exact and MC / binned (above 1: the exact mode is faster), the same in CPU seconds (less sensitive
+to other work on the machine), how the cells ended, and the T error that binning causes against
+exact. ``--check`` exits with status 1 unless exact >= 2x (16 × 16)
 and >= 3x (32 × 32), and binned >= 8x (16 × 16) and >= 20x (32 × 32) the Monte Carlo speed.
 """
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -45,24 +47,31 @@ def _command(name, side, dim, steps, bins, out):
     return [sys.executable, "-m", "nqm", *mode, *grid]
 
 
+def _cpu_seconds() -> float:
+    """User and system CPU seconds of the finished child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_grid(side, dim, steps, bins, only=None):
-    """Seconds of each command and its result, on one grid."""
+    """Wall and CPU seconds of each command, and its result, on one grid."""
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    times, runs = {}, {}
+    times, cpu, runs = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("monte_carlo", "exact", "binned"):
             if only and name not in only:
                 continue
             out = Path(tmp) / f"{name}.nc"
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), _cpu_seconds()
             subprocess.run(_command(name, side, dim, steps, bins, out), check=True, env=env, stdout=subprocess.DEVNULL)
-            times[name] = time.perf_counter() - start
+            times[name], cpu[name] = time.perf_counter() - start, _cpu_seconds() - cpu_start
             runs[name] = nqm.load(out).load()
             ended = {k: int((runs[name].status == k).sum()) for k in (1, 0, -1)}
-            print(f"{side}x{side} {name}: {times[name]:.1f} s; cells reached {ended[1]}, budget {ended[0]}, "
-                  f"diverged {ended[-1]}; steps summed over cells {int(runs[name].steps.sum()):,}", flush=True)
-    return times, runs
+            print(f"{side}x{side} {name}: {times[name]:.1f} s ({cpu[name]:.1f} CPU s); cells reached {ended[1]}, "
+                  f"budget {ended[0]}, diverged {ended[-1]}; steps summed over cells {int(runs[name].steps.sum()):,}",
+                  flush=True)
+    return times, cpu, runs
 
 
 def main(argv=None):
@@ -79,7 +88,7 @@ def main(argv=None):
     results, missed = [], []
     for side in sides:
         dim, steps = SMOKE[1:] if args.smoke else (args.dim, GRIDS[side])
-        times, runs = run_grid(side, dim, steps, args.bins, args.only)
+        times, cpu, runs = run_grid(side, dim, steps, args.bins, args.only)
         if "exact" in runs and "binned" in runs:
             error = binning_error(runs["exact"], runs["binned"])
             print(f"binning (B={args.bins}) against exact: T differs by {error['median_T_error']:.2%} (median), "
@@ -89,11 +98,16 @@ def main(argv=None):
             results.append(times)
             continue
         result = {"side": side, "dim": dim, "steps": steps, "bins": args.bins, **{f"{k}_s": v for k, v in times.items()},
+                  **{f"{k}_cpu_s": v for k, v in cpu.items()},
                   "exact_speedup": times["monte_carlo"] / times["exact"],
-                  "binned_speedup": times["monte_carlo"] / times["binned"], **error}
+                  "binned_speedup": times["monte_carlo"] / times["binned"],
+                  "exact_cpu_ratio": cpu["monte_carlo"] / cpu["exact"],
+                  "binned_cpu_ratio": cpu["monte_carlo"] / cpu["binned"], **error}
         print(f"{side}x{side} cells, N={dim}, D=4, sigma=0.05, budget {steps:,}: Monte Carlo "
               f"{times['monte_carlo']:.1f} s, exact {times['exact']:.1f} s ({result['exact_speedup']:.2f}x), "
-              f"binned B={args.bins} {times['binned']:.1f} s ({result['binned_speedup']:.2f}x)")
+              f"binned B={args.bins} {times['binned']:.1f} s ({result['binned_speedup']:.2f}x); in CPU seconds "
+              f"{cpu['monte_carlo']:.1f}, {cpu['exact']:.1f} ({result['exact_cpu_ratio']:.2f}x), "
+              f"{cpu['binned']:.1f} ({result['binned_cpu_ratio']:.2f}x)")
         print(json.dumps(result), flush=True)
         exact_target, binned_target = TARGETS.get(side, (0.0, 0.0))
         if not (result["exact_speedup"] >= exact_target and result["binned_speedup"] >= binned_target):

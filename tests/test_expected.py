@@ -120,8 +120,8 @@ def test_cells_and_noise_levels_are_independent_of_the_grid_and_the_slots(monkey
     assert len(np.unique(full.status)) == 3  # reached, budget and diverged cells share the slots
     original = autoregression.run
     # one slot, refilled cell after cell; a few, refilled every 7 steps; on one device, or on each
-    for slots, small_work in ((1, stepping.SMALL), (3, stepping.SMALL), (1, 0), (3, 0)):
-        monkeypatch.setattr(stepping, "SMALL", small_work)
+    for slots, one_device in ((1, stepping.ONE_DEVICE), (3, stepping.ONE_DEVICE), (1, 0), (3, 0)):
+        monkeypatch.setattr(stepping, "ONE_DEVICE", one_device)
         monkeypatch.setattr(autoregression, "run",
                             lambda *a, **k: original(*a, **{**k, "slot_size": slots * 50, "chunk_steps": 7}))
         small = expected.sweep("sgdm", **grid, **kw)

@@ -18,9 +18,8 @@ component's ``λ`` (the roots move smoothly with λ); a root set whose product `
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -28,9 +27,10 @@ import numpy as np
 
 from nqm import stability
 from nqm.expected.recursion import Recursion
+from nqm.expected.steady import SMALL  # components up to which numpy, not a compiled kernel, analyses a cell
 
 GAIN = 1e3  # the largest closed-form gain (Σ|c_r| + |d_r|) a shortcut may rest on
-FIT = 1e-9  # ... the largest relative misfit of the closed form at steps 1 … p
+FIT = 1e-9  # ... the largest relative misfit of the closed form at the steps it is fitted to
 MARGIN = 1e-3  # ... and the relative margin by which its bounds must hold: rounding of z^s over 10⁵ steps
 WINDOWS = 48  # log-spaced windows of the budget that the shortcut's bounds cover
 SKIP = 100  # the least number of steps worth skipping (stepping from the start is bit-exact)
@@ -39,7 +39,6 @@ SEED_SPACING = 0.05  # log-λ spacing of the polynomials whose companion eigenva
 POLISH = 4  # Aberth–Ehrlich iterations from the seeds: the roots move by ~1 % between seeds
 BACKWARD = 1e-12  # largest accepted max_k |[x^k](Π (x − z_r) − P)| / Σ_k |P_k|
 BATCH = 2**17  # (windows or root pairs) × components per call
-SMALL = 512  # components up to which numpy analyses a cell: no compilation, which is what costs most then
 
 
 class Shortcut(NamedTuple):
@@ -121,8 +120,9 @@ def roots(rec: Recursion, cell: int, lam) -> np.ndarray:
         return stability.roots(polynomial).astype(complex)
     grid = np.linspace(log.min(), log.max(), seeds)
     start = stability.roots(rec.polynomial(cell, np.exp(grid)))
-    start = start[np.rint((log - grid[0]) / (grid[1] - grid[0])).astype(int)] * (1 + 1e-3j)  # off the real axis:
-    # a conjugate-symmetric start stays so, and could not split into two real roots
+    nearest = np.clip(np.rint((log - grid[0]) / max(grid[1] - grid[0], 1e-300)), 0, seeds - 1).astype(int)
+    start = start[nearest] * (1 + 1e-3j)  # off the real axis: a conjugate-symmetric start stays so, and
+    # could not split into two real roots
     z = np.empty(start.shape, complex)
     size = _chunk(rec.order, lam.size)
     for take, n in _pieces(lam.size, size):
@@ -256,15 +256,17 @@ def shortcut(rec: Recursion, cell: int, lam, weight, sigma2, target, bound, max_
     """For a stable cell, what can be shown without stepping it (None: nothing).
 
     The proof covers the steps s = 1 … max_steps in log-spaced windows [s_a, s_b]: the mean part is
-    at least ``½ Σ λ (|c_k||z_k|^(s_b−1) − Σ_{r≠k} |c_r||z_r|^(s_a−1))₊²`` for any root k (all |z| < 1),
-    the noise part ``σ² V_s`` at least ``σ² V_{s_a}`` (V never decreases), and ``V_{s_a}`` at least
-    ``V_∞`` less a geometric bound of what is still to come; from above, the expected loss is at
-    most ``½ Σ λ (Σ_r |c_r|)² + σ² V_∞``. A level whose lower bound holds in every window (and upper
-    bound below the divergence bound) never ends before the budget; the others cannot end before
-    the first window where it fails, so their stepping starts there, from the closed-form state.
+    at least ``½ Σ λ (|c_k||z_k|^(s_b−1) − Σ_{r≠k} |c_r||z_r|^(s_a−1))₊²`` for k either of the two
+    slowest roots (all |z| < 1; :func:`_windows`), the noise part ``σ² V_s`` at least ``σ² V_{s_a}``
+    (V never decreases), and ``V_{s_a}`` at least ``V_∞`` less a geometric bound of what is still to
+    come; from above, the expected loss is at most ``½ Σ λ (Σ_r |c_r|)² + σ² V_∞``. A level whose
+    lower bound holds in every window (and upper bound below the divergence bound) never ends
+    before the budget; the others cannot end before the first window where it fails, which is
+    split REFINE times into finer windows, and their stepping starts at the first that fails, from
+    the closed-form state there (tens of steps before the level ends, where the bound is tight).
     Components whose closed form is ill-conditioned (gain > GAIN, or misfit > FIT) stop the
     shortcut, and a relative MARGIN covers its rounding, so nothing is settled that the recursion
-    would not give."""
+    would not give; a bound that is not a number proves nothing."""
     p, comps = rec.order, lam.size
     z = roots(rec, cell, lam)
     if not np.abs(z).max() < 1.0:  # roots on the unit circle

@@ -21,7 +21,7 @@ import numpy as np
 from nqm.expected.recursion import Recursion
 
 BATCH = 2**20  # (cells × components × p) per call
-SMALL = 512  # components up to which numpy does it: no compilation, which is what costs most then
+SMALL = 512  # components up to which numpy, not a compiled kernel, analyses a cell: compiling costs most then
 
 
 def _levinson(xp, base, slope, noise, lam, weight):

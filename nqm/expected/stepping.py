@@ -21,7 +21,7 @@ import numpy as np
 
 from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
 
-SMALL = 2**20  # (cells × components) below which one device steps them all
+ONE_DEVICE = 2**20  # (cells × components) below which one device steps them all
 UNROLL = 8  # steps per round, at most: rounds of all p steps would make long delays slow to compile
 
 
@@ -158,7 +158,7 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
     levels it stepped. Small work runs on one device: a second would cost a second compilation."""
     p, comps, levels = max(max(lags) + 1, 2), lam.size, sigma2.size
     u = min(p, UNROLL)
-    devices = jax.devices()[: 1 if len(cells) * comps < SMALL else None]
+    devices = jax.devices()[: 1 if len(cells) * comps < ONE_DEVICE else None]
     queue, lock = iter(cells), threading.Lock()
     slots = max(1, min(slot_size // comps, -(-len(cells) // len(devices))))
 
