@@ -207,7 +207,8 @@ def test_bad_input_is_one_line_at_the_api_and_the_cli(bad, message, tmp_path, ca
 
 def test_the_singular_point_eta_lambda_one_runs_and_has_the_closed_form_steady_state():
     """η λ = 1 at m = 0 and D = 0 makes the recursion nilpotent (a double root at 0): every cell still
-    runs, and E[L_∞] is the SGD closed form σ² Σ η λ² / (2 (2 − η λ)) (= σ²/2 here)."""
+    runs, its steps and status are the engine's, and E[L_∞] is the SGD closed form
+    σ² Σ η λ / (2 (2 − η λ)) (the λ = 1 component's share σ²/2)."""
     lam, sigma = np.array([1.0, 0.5, 0.1]), 0.3
     steady = expected.steady_state_loss(nqm.explicit(lam), "sgd", 0, [1.0], [0.0], [sigma])[0]
     assert steady == pytest.approx(np.sum(sigma**2 * lam / (2 * (2 - lam))), rel=1e-12)
@@ -272,3 +273,17 @@ def test_expected_loss_and_steady_state_check_their_arguments(bad, message):
     with pytest.raises(NqmError, match=message):
         expected.steady_state_loss(kw.pop("problem"), kw.pop("method"), kw.pop("delay"), kw.pop("lr"),
                                    kw.pop("momentum"), kw.pop("sigma"))
+
+
+@pytest.mark.parametrize("method, delay", [("sgdm", 4), ("nesterov", 2), ("shifted", 6)])
+def test_seeded_roots_are_the_companion_eigenvalues(method, delay):
+    """The roots polished from a few seeds are, component by component, those of numpy's eigvals."""
+    from nqm import stability
+
+    lam = nqm.zhang(2000).eigenvalues  # log-spaced seeds every 0.05 over [log 1/2000, 0]: 153 ≪ 2000 components
+    rec = expected.recursion(method, delay, np.array([0.05, 0.8]), np.array([0.9, 0.3]))
+    for cell in range(2):
+        fast, slow = closed_form.roots(rec, cell, lam), stability.roots(rec.polynomial(cell, lam))
+        assert fast.shape == slow.shape
+        distance = np.abs(fast[:, :, None] - slow[:, None, :]).min(-1).max()
+        assert distance < 1e-7, (cell, distance)
