@@ -126,7 +126,7 @@ cell = best.steps.where(best.status == 1).argmin(...)
 lr, m = float(best.lr[cell["lr"]]), float(best.momentum[cell["momentum"]])
 fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
 for rho in (0.5, 0.75, 1.0):
-    run = diagnostics.trajectory(problem, "ab", lr=lr, momentum=m, rho=rho, delay=D, steps=min(STEPS, 3000),
+    run = diagnostics.trajectory("ab", problem=problem, lr=lr, momentum=m, rho=rho, delay=D, steps=min(STEPS, 3000),
                                  record=(), summaries=True)
     counts, edges = run.alpha_histogram.values[1:-1], run.alpha_bin.values[1:]
     ax.stairs(counts / counts.sum(), edges, label=f"ρ = {rho:g}: mean {run.attrs.get('alpha_mean', np.nan):.2f}")
@@ -151,7 +151,7 @@ plt.show()
 # %%
 fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
 for rho in (0.25, 0.75, 1.5):
-    run = diagnostics.trajectory(problem, "ab", lr=lr, momentum=m, rho=rho, delay=D, steps=300, record=(),
+    run = diagnostics.trajectory("ab", problem=problem, lr=lr, momentum=m, rho=rho, delay=D, steps=300, record=(),
                                  summaries=True, x64=True)
     ax.semilogx(run.eigenvalue, run.relative_energy_decay, ".", label=f"ρ = {rho:g}")
 ax.axhline(1, color="grey", ls=":")

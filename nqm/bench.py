@@ -31,6 +31,7 @@ import numpy as np
 import nqm
 from nqm import engine
 from nqm.optimizers import make
+from nqm.status import BUDGET, DIVERGED, REACHED
 
 DELAY, NOISE = 8, 0.01
 IID, WORKERS = "uniform:0:16", "workers:9"  # random delays with the mean of DELAY
@@ -123,8 +124,8 @@ def early_exit(problem, cells: int, budget: int, chunk: int, full_rate: float) -
     engine.simulate(problem, optimizer, hyper, sigma, delay=DELAY, config=dataclasses.replace(config, max_steps=chunk))
     elapsed, out = _best_time(lambda: engine.simulate(problem, optimizer, hyper, sigma, delay=DELAY, config=config))
     useful = float(out.steps.sum()) * problem.dim
-    counts = {"reached": int((out.status == 1).sum()), "diverged": int((out.status == -1).sum()),
-              "budget": int((out.status == 0).sum()), "steps_min": int(out.steps.min()), "steps_max": int(out.steps.max())}
+    counts = {"reached": int((out.status == REACHED).sum()), "diverged": int((out.status == DIVERGED).sum()),
+              "budget": int((out.status == BUDGET).sum()), "steps_min": int(out.steps.min()), "steps_max": int(out.steps.max())}
     return useful / (elapsed * full_rate), counts
 
 

@@ -1,7 +1,7 @@
 """Exact expected dynamics of the linear methods under constant delay and noise, at engine speed.
 
 In the eigenbasis each component w of a linear method follows an autoregression driven by
-independent Gaussian noise (DESIGN.md §1–2, ``g_t = λ w_{t−D} + σ √λ z_t``, ``w_{s≤0} = 1``):
+independent Gaussian noise (the README's conventions, ``g_t = λ w_{t−D} + σ √λ z_t``, ``w_{s≤0} = 1``):
 
     sgdm      w_{t+1} = (1+m) w_t − m w_{t−1} − cηλ w_{t−D}                           − cη σ√λ z_t
     nesterov  w_{t+1} = (1+m) w_t − m w_{t−1} − cη(1+m)λ w_{t−D} + cηmλ w_{t−D−1}   − cη σ√λ ((1+m) z_t − m z_{t−1})
@@ -506,9 +506,9 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     grid_size(coords)
     problem = nqm.zhang() if problem is None else problem
     recursion(method, 0, 0.1, 0.0)  # the method, before any work
-    result = sweeps._empty("sgdm" if method == "sgd" else method, coords, problem, config,
-                           {"dampening": dampening} if method != "sgd" else {},
-                           [nqm.delays.constant(int(d)) for d in coords["delay"]])
+    task = sweeps.Job("sgdm" if method == "sgd" else method, {"dampening": dampening} if method != "sgd" else {},
+                      problem, config)
+    result = sweeps.empty(task, coords, [nqm.delays.constant(int(d)) for d in coords["delay"]])
     result.attrs.update(method=method, mode="exact expected dynamics", bins=-1 if bins is None else int(bins))
     steady = np.empty(result.steps.shape)
     m, lr_ = (x.ravel() for x in np.meshgrid(coords["momentum"], coords["lr"], indexing="ij"))

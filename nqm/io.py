@@ -93,7 +93,9 @@ def load(path: str | os.PathLike) -> xr.Dataset:
         raise NqmError(f"cannot read {path}: not an nqm netCDF result ({type(exc).__name__})") from None
     if "steps" not in ds or "status" not in ds:
         raise NqmError(f"{path} is not an nqm sweep result (no steps/status variables)")
-    return ds
+    from nqm.results import index_delays
+
+    return index_delays(ds)
 
 
 def check_writable(path: str | os.PathLike) -> None:

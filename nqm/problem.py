@@ -55,10 +55,6 @@ class Problem:
     def lam_max(self) -> float:
         return float(self.eigenvalues.max())
 
-    @property
-    def rotated(self) -> bool:
-        return self.rotation_seed is not None
-
     @functools.cached_property
     def rotation(self) -> np.ndarray | None:
         """``Q`` (Haar-orthogonal, from ``rotation_seed``), or ``None``."""

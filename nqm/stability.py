@@ -17,16 +17,16 @@ Numpy/scipy only, float64. Never imports jax or the engine.
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
 import xarray as xr
 
+from nqm.conventions import convention
+from nqm.delays import gaussian_pmf, uniform_pmf, validate_pmf
 from nqm.errors import NqmError
 
 METHODS = ("sgd", "sgdm", "shifted")
-CONVENTIONS = {False: "undampened: v = m v + g", True: "dampened: v = m v + (1-m) g"}
 DIST_SYNTAX = "'uniform:A:B' (uniform on {A..B}) or 'gaussian:MU' (discretised N(MU,1) on 1..2MU)"
 
 
@@ -51,59 +51,6 @@ def _array(values, name, *, integer=False, low=0.0, high=np.inf):
     return arr.astype(np.int64) if integer else arr
 
 
-def validate_pmf(pmf) -> np.ndarray:
-    """Check and renormalise a delay pmf ``p_k = P(τ = k)``, k = 0..K.
-
-    Args:
-      pmf: non-negative finite weights indexed by delay, with a positive sum.
-
-    Returns:
-      float64 array summing to 1, trailing zeros dropped (so K is the largest delay).
-    """
-    p = _array(pmf, "delay pmf")
-    if p.ndim != 1 or p.sum() <= 0:
-        raise NqmError(f"delay pmf must be a 1-D list of weights with a positive sum, got {pmf!r}")
-    return p[: np.flatnonzero(p)[-1] + 1] / p.sum()
-
-
-def uniform_pmf(a: int, b: int) -> np.ndarray:
-    """Delay pmf of ``τ ~ unif{a..b}`` (Giladi et al. 2020, eq. 20).
-
-    Args:
-      a, b: smallest and largest delay, ``0 <= a <= b``.
-
-    Returns:
-      pmf over k = 0..b.
-    """
-    a, b = (int(v) for v in _array([a, b], "uniform delay bounds", integer=True))
-    if a > b:
-        raise NqmError(f"uniform delay needs a <= b, got a={a}, b={b}")
-    return np.where(np.arange(b + 1) >= a, 1.0 / (b - a + 1), 0.0)
-
-
-def gaussian_pmf(mu: int) -> np.ndarray:
-    """Discretised Gaussian delay pmf (Giladi et al. 2020, App. C).
-
-    ``P(τ = k) ∝ P(k - ½ <= z <= k + ½)``, ``z ~ N(μ, 1)``, k = 1..2μ, renormalised. The paper's
-    E[τ] = μ holds only once the tails vanish (μ >= 4): k = 0 is cut but k = 2μ is kept.
-
-    Args:
-      mu: mean delay, a positive integer.
-
-    Returns:
-      pmf over k = 0..2μ (p_0 = 0).
-    """
-    mu = int(_array(mu, "gaussian delay mean", integer=True, low=1))
-    d = np.abs(np.arange(2 * mu + 1) - mu)  # by symmetry, so both tails keep full precision
-    return validate_pmf(np.r_[0.0, (_normal_cdf(0.5 - d) - _normal_cdf(-0.5 - d))[1:]])
-
-
-def _normal_cdf(x):
-    """Φ(x) through erfc, accurate in the left tail (and without importing scipy.stats, which
-    would take most of ``nqm threshold``'s start-up)."""
-    return 0.5 * np.vectorize(math.erfc)(-np.asarray(x, float) / math.sqrt(2.0))
-
-
 def _dist_spec(spec: str):
     """Split 'uniform:A[:B]' / 'gaussian[:MU]' into (family, ints); the last value may be left out."""
     match = re.fullmatch(r"\s*(uniform|gaussian)((?::\d+)*)\s*", str(spec))
@@ -126,7 +73,9 @@ def parse_delay_dist(spec: str) -> np.ndarray:
     family, args = _dist_spec(spec)
     if len(args) != (2 if family == "uniform" else 1):
         raise NqmError(f"delay distribution must be {DIST_SYNTAX}, got {spec!r}")
-    return uniform_pmf(*args) if family == "uniform" else gaussian_pmf(*args)
+    from nqm.delays import pmf
+
+    return pmf(spec)
 
 
 def mean_delay(pmf) -> float:
@@ -415,6 +364,6 @@ def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False, dela
         {"threshold": ((dim, "momentum"), x, {"long_name": "stability threshold x* = a*eta*"})},
         coords={dim: values, "momentum": m, "mean_delay": (dim, means)},
         attrs={"method": method, "delay_dist": dist,
-               "convention": "no momentum" if method == "sgd" else CONVENTIONS[bool(dampening)],
+               "convention": "no momentum" if method == "sgd" else convention(bool(dampening)),
                "reference": "Giladi et al. 2020, At Stability's Edge"},
     )

@@ -14,14 +14,8 @@ import numpy as np
 import xarray as xr
 
 from nqm.errors import NqmError
+from nqm.results import GRID, panels
 from nqm.status import REACHED, t_star
-
-GRID = ("momentum", "lr")
-
-
-def panels(ds: xr.Dataset) -> tuple[str, ...]:
-    """The dimensions that index the panels of a result."""
-    return tuple(d for d in ds.steps.dims if d not in GRID)
 
 
 def summarize(ds: xr.Dataset) -> xr.Dataset:

@@ -35,7 +35,7 @@ def alignment(c, r, m, rho):
 
 def measured(rho, m, steps, dim, x64=False):
     """Per-step (cos(g, v), r, cos(−Δw, g)) of noisy delayed runs at a few learning rates."""
-    runs = [diagnostics.trajectory(nqm.zhang(dim), "ab", lr=lr, momentum=m, rho=rho, delay=2, noise=0.05,
+    runs = [diagnostics.trajectory("ab", problem=nqm.zhang(dim), lr=lr, momentum=m, rho=rho, delay=2, noise=0.05,
                                    steps=steps, record=RECORD, seed=1, x64=x64) for lr in (0.02, 0.1, 0.3)]
     cat = lambda name: np.concatenate([ds[name].values[5:] for ds in runs])
     return cat("gradient_velocity_cosine"), cat("gradient_velocity_ratio"), cat("update_alignment")

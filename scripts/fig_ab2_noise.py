@@ -34,7 +34,7 @@ def _smooth(x, y, width=50):
 def runs(dim, steps, stride):
     problem = nqm.zhang(dim)
     kw = dict(CELL, steps=steps, stride=stride, record=("loss", "component_loss"), summaries=True, target=TARGET)
-    return {rho: diagnostics.trajectory(problem, "ab", rho=rho, **kw) for rho in (0.0, 0.5)}
+    return {rho: diagnostics.trajectory("ab", problem=problem, rho=rho, **kw) for rho in (0.0, 0.5)}
 
 
 def figure(out, dim, steps, stride):

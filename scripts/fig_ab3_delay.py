@@ -30,7 +30,7 @@ def runs(dim, steps, stride):
     # float64: AB drives the largest components below float32's range long before the target.
     kw = dict(CELL, steps=steps, stride=stride, record=("loss", "component_loss"), summaries=True, target=TARGET,
               x64=True)
-    return {rho: diagnostics.trajectory(problem, "ab", rho=rho, **kw) for rho in (0.0, 0.5)}
+    return {rho: diagnostics.trajectory("ab", problem=problem, rho=rho, **kw) for rho in (0.0, 0.5)}
 
 
 def figure(out, dim, steps, stride, decay_steps):
@@ -50,7 +50,7 @@ def figure(out, dim, steps, stride, decay_steps):
         ax.legend(fontsize=8)
         print(name, reached)
     # The decay over the first steps, where the delay would make the large components grow.
-    early = diagnostics.trajectory(nqm.zhang(dim), "ab", rho=0.5, **dict(CELL, steps=decay_steps), record=(),
+    early = diagnostics.trajectory("ab", problem=nqm.zhang(dim), rho=0.5, **dict(CELL, steps=decay_steps), record=(),
                                    summaries=True, x64=True)
     axes[2].semilogx(early.eigenvalue, early.relative_energy_decay, ".", ms=3)
     axes[2].axhline(1.0, color="grey", ls=":")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import nqm
+from nqm.delays import History
 import reference
 from nqm import diagnostics, engine
 from nqm.optimizers import make
@@ -168,9 +169,9 @@ def test_compiles_once_per_shape():
     """New hyperparameter values reuse the compiled chunk (and the noise generator)."""
     lr = np.geomspace(0.05, 1, 6)
     run("ab", {}, {"rho": 0.5}, 2, lr=lr, momentum=0.5, sigma=0.01)
-    sizes = engine._advance._cache_size(), engine._common_noise._cache_size()
+    sizes = engine.loop.advance._cache_size(), engine.loop.common_noise._cache_size()
     run("ab", {}, {"rho": 0.9}, 2, lr=lr * 1.1, momentum=0.3, sigma=0.02, seed=3)
-    assert (engine._advance._cache_size(), engine._common_noise._cache_size()) == sizes
+    assert (engine.loop.advance._cache_size(), engine.loop.common_noise._cache_size()) == sizes
 
 
 def test_float64_agrees_with_float32():
@@ -212,10 +213,11 @@ def test_rotation_leaves_rotation_invariant_methods_unchanged():
 def test_memory_budget_splits_the_grid_into_groups():
     problem = nqm.zhang(2000)
     config = dataclasses.replace(QUIET, batch_cells=16, memory_budget=2 * 2**20)
-    layout = engine._layout(problem, make("ab", delay=3), 3, 24, config, np.float32, ())
+    layout = engine.layout.choose(problem, make("ab", delay=3), History(4), 24, config, np.float32)
     assert layout.group_cells == 16 < 24  # so the layout test above really ran two groups
     with pytest.raises(nqm.NqmError, match="memory_budget"):
-        engine._layout(problem, make("ab", delay=3), 3, 24, dataclasses.replace(config, memory_budget=2**20), np.float32, ())
+        engine.layout.choose(problem, make("ab", delay=3), History(4), 24, dataclasses.replace(config, memory_budget=2**20),
+                             np.float32)
 
 
 class _Stop(Exception):
@@ -231,7 +233,7 @@ def test_a_run_resumed_from_a_snapshot_mid_cell_is_bit_identical(method, spec):
     optimizer = make(method, delay=spec)
     hyper = {k: hyper[k] for k in optimizer.hyper._fields}
     run = lambda **kw: engine.simulate(problem, optimizer, hyper, sigma, delay=spec, seed=2, config=config,
-                                       record={"decay": engine.Summary(diagnostics.log_energy_ratio())}, **kw)
+                                       record={"decay": engine.GeometricMean(diagnostics.energy_ratio)}, **kw)
     whole = run()
     saved = []
 

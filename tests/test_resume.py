@@ -45,13 +45,13 @@ def test_a_sweep_killed_mid_cell_resumes_where_it_stopped(sig, uninterrupted, tm
     assert child.returncode != 0
     saved_t = int(np.load(running)["0_t"])
     starts = []
-    advance = engine._advance
+    advance = engine.loop.advance
 
     def spy(spec, cells, inputs, model, noise, schedule, row, t0, *rest):
         starts.append(int(t0))
         return advance(spec, cells, inputs, model, noise, schedule, row, t0, *rest)
 
-    with mock.patch.object(engine, "_advance", spy):
+    with mock.patch.object(engine.loop, "advance", spy):
         resumed = nqm.sweep("sgdm", checkpoint=checkpoint, **GRID)
     assert starts[0] == saved_t > 0  # the first part went on from where it was, not from step 0
     for name in ("steps", "status", "loss"):

@@ -14,8 +14,6 @@ import xarray as xr
 from nqm.errors import NqmError
 from nqm.status import BUDGET, DIVERGED, REACHED, format_t_star, t_star
 
-METHOD_NAMES = {"sgdm": "SGDM", "ab": "Adaptive Braking", "shifted": "shifted momentum"}
-
 
 def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
     """One (steps, status) per cell over seeds: reached only if every seed reached (T = median),
@@ -125,7 +123,7 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
 
 def default_title(ds: xr.Dataset, seeds: int = 1) -> str:
     a = ds.attrs
-    method = METHOD_NAMES.get(a.get("method"), a.get("method", "?"))
+    method = a.get("method_title", a.get("method", "?"))
     extra = f", median of {seeds} seeds" if seeds > 1 else ""
     return (f"{method} on {a.get('spectrum', '?')}: steps to loss < {a.get('target', '?'):g} "
             f"(budget {int(a.get('max_steps', 0)):,}{extra})")

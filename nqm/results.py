@@ -1,0 +1,77 @@
+"""The result schema shared by every grid of nqm (``nqm.sweep``, ``nqm.expected.sweep``): dimensions,
+variables and the attributes that identify a result.
+
+A result is an ``xarray.Dataset`` with dimensions ``delay, noise, [the method's extra
+hyperparameters,] seed, momentum, lr`` (each present even with one value), variables ``steps``
+(T, or where the run stopped), ``status`` (:mod:`nqm.status`) and ``loss`` (the loss at ``steps``),
+a ``mean_delay`` coordinate over ``delay``, and attributes recording every setting that changes a
+result. No JAX here: reading and plotting a result never import the engine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+from xarray.indexes import PandasIndex
+
+from nqm.status import MEANING, RUNNING
+
+GRID = ("momentum", "lr")  # the two dimensions of a heatmap panel
+NOT_RUN = RUNNING  # status of cells a checkpoint has not finished yet
+
+
+def dims(extra: tuple = ()) -> list[str]:
+    """The dimensions of a result, in order, with the method's extra hyperparameters ``extra``."""
+    return ["delay", "noise", *extra, "seed", *GRID]
+
+
+def panels(ds: xr.Dataset) -> tuple[str, ...]:
+    """The dimensions that index the panels of a result (all but the lr × momentum grid)."""
+    return tuple(d for d in ds.steps.dims if d not in GRID)
+
+
+def empty(coords: dict, extra: tuple, attrs: dict, mean_delay) -> xr.Dataset:
+    """A result with every cell not yet run: ``coords`` holds one array per dimension."""
+    names = dims(extra)
+    shape = tuple(coords[d].size for d in names)
+    status = xr.Variable(names, np.full(shape, NOT_RUN, np.int8), {"meaning": MEANING})
+    return xr.Dataset(
+        {
+            "steps": xr.Variable(names, np.zeros(shape, np.int32), {"long_name": "steps to target (T)"}),
+            "status": status,
+            "loss": xr.Variable(names, np.full(shape, np.nan), {"long_name": "loss at the last step"}),
+        },
+        coords={**{d: coords[d] for d in names}, "mean_delay": ("delay", list(mean_delay))},
+        attrs={k: attribute(v) for k, v in attrs.items()},
+    ).pipe(index_delays)
+
+
+class DelayIndex(PandasIndex):
+    """The ``delay`` index of a result that mixes constant delays and delay processes: its labels
+    are spec strings, and an integer selects its constant (``ds.sel(delay=4)`` is
+    ``ds.sel(delay="4")``)."""
+
+    def sel(self, labels, method=None, tolerance=None):
+        def label(value):
+            if isinstance(value, (int, np.integer)) or (isinstance(value, (float, np.floating)) and float(value).is_integer()):
+                return str(int(value))
+            return value
+
+        labels = {k: label(v) if np.ndim(v) == 0 else [label(x) for x in np.ravel(v)] for k, v in labels.items()}
+        return super().sel(labels, method=method, tolerance=tolerance)
+
+
+def index_delays(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with a :class:`DelayIndex` when its delays are labels (what :func:`nqm.load` restores)."""
+    if "delay" in ds.indexes and ds.delay.dtype.kind in "OUS" and not isinstance(ds.xindexes["delay"], DelayIndex):
+        return ds.drop_indexes("delay").set_xindex("delay", DelayIndex)
+    return ds
+
+
+def attribute(value):
+    """A setting as a netCDF attribute (numbers and strings only)."""
+    if value is None:
+        return "none"
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    return value
