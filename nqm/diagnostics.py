@@ -156,7 +156,9 @@ RECORDERS = {
 }
 
 ALPHA_EDGES = tuple(np.round(np.linspace(-2.0, 4.0, 601), 6))  # α histogram bins, 0.01 wide
-TRACE = ("loss", "alpha", "velocity_norm", "gradient_velocity_ratio", "update_alignment")
+# What `nqm trace` records, under these names: what nqm.plots.trace.plot_trace draws.
+TRACE = ("loss", "alpha", "velocity_norm", "gradient_velocity_ratio", "update_alignment", "gradient_velocity_cosine",
+         "gradient_norm")
 
 
 def trajectory(problem: Problem, method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,

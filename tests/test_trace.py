@@ -81,7 +81,7 @@ def test_trace_cli_writes_the_documented_variables(tmp_path):
                  "--rho", "0.5", "--dim", "32", "--steps", "400", "--stride", "4", "--out", str(out), "--plot", str(fig)])
     assert code == 0
     ds = xr.load_dataset(out, engine="h5netcdf")
-    for name in ("loss", "alpha", "velocity_norm", "gvr", "update_alignment"):
+    for name in ("loss", "alpha", "velocity_norm", "gradient_velocity_ratio", "update_alignment"):
         assert ds[name].dims == ("step",) and ds.sizes["step"] == 100
     assert ds.relative_energy_decay.dims == ("component",) and "eigenvalue" in ds.coords
     assert fig.stat().st_size > 5_000
@@ -98,8 +98,9 @@ def test_trace_cli_writes_the_documented_variables(tmp_path):
     (["--group", "element"], "do not apply to method 'sgdm'"),
 ])
 def test_trace_cli_bad_input(argv, message, tmp_path, capsys):
-    base = ["trace", "--lr", "0.1", "--momentum", "0.5", "--dim", "16", "--steps", "100", "--out", str(tmp_path / "t.nc")]
-    assert main(base + argv) == 2
+    base = {"--lr": "0.1", "--momentum": "0.5", "--dim": "16", "--steps": "100", "--out": str(tmp_path / "t.nc")}
+    base = [token for option, value in base.items() if option not in argv for token in (option, value)]
+    assert main(["trace", *base, *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("nqm: error:") and message in err[0]
     assert not (tmp_path / "t.nc").exists()
