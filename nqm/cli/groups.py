@@ -25,7 +25,7 @@ _RUN = {
     "x64": (bool, "simulate in float64"),
     "independent_noise": (bool, "noise drawn per cell, not shared"),
     "chunk_steps": (int, "steps per compiled call (progress, checkpoints)"),
-    "devices": (int, "devices to shard over (default: all of the default backend)"),
+    "devices": (int, "devices to shard over (default: all devices)"),
     "memory_budget": (float, "GiB of simulation state held at once; larger grids run in groups "
                              "(default: half the accelerator memory, or 4 GiB on CPU)"),
     "progress": (bool, "no progress bar"),
@@ -44,8 +44,10 @@ def grid(parser, *, one_cell: bool = False, delay_processes: bool = False, seeds
 
     title = "the cell (one value each)" if one_cell else f"grid (each takes {RANGES})"
     group = parser.add_argument_group(title)
-    group.add_argument("--lr", nargs="+", required=True, metavar="V", help="learning rates η > 0")
-    group.add_argument("--momentum", nargs="+", required=True, metavar="V", help="momenta m in [0, 1)")
+    what = ("learning rate", "momentum", "gradient-noise scale", "noise (and delay) seed") if one_cell else \
+        ("learning rates", "momenta", "gradient-noise scales", "noise (and delay) seeds")
+    group.add_argument("--lr", nargs="+", required=True, metavar="V", help=f"{what[0]} η > 0")
+    group.add_argument("--momentum", nargs="+", required=True, metavar="V", help=f"{what[1]} m in [0, 1)")
     if one_cell:
         group.add_argument("--delay", default="0", metavar="D", help=f"a constant delay or a process: {delays.SYNTAX}")
     elif delay_processes:
@@ -55,9 +57,9 @@ def grid(parser, *, one_cell: bool = False, delay_processes: bool = False, seeds
                            help=f"delay processes: {delays.SYNTAX}")
     else:
         group.add_argument("--delay", nargs="+", default=["0"], metavar="D", help="constant delays")
-    group.add_argument("--noise", nargs="+", default=["0"], metavar="S", help="gradient-noise scales σ >= 0")
+    group.add_argument("--noise", nargs="+", default=["0"], metavar="S", help=f"{what[2]} σ >= 0")
     if seeds:
-        group.add_argument("--seed", nargs="+", default=["0"], metavar="S", help="noise (and delay) seeds")
+        group.add_argument("--seed", nargs="+", default=["0"], metavar="S", help=what[3])
     return group
 
 

@@ -15,11 +15,13 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
     parser.add_argument("--method", choices=stability.METHODS, default="sgdm", help="update rule")
     parser.add_argument("--delay", nargs="+", default=None, metavar="T",
-                        help="constant delays τ (default: 0 … 64; with --delay-dist, its omitted last value)")
+                        help="constant delays τ, or the values of an incomplete --delay-dist's last parameter "
+                             "(default: 0 … 64, or a range per family; see nqm.stability.threshold_dataset)")
     parser.add_argument("--momentum", nargs="+", default=["0"], metavar="M", help="momenta m in [0, 1)")
     parser.add_argument("--dampening", action="store_true", help="v = m v + (1-m) g (Giladi et al.)")
     parser.add_argument("--delay-dist", default=None, metavar="DIST",
-                        help=f"a delay distribution: {stability.DIST_SYNTAX} (default: constant delays)")
+                        help=f"a delay distribution: {stability.DIST_SYNTAX}; without its last value, swept over "
+                             "--delay (default: constant delays)")
     groups.outputs(parser, "netCDF file for the table", required=False)
     return parser
 
