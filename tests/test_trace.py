@@ -83,10 +83,28 @@ def test_trace_cli_writes_the_documented_variables(tmp_path):
                  "--rho", "0.5", "--dim", "32", "--steps", "400", "--stride", "4", "--out", str(out), "--plot", str(fig)])
     assert code == 0
     ds = xr.load_dataset(out, engine="h5netcdf")
-    for name in ("loss", "alpha", "velocity_norm", "gvr", "update_alignment"):
-        assert ds[name].dims == ("step",) and ds.sizes["step"] == 100
+    for name in diagnostics.TRACE:  # under their RECORDERS names, as trajectory() returns them
+        assert name in diagnostics.RECORDERS and ds[name].dims == ("step",) and ds.sizes["step"] == 100
+    assert set(ds.data_vars) == {*diagnostics.TRACE, *diagnostics.SUMMARIES, "steps_to_target"}
     assert ds.relative_energy_decay.dims == ("component",) and "eigenvalue" in ds.coords
     assert fig.stat().st_size > 5_000
+
+
+def test_plot_trace_draws_what_trajectory_returns():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from nqm.plots.trace import plot_trace
+
+    ds = diagnostics.trajectory("ab", problem=PROBLEM, lr=0.3, momentum=0.8, rho=0.5, delay=2, noise=0.01, steps=200,
+                                stride=2, record=diagnostics.TRACE, summaries=True, target=0.05)
+    fig = plot_trace(ds)
+    loss, ratio = fig.axes[0].get_lines()[0], fig.axes[2].get_lines()[1]
+    np.testing.assert_array_equal(loss.get_ydata(), ds.loss.values)
+    np.testing.assert_array_equal(ratio.get_xdata(), ds.step.values)
+    np.testing.assert_array_equal(ratio.get_ydata(), ds.gradient_velocity_ratio.values)
+    assert int(ds.steps_to_target) > 0 and any(f"T = {int(ds.steps_to_target):,}" in t.get_text()
+                                               for t in fig.axes[0].get_legend().get_texts())
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -100,8 +118,9 @@ def test_trace_cli_writes_the_documented_variables(tmp_path):
     (["--group", "element"], "do not apply to method 'sgdm'"),
 ])
 def test_trace_cli_bad_input(argv, message, tmp_path, capsys):
-    base = ["trace", "--lr", "0.1", "--momentum", "0.5", "--dim", "16", "--steps", "100", "--out", str(tmp_path / "t.nc")]
-    assert main(base + argv) == 2
+    base = {"--lr": "0.1", "--momentum": "0.5", "--dim": "16", "--steps": "100", "--out": str(tmp_path / "t.nc")}
+    base = [token for option, value in base.items() if option not in argv for token in (option, value)]
+    assert main(["trace", *base, *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("nqm: error:") and message in err[0]
     assert not (tmp_path / "t.nc").exists()

@@ -1,0 +1,99 @@
+"""What commands write: distinct files, figures checked before any work, the sweep's closing line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from nqm.cli.parser import InputFile, OutputFile
+from nqm.errors import NqmError
+
+
+def distinct_files(args: argparse.Namespace) -> None:
+    """Refuse, before any work, two outputs that are one file, or an output that is an input.
+
+    The files are the options typed :class:`~nqm.cli.parser.OutputFile` and
+    :class:`~nqm.cli.parser.InputFile`; paths are compared resolved (``./x`` and ``x``, a symlink
+    and its target, two hard links are one file).
+    """
+    named = []  # (label, path, is_output)
+    for dest, value in vars(args).items():
+        if isinstance(value, (InputFile, OutputFile)):
+            output = isinstance(value, OutputFile)
+            named.append(("--" + dest.replace("_", "-") if output else dest, os.fspath(value), output))
+    for i, (label, path, output) in enumerate(named):
+        for other, other_path, other_output in named[:i]:
+            if (output or other_output) and _same_file(path, other_path):
+                if output and other_output:
+                    raise NqmError(f"{other} and {label} name the same file ({path}); give each output its own file")
+                written, read = (label, other) if output else (other, label)
+                raise NqmError(f"{written} would overwrite the input {read} ({path}); write to another file")
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+def check_figure(path: str | None, threshold: bool = False) -> None:
+    """A figure's path and format, checked before any work (``threshold``: an overlay is asked for)."""
+    if path is None:
+        if threshold:
+            raise NqmError("--threshold draws on the figure: give --plot FIGURE too")
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from nqm.io import check_writable
+
+    check_writable(path)
+    kind = os.path.splitext(path)[1].lstrip(".").lower()
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if kind not in formats:
+        raise NqmError(f"cannot write figure {path}: unknown format {kind!r}; use one of {', '.join(sorted(formats))}")
+
+
+def save_figure(fig, path: str) -> None:
+    """Write a figure (150 dpi); a failed write is one line."""
+    try:
+        fig.savefig(path, dpi=150)
+    except (OSError, ValueError) as exc:
+        raise NqmError(f"cannot write figure {path}: {exc}") from None
+    print(f"wrote {path}")
+
+
+def plot_result(ds, path: str, threshold: bool) -> None:
+    """The heatmaps of a sweep (or expected) result, with the stability threshold if asked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from nqm.io import check_writable
+    from nqm.plots.heatmap import plot_heatmaps
+
+    check_writable(path)
+    missing = [k for k in ("lam_max", "method") if threshold and k not in ds.attrs]
+    if missing:
+        raise NqmError(f"--threshold needs the result's attribute(s) {', '.join(missing)} (the problem's largest "
+                       "eigenvalue and the method), which nqm sweep writes; this file lacks them")
+    save_figure(plot_heatmaps(ds, threshold=threshold), path)
+
+
+def report(ds) -> None:
+    """The closing line of a sweep: how many cells reached, diverged, ran out, and T*.
+
+    T* here is pooled over every panel of the result (figures and ``nqm summary`` give it per panel).
+    """
+    from nqm.plots.heatmap import combine_seeds
+    from nqm.status import BUDGET, DIVERGED, REACHED, format_t_star, plural, t_star
+
+    status = ds.status.values
+    # T* as the heatmap computes it: over the cells combined across seeds (median T).
+    print(f"{plural(status.size, 'cell')}: {int((status == REACHED).sum()):,} reached the target, "
+          f"{int((status == DIVERGED).sum()):,} diverged, {int((status == BUDGET).sum()):,} ran out of budget; "
+          f"best {format_t_star(t_star(combine_seeds(ds)))} (1st percentile of T, interpolated)")
