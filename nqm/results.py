@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 from xarray.indexes import PandasIndex
 
-from nqm.status import MEANING, RUNNING
+from nqm.status import BUDGET, DIVERGED, MEANING, REACHED, RUNNING
 
 GRID = ("momentum", "lr")  # the two dimensions of a heatmap panel
 NOT_RUN = RUNNING  # status of cells a checkpoint has not finished yet
@@ -28,6 +28,18 @@ def dims(extra: tuple = ()) -> list[str]:
 def panels(ds: xr.Dataset) -> tuple[str, ...]:
     """The dimensions that index the panels of a result (all but the lr × momentum grid)."""
     return tuple(d for d in ds.steps.dims if d not in GRID)
+
+
+def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
+    """One (steps, status) per cell over seeds: reached only if every seed reached (T = the median
+    over seeds), diverged if any seed diverged, otherwise budget exhausted. What a panel's T* is
+    computed from, in figures, summaries and the sweep's closing lines alike."""
+    if "seed" not in ds.dims:
+        return ds
+    status = xr.where((ds.status == DIVERGED).any("seed"), DIVERGED,
+                      xr.where((ds.status == REACHED).all("seed"), REACHED, BUDGET))
+    steps = ds.steps.where(ds.status == REACHED).median("seed")
+    return ds.drop_dims("seed").assign(steps=steps.fillna(0).astype(np.int64), status=status.astype(np.int8))
 
 
 def empty(coords: dict, extra: tuple, attrs: dict, mean_delay) -> xr.Dataset:

@@ -14,16 +14,31 @@ import numpy as np
 import xarray as xr
 
 from nqm.errors import NqmError
-from nqm.results import GRID, panels
+from nqm.results import GRID, combine_seeds, panels
 from nqm.status import REACHED, t_star
 
 
-def summarize(ds: xr.Dataset) -> xr.Dataset:
-    """Per panel: ``t_star`` (as :func:`nqm.sweeps.t_star`), the fastest cell (``best_lr``,
-    ``best_momentum``, ``best_steps``), ``converged`` (cells that reached the target), ``cells`` and
-    ``converged_fraction``. NaN / 0 where no cell converged."""
-    if not {"steps", "status"} <= set(ds) or not set(GRID) <= set(ds.steps.dims):
+COLUMNS = {  # what each column of a summary is (the table's header says it too)
+    "t_star": "T*: 1st percentile of T over the panel's converged cells (interpolated; what figures title)",
+    "best_steps": "T of the fastest cell of the panel (the ★ of a heatmap); T* is at least this",
+    "best_lr": "learning rate of the fastest cell",
+    "best_momentum": "momentum of the fastest cell",
+    "converged": "cells that reached the target",
+    "converged_fraction": "converged / cells of the panel",
+}
+
+
+def summarize(ds: xr.Dataset, by_seed: bool = False) -> xr.Dataset:
+    """Per panel (one value of every dimension but lr and momentum): the :data:`COLUMNS`. NaN / 0
+    where no cell converged.
+
+    Several seeds are combined as the heatmaps combine them (:func:`nqm.results.combine_seeds`: a
+    cell converged when every seed did, with the median T), so a summary, a figure's titles and the
+    sweep's closing lines give the same T*; ``by_seed=True`` keeps one row per seed instead (what
+    :func:`spread` needs)."""
+    if not isinstance(ds, xr.Dataset) or not {"steps", "status"} <= set(ds) or not set(GRID) <= set(ds.steps.dims):
         raise NqmError("a summary needs a sweep result with steps and status over lr and momentum")
+    ds = ds if by_seed else combine_seeds(ds)
     dims = panels(ds)
     shape = tuple(ds.sizes[d] for d in dims)
     out = {name: np.full(shape, np.nan) for name in ("t_star", "best_lr", "best_momentum", "best_steps")}
@@ -42,7 +57,8 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     data = {name: (dims, values) for name, values in out.items()}
     data.update(converged=(dims, converged), converged_fraction=(dims, converged / cells))
     result = xr.Dataset(data, coords={d: ds[d] for d in dims}, attrs=dict(ds.attrs, cells_per_panel=cells))
-    result.t_star.attrs["long_name"] = "T*: 1st percentile of T over the converged cells (interpolated)"
+    for name, text in COLUMNS.items():
+        result[name].attrs["long_name"] = text
     return result
 
 
@@ -77,7 +93,7 @@ def robustness(method: str = "sgdm", *, perturbations=None, seed=(0, 1, 2), **sw
     tables = []
     for eps in perturbations:
         ds = sweep(method, lr=lr * (1.0 + eps), seed=seed, **sweep_kwargs).assign_coords(lr=lr)
-        tables.append(summarize(ds).expand_dims(perturbation=[float(eps)]))
+        tables.append(summarize(ds, by_seed=True).expand_dims(perturbation=[float(eps)]))
     table = xr.concat(tables, "perturbation")
     return xr.merge([spread(table), table], combine_attrs="override")
 
@@ -92,6 +108,10 @@ def to_csv(table: xr.Dataset, path: str | os.PathLike) -> None:
 
 
 def format_table(table: xr.Dataset) -> str:
-    """The summary as aligned text, one line per panel."""
-    frame = table[["t_star", "best_lr", "best_momentum", "best_steps", "converged", "converged_fraction"]]
-    return frame.to_dataframe().to_string(float_format=lambda x: f"{x:.4g}")
+    """The summary as aligned text, one line per panel, under a header that says what each column is."""
+    if not isinstance(table, xr.Dataset) or not set(COLUMNS) <= set(table):
+        raise NqmError("format_table takes a table from nqm.summary.summarize")
+    frame = table[list(COLUMNS)].to_dataframe()
+    legend = "\n".join(f"  {name}: {text}" for name, text in COLUMNS.items())
+    return f"per panel ({table.attrs.get('cells_per_panel', '?')} cells each):\n{legend}\n" + \
+        frame.to_string(float_format=lambda x: f"{x:.4g}")

@@ -84,16 +84,19 @@ def plot_result(ds, path: str, threshold: bool) -> None:
     save_figure(plot_heatmaps(ds, threshold=threshold), path)
 
 
-def report(ds) -> None:
-    """The closing line of a sweep: how many cells reached, diverged, ran out, and T*.
+def report(ds, panels: int = 24) -> None:
+    """The closing lines of a sweep: how many cells reached, diverged or ran out, then per panel its
+    T* and fastest cell — the numbers its figure's titles give (the summary table, up to ``panels``
+    rows; ``nqm summary`` prints any size)."""
+    import numpy as np
 
-    T* here is pooled over every panel of the result (figures and ``nqm summary`` give it per panel).
-    """
-    from nqm.plots.heatmap import combine_seeds
-    from nqm.status import BUDGET, DIVERGED, REACHED, format_t_star, plural, t_star
+    from nqm import summary
+    from nqm.status import BUDGET, DIVERGED, REACHED, plural
 
     status = ds.status.values
-    # T* as the heatmap computes it: over the cells combined across seeds (median T).
     print(f"{plural(status.size, 'cell')}: {int((status == REACHED).sum()):,} reached the target, "
-          f"{int((status == DIVERGED).sum()):,} diverged, {int((status == BUDGET).sum()):,} ran out of budget; "
-          f"best {format_t_star(t_star(combine_seeds(ds)))} (1st percentile of T, interpolated)")
+          f"{int((status == DIVERGED).sum()):,} diverged, {int((status == BUDGET).sum()):,} ran out of budget")
+    table = summary.summarize(ds)
+    rows = int(np.prod([table.sizes[d] for d in table.t_star.dims]))
+    print(summary.format_table(table) if rows <= panels else
+          f"{rows} panels: `nqm summary` prints each one's T* (1st percentile of T over its converged cells)")

@@ -27,7 +27,8 @@ def run(args) -> None:
     table = summary.summarize(ds)
     print(summary.format_table(table))
     if args.spread:
-        print(summary.spread(table).to_dataframe().to_string(float_format=lambda x: f"{x:.4g}"))
+        print(summary.spread(summary.summarize(ds, by_seed=True)).to_dataframe()
+              .to_string(float_format=lambda x: f"{x:.4g}"))
     if args.csv:
         summary.to_csv(table, args.csv)
         print(f"wrote {args.csv}")

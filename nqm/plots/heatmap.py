@@ -12,18 +12,8 @@ import numpy as np
 import xarray as xr
 
 from nqm.errors import NqmError
-from nqm.status import BUDGET, DIVERGED, REACHED, format_t_star, t_star
-
-
-def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
-    """One (steps, status) per cell over seeds: reached only if every seed reached (T = median),
-    diverged if any seed diverged, otherwise budget exhausted."""
-    if "seed" not in ds.dims:
-        return ds
-    status = xr.where((ds.status == DIVERGED).any("seed"), DIVERGED,
-                      xr.where((ds.status == REACHED).all("seed"), REACHED, BUDGET))
-    steps = ds.steps.where(ds.status == REACHED).median("seed")
-    return ds.drop_dims("seed").assign(steps=steps.fillna(0).astype(np.int64), status=status.astype(np.int8))
+from nqm.results import combine_seeds
+from nqm.status import DIVERGED, REACHED, format_t_star, t_star
 
 
 def panel_keys(ds: xr.Dataset) -> list[dict]:
