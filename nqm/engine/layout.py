@@ -26,6 +26,9 @@ from nqm.optimizers import Optimizer
 from nqm.problem import Problem
 
 
+BLOCK_ELEMENTS = 2**15  # elements per cache block on CPU (measured: N = 10⁴ runs best in 2-cell blocks, N ≤ 4096 in 8)
+
+
 class Layout(NamedTuple):
     spec: Spec
     batch_cells: int
@@ -56,10 +59,12 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
     if config.block_cells is not None:
         block = config.block_cells
     elif devices[0].platform == "cpu":
-        # Keep a block's working set inside ~1 MiB of a core's L2 cache. The block never depends
-        # on the grid: XLA's code (hence rounding) for a block changes with its shape, and one
-        # cell or large blocks of small cells compile differently; 2..8 cells all agree.
-        block = 2 ** int(math.log2(min(8, max(2, (1 << 20) // cell_bytes))))
+        # Blocks of 2..8 cells all compile to the same rounding (one cell, or larger blocks of small
+        # cells, compile differently), so the choice is speed alone: enough elements per step to
+        # amortise a step's fixed cost (tens of small kernels), few enough that XLA does not split a
+        # block's loops over the core pool the other device is using. A step touches a few vectors
+        # per cell (two rows of the history, however deep), so N alone sets it, never the grid.
+        block = 2 ** int(math.log2(min(8, max(2, BLOCK_ELEMENTS // problem.dim))))
     else:  # accelerators: one vectorised block per device, as large as memory allows
         block = max(1, min(math.ceil(cells / count), fits // count))
     if block < 1:
@@ -99,16 +104,16 @@ def split(tree, start, size, sharding):
     return put(jax.tree.map(lambda x: x[start:start + size], tree), sharding)
 
 
-def _shards(owner, layout: Layout):
-    """``owner`` as (batch, device, block, cell-in-block)."""
+def blocks(per_cell, layout: Layout):
+    """A (batch, cell) array as (batch, device, block, cell-in-block)."""
     devices = layout.sharding.mesh.size
-    return owner.reshape(len(owner), devices, -1, layout.spec.block_cells)
+    return per_cell.reshape(len(per_cell), devices, -1, layout.spec.block_cells)
 
 
 def worth_compacting(owner, layout: Layout) -> bool:
     """Repack once a tenth of the blocks still stepping could be freed (a block costs a full
     block's work while any of its cells runs; a block with none is skipped)."""
-    busy = int((_shards(owner, layout) >= 0).any(-1).sum())
+    busy = int(blocks(owner >= 0, layout).any(-1).sum())
     needed = math.ceil(int((owner >= 0).sum()) / layout.spec.block_cells)
     return needed <= 0.9 * busy
 

@@ -32,7 +32,10 @@ from nqm.status import BUDGET, RUNNING
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """How to run a simulation. ``target``, ``max_steps``, ``diverge_factor``, ``independent_noise``
-    and ``x64`` change a cell's result; the others only change how fast it comes.
+    and ``x64`` change a cell's result; the others only change how fast it comes — except
+    ``block_cells``, which may change the last bits when set by hand (XLA's float32 reductions round
+    a block of 2 cells differently from one of 4 or 8 below N ≈ 8000; left automatic, the block
+    depends on N alone).
 
     Attributes:
       target: stop a cell once ``L(w_t) < target``.
@@ -71,13 +74,17 @@ class RunConfig:
 class Outcome(NamedTuple):
     """Per-cell results: ``steps`` (T, or the step at which the run stopped), ``status``, final
     ``loss``, the recorded ``trace`` (name → ``(C, max_steps // stride, …)``: steps ``stride``,
-    ``2·stride``, …) and the finished ``summary`` values (name → ``(C, …)``); both empty unless asked."""
+    ``2·stride``, …), the finished ``summary`` values (name → ``(C, …)``; both empty unless asked),
+    and ``work``: how many cell-steps the devices computed, useful or not (a block steps all its
+    cells while any of them runs; padding cells count too), so that ``Σ steps / work ≤ 1`` is the
+    fraction of the computation that early exit and repacking leave useful."""
 
     steps: np.ndarray
     status: np.ndarray
     loss: np.ndarray
     trace: dict = {}
     summary: dict = {}
+    work: np.ndarray = np.zeros(1, np.int64)
 
 
 class Snapshot(NamedTuple):
@@ -230,6 +237,7 @@ def _empty_outcome(layout, model, w0, cells: int, entries: int) -> Outcome:
          for name, s in traces.items()},
         {name: np.zeros((cells,) + finished(r, totals[name]).shape, finished(r, totals[name]).dtype)
          for name, r in spec.summaries},
+        np.zeros(1, np.int64),
     )
 
 
@@ -289,8 +297,10 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
         t, chunk = t + length, chunk + 1
         status = np.stack(layouts.fetch([cells_b.status for cells_b, _ in batches]))
         finished = (status != RUNNING) & (owner >= 0)
+        steps = np.stack(layouts.fetch([c.steps for c, _ in batches])) if finished.any() else None
+        outcome.work[0] += _work(run.layout, owner, finished, steps, t - length, length)
         if finished.any():
-            steps, loss = (np.stack(layouts.fetch([getattr(c, f) for c, _ in batches])) for f in ("steps", "loss"))
+            loss = np.stack(layouts.fetch([c.loss for c, _ in batches]))
             ids = owner[finished]
             outcome.steps[ids], outcome.status[ids], outcome.loss[ids] = steps[finished], status[finished], loss[finished]
             if spec.summaries:
@@ -313,6 +323,17 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
             run.between_chunks(functools.partial(_snapshot, batches, owner, t))
         if config.compaction and layouts.worth_compacting(owner, run.layout):
             batches, owner = layouts.compact(batches, owner, run.layout)
+
+
+def _work(layout, owner, finished, steps, t0: int, length: int) -> int:
+    """Cell-steps computed by a chunk from ``t0``: a block runs ``length`` steps while any of its
+    cells still runs, up to its last finisher's step if all finished in the chunk, none otherwise."""
+    live, done = layouts.blocks(owner >= 0, layout), layouts.blocks(finished, layout)
+    ran = np.where(live.any(-1) & ~(live == done).all(-1), length, 0)
+    if steps is not None:
+        last = np.where(done, layouts.blocks(steps, layout) - t0, 0).max(-1)
+        ran = np.where(live.any(-1) & (live == done).all(-1), last, ran)
+    return int(ran.sum()) * layout.spec.block_cells
 
 
 def _snapshot(batches, owner, t) -> Snapshot:
