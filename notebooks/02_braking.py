@@ -51,7 +51,7 @@ grid = dict(lr=np.geomspace(0.005, 2.0, SIDE), momentum=np.linspace(0, 0.95, max
 # relative to SGDM's (ρ = 0) at the same D and σ, so blue means braking helps.
 
 # %%
-table = summary.summarize(nqm.sweep("ab", delay=DELAYS, noise=[0.0, 0.05], rho=RHOS, **grid)).sel(seed=0)
+table = summary.summarize(nqm.sweep("ab", delay=DELAYS, noise=[0.0, 0.05], rho=RHOS, **grid))
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained", sharey=True)
 for ax, sigma in zip(axes, [0.0, 0.05]):
     t = table.t_star.sel(noise=sigma).transpose("rho", "delay")

@@ -27,8 +27,13 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
         return
     buffer = io.BytesIO()
     ds.to_netcdf(buffer, engine="h5netcdf")
+    write_bytes(path, buffer.getbuffer())
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` (serialised beforehand: a PNG, a JSON text) atomically to ``path``."""
     with atomic_write(path, "wb") as f:
-        f.write(buffer.getbuffer())
+        f.write(data)
 
 
 @contextlib.contextmanager
@@ -83,19 +88,24 @@ def lock(path: str | os.PathLike):
 
 def load(path: str | os.PathLike) -> xr.Dataset:
     """Read a result written by :func:`save` (fully into memory; the file is closed)."""
+    from nqm.results import index_delays
+
+    ds = load_dataset(path)
+    if "steps" not in ds or "status" not in ds:
+        raise NqmError(f"{path} is not an nqm sweep result (no steps/status variables)")
+    return index_delays(ds)
+
+
+def load_dataset(path: str | os.PathLike) -> xr.Dataset:
+    """Read any netCDF file written by :func:`save` (a result, a figure's data) fully into memory."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise NqmError(f"cannot read {path}: no such file")
     try:
         with xr.open_dataset(path, engine="h5netcdf") as ds:
-            ds = ds.load()
+            return ds.load()
     except Exception as exc:  # h5py/xarray raise many types for a broken file
         raise NqmError(f"cannot read {path}: not an nqm netCDF result ({type(exc).__name__})") from None
-    if "steps" not in ds or "status" not in ds:
-        raise NqmError(f"{path} is not an nqm sweep result (no steps/status variables)")
-    from nqm.results import index_delays
-
-    return index_delays(ds)
 
 
 def check_writable(path: str | os.PathLike) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import textwrap
 
 import matplotlib.colors as mcolors
 import matplotlib.patches as mpatches
@@ -12,8 +11,18 @@ import numpy as np
 import xarray as xr
 
 from nqm.errors import NqmError
+from nqm.plots.script import suptitle
 from nqm.results import combine_seeds
 from nqm.status import DIVERGED, REACHED, format_t_star, t_star
+
+
+def grid_panel(ds: xr.Dataset) -> xr.Dataset:
+    """The lr × momentum panel of a sweep with a single value of every other dimension (those
+    coordinates dropped)."""
+    extra = [d for d in ds.steps.dims if d not in ("momentum", "lr")]
+    if any(ds.sizes[d] != 1 for d in extra):
+        raise NqmError(f"grid_panel needs one value of {', '.join(extra)}; select a panel first")
+    return ds.isel({d: 0 for d in extra}, drop=True).drop_vars([c for c in ds.coords if c in extra], errors="ignore")
 
 
 def panel_keys(ds: xr.Dataset) -> list[dict]:
@@ -24,7 +33,7 @@ def panel_keys(ds: xr.Dataset) -> list[dict]:
 
 def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
     """Draw one lr × momentum panel: T coloured on a log scale, diverged black, over budget white."""
-    panel = panel.transpose("momentum", "lr")
+    panel = panel[["steps", "status"]].transpose("momentum", "lr")
     lr_edges = _edges(panel.lr.values, log=True)
     m_edges = _edges(panel.momentum.values, log=False)
     m_edges[-1] = min(m_edges[-1], 1.0)  # momentum < 1: do not draw cells past it
@@ -78,9 +87,7 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
     nrows = -(-len(keys) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 1.2, 3.5 * nrows + 0.9),
                              squeeze=False, sharex=True, sharey=True, layout="constrained")
-    reached = ds.steps.values[ds.status.values == REACHED]
-    vmin, vmax = (reached.min(), reached.max()) if reached.size else (1, 10)
-    norm = mcolors.LogNorm(vmin=max(vmin, 1), vmax=max(vmax, vmin + 1))
+    norm = steps_norm(ds)
     mesh = None
     for ax, key in zip(axes.flat, keys):
         panel = ds.sel(key)
@@ -100,15 +107,74 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
         ax.set_xlabel("learning rate η")
     for ax in axes[:, 0]:
         ax.set_ylabel("momentum m")
-    cbar = fig.colorbar(mesh, ax=axes, shrink=min(0.9, 2.0 / nrows), pad=0.02)
-    cbar.set_label("steps to target T")
-    legend = [mpatches.Patch(facecolor="black", label="diverged"),
-              mpatches.Patch(facecolor="white", edgecolor="0.5", label="target not reached in budget")]
-    fig.legend(handles=legend, loc="outside lower center", ncols=2, frameon=False, fontsize=9)
-    # Wrapped to the figure's width (about 0.55 em per character), so it is never clipped.
-    width = int(fig.get_figwidth() * 72 / (11 * 0.55))
-    fig.suptitle(textwrap.fill(title or default_title(ds, seeds), width), fontsize=11)
+    steps_colorbar(fig, mesh, axes, shrink=min(0.9, 2.0 / nrows))
+    status_legend(fig, star=False)
+    suptitle(fig, title or default_title(ds, seeds), fontsize=11)
     return fig
+
+
+def steps_norm(*datasets: xr.Dataset) -> mcolors.LogNorm:
+    """One log colour scale of T over the cells that reached the target in all ``datasets``."""
+    reached = np.concatenate([np.ravel(ds.steps.values[ds.status.values == REACHED]) for ds in datasets])
+    vmin, vmax = (reached.min(), reached.max()) if reached.size else (1, 10)
+    return mcolors.LogNorm(vmin=max(vmin, 1), vmax=max(vmax, vmin + 1))
+
+
+def steps_colorbar(fig, mesh, axes, shrink: float = 0.9):
+    """The colour bar of T shared by ``axes``."""
+    cbar = fig.colorbar(mesh, ax=axes, shrink=shrink, pad=0.02)
+    cbar.set_label("steps to target T")
+    return cbar
+
+
+def status_legend(fig, star: bool = True):
+    """Below the panels: what black, white (and the star) mean."""
+    handles = [mpatches.Patch(facecolor="black", label="diverged"),
+               mpatches.Patch(facecolor="white", edgecolor="0.5", label="target not reached in budget")]
+    if star:
+        handles.append(plt.Line2D([], [], marker="*", color="white", markeredgecolor="black", markersize=10,
+                                  linestyle="none", label="fastest cell"))
+    return fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False, fontsize=9)
+
+
+def panel_summary(panel: xr.Dataset) -> str:
+    """T* and the converged area of one lr × momentum panel, as its title's last line."""
+    converged = int((panel.status == REACHED).sum())
+    if not converged:
+        return f"none of {panel.status.size} cells reached the target"
+    return f"{format_t_star(t_star(panel))}, {converged} of {panel.status.size} cells converge"
+
+
+def draw_panels(fig, axes, panels: dict, *, norm=None, shrink: float = 0.9) -> mcolors.LogNorm:
+    """Heatmaps of several lr × momentum panels on one colour scale, titled by name and
+    :func:`panel_summary`, with axis labels on the outer axes, one colour bar and the legend.
+
+    Args:
+      fig: the figure (or subfigure) holding ``axes``.
+      axes: one axes per panel (any shape; extra axes are hidden).
+      panels: ``{title: panel}``, each panel a Dataset over (momentum, lr) only.
+      norm: the colour scale (default :func:`steps_norm` of the panels).
+      shrink: the colour bar's length relative to the axes.
+
+    Returns:
+      the colour scale used.
+    """
+    grid = np.asarray(axes).reshape(-1, np.shape(axes)[-1])  # a row of axes is a one-row grid
+    norm = norm or steps_norm(*panels.values())
+    mesh = None
+    for ax, (name, panel) in zip(grid.flat, panels.items()):
+        mesh = draw_heatmap(ax, panel, norm)
+        ax.set_title(f"{name}\n{panel_summary(panel)}", fontsize=9.5)
+    for ax in grid[-1]:
+        ax.set_xlabel("learning rate η")
+    for ax in grid[:, 0]:
+        ax.set_ylabel("momentum m")
+    axes = grid
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    steps_colorbar(fig, mesh, list(axes.flat), shrink=shrink)
+    status_legend(fig)
+    return norm
 
 
 def default_title(ds: xr.Dataset, seeds: int = 1) -> str:
