@@ -43,7 +43,7 @@ from scipy.optimize import brentq
 from nqm import delays as _delays
 from nqm.errors import NqmError
 from nqm.linear.matrices import System, systems
-from nqm.linear.rates import BATCHES, lyapunov, rates
+from nqm.linear.rates import BATCHES, lyapunov, per_step
 from nqm.optimizers import make
 from nqm.optimizers.base import hyperparameters, options as _options
 from nqm.validate import coordinates, count
@@ -105,7 +105,7 @@ def _first_crossing(rate, chunk: int = 4) -> float:
 def _threshold(system: System, criterion: str, steps: int, seed: int) -> tuple[float, float]:
     """``(x*, error)``; the almost-sure error is the exponent's standard error over its slope."""
     # A Lyapunov exponent costs one pass over the schedule, whatever the number of xs: all at once.
-    x = _first_crossing(lambda xs: rates(system, xs, criterion, steps, seed), 64 if criterion == "almost-sure" else 4)
+    x = _first_crossing(lambda xs: per_step(system, xs, criterion, steps, seed), 64 if criterion == "almost-sure" else 4)
     if criterion != "almost-sure" or len(system.lags) == 1 or not 0 < x < np.inf:
         return x, 0.0
     exponent, error = lyapunov(system, x * np.array([1 - 1e-3, 1.0, 1 + 1e-3]), steps, seed)
@@ -202,7 +202,7 @@ def spectral_radius(method: str, *, lr, momentum, delay=0, criterion: str = "mea
     name, options, process, row, lrs, steps, seed = _cell(method, lr, momentum, delay, lam, criterion,
                                                           options_and_hyper, steps=steps, seed=seed)
     system = systems(name, options, process, float(lam), (row,))[0]
-    return rates(system, lrs, criterion, steps, seed).reshape(np.shape(lr))
+    return per_step(system, lrs, criterion, steps, seed).reshape(np.shape(lr))
 
 
 def threshold_table(method: str, *, delays=range(65), momenta=(0.0,), criterion: str = "mean",

@@ -137,7 +137,7 @@ def lyapunov(system: System, xs, steps: int, seed: int):
     return batches.mean(0), batches.std(0, ddof=1) / np.sqrt(BATCHES)
 
 
-def rates(system: System, xs, criterion: str, steps: int, seed: int):
+def per_step(system: System, xs, criterion: str, steps: int, seed: int):
     """Per-step rate of ``criterion`` at each x (stable below 1). With one delay the three agree:
     the mean's is exact."""
     xs = np.atleast_1d(np.asarray(xs, float))
