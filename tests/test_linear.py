@@ -110,6 +110,20 @@ def test_the_rotating_frame_is_the_period_product():
         np.testing.assert_allclose(product, np.linalg.matrix_power(rotating.A[0, 0], 4), atol=1e-14)
 
 
+@pytest.mark.parametrize("method, spec", [("shifted", "pmf:0.3,0.2,0,0.5"), ("ormo", "pmf:0.3,0.2,0,0,0,0,0.5")])
+def test_rates_are_those_of_the_transitions(method, spec):
+    """Mean and mean-square rates over a period of the engine-frame matrices (8 states), with dense
+    Kronecker products written here, against the averaged, rotating-frame and low-rank paths."""
+    lr, m = 0.2, 0.5
+    T = linear.transitions(method, lr=lr, momentum=m, delay=spec)
+    mean = np.linalg.multi_dot([np.einsum("d,dij->ij", T.pmf, a) for a in T.A[::-1]])
+    square = np.linalg.multi_dot([np.einsum("d,dij,dkl->ikjl", T.pmf, a, a).reshape(64, 64) for a in T.A[::-1]])
+    want = [np.abs(np.linalg.eigvals(M)).max() ** (1 / (k * T.period)) for M, k in ((mean, 1), (square, 2))]
+    got = [linear.spectral_radius(method, lr=lr, momentum=m, delay=spec, criterion=c) for c in ("mean", "mean-square")]
+    assert T.A.shape[-2:] == (8, 8) and T.period == len(T.A) > 1
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 def test_the_noise_enters_where_the_gradient_does():
     T = linear.transitions("sgdm", lr=0.3, momentum=0.7, delay=2, dampening=True)
     assert T.labels == ("w[t]", "w[t-1]", "w[t-2]", "velocity")

@@ -19,7 +19,7 @@ period P is 1 when every phase gives the same matrices, else the worker count W.
 only relabel the workers (per-worker velocities), the *rotating frame* ``s'_t = Π^{−t} s_t`` (Π
 rolls the worker axis) makes it time-invariant, ``A'_d = Πᵀ A_{0,d}``, with the same w.
 
-Criteria, d iid with pmf ``p_d`` (Giladi et al. 2020, §2.3 for the mean), over one period:
+Criteria, d iid with pmf ``p_d`` (the mean: Giladi et al. 2020, App. C and D), over one period:
   mean         E[s] evolves by ``Σ_d p_d A_d``: rate ``ρ(Π_p Σ_d p_d A_{p,d})^{1/P}``;
   mean-square  E[s sᵀ] evolves by ``X ↦ Σ_d p_d A_d X A_dᵀ``: rate ``ρ(that map over a period)^{1/2P}``;
   almost-sure  the top Lyapunov exponent of ``A_{d_T} ⋯ A_{d_1}`` over a drawn schedule: rate ``e^L``.
@@ -29,6 +29,8 @@ The threshold is the first x > 0 at which the rate reaches 1 (the stable set nee
 :mod:`nqm.linear.matrices` builds the matrices, :mod:`nqm.linear.rates` the three rates; numpy and
 scipy do the eigenvalues and the root finding. For sgd, sgdm and shifted under a constant delay
 (and sgd, sgdm under iid delays) the mean thresholds equal Giladi's polynomials (:mod:`nqm.stability`).
+Shifted momentum under iid delays does not: Giladi's model continues the velocity of step t − τ,
+nqm's optimizer the velocity of the (virtual round-robin) worker, as the engine runs it.
 """
 
 from __future__ import annotations
@@ -201,7 +203,7 @@ def spectral_radius(method: str, *, lr, momentum, delay=0, criterion: str = "mea
     """
     name, options, process, row, lrs, steps, seed = _cell(method, lr, momentum, delay, lam, criterion,
                                                           options_and_hyper, steps=steps, seed=seed)
-    system = systems(name, options, process, float(lam), (row,))[0]
+    system = systems(name, options, process, float(lam), (row,), average=criterion == "mean")[0]
     return per_step(system, lrs, criterion, steps, seed).reshape(np.shape(lr))
 
 
@@ -231,8 +233,9 @@ def threshold_table(method: str, *, delays=range(65), momenta=(0.0,), criterion:
     name, options, processes, momenta, grids, convention, steps, seed = _setup(
         method, momenta, delays, criterion, options_and_hyper, steps=steps, seed=seed)
     rows = tuple(tuple(zip(("momentum", *grids), combo)) for combo in itertools.product(momenta, *grids.values()))
-    values = np.array([[_threshold(s, criterion, steps, seed) for s in systems(name, options, p, 1.0, rows)]
-                       for p in processes])
+    values = np.array([[_threshold(s, criterion, steps, seed) for s in systems(name, options, p, 1.0, rows,
+                                                                             average=criterion == "mean")]
+                        for p in processes])
     dims, shape = ("delay", "momentum", *grids), (len(processes), momenta.size, *(v.size for v in grids.values()))
     constant = all(isinstance(p, _delays.Constant) for p in processes)
     return xr.Dataset(

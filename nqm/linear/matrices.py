@@ -23,6 +23,7 @@ from nqm import delays
 from nqm.optimizers import make
 from nqm.optimizers.base import StepContext
 
+
 class Layout(NamedTuple):
     """Where each part of the update's inputs sits in the state vector s (length ``n``)."""
 
@@ -77,15 +78,15 @@ def _stepper(optimizer):
                    compiler_options={"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True})
 
 
-def _columns(optimizer, layout: Layout, rows: dict, lam: float, times, lags, workers: int):
+def _columns(optimizer, layout: Layout, rows: dict, lam: float, times, lags, workers: int, weights=None):
     """A ``(M, P, k, n, n)``, B ``(M, P, k, n)`` at each step t of ``times`` and delay of ``lags`` for
     M hyperparameter rows (``rows``: field → (M,)), and ``s_0``: one step of every basis vector and
-    of a kick, side by side on the component axis."""
+    of a kick, side by side on the component axis. ``weights``: average over the delays (k = 1)."""
     n, count = layout.n, len(next(iter(rows.values())))
     width = n + 1  # n basis vectors and a kick per row
-    size = count * width
-    if optimizer.workers is None:  # the same optimizer for every delay: a few sizes, a few compilations
-        size = max(64, 1 << (size - 1).bit_length())
+    phases, size, padded = len(times), count * width, len(times)
+    if optimizer.workers is None:  # the same optimizer for every delay: a few shapes, a few compilations
+        size, padded = max(64, 1 << (size - 1).bit_length()), 1 << (phases - 1).bit_length()
     basis = np.zeros((n, size))
     basis[np.tile(np.arange(n), count), (np.arange(count)[:, None] * width + np.arange(n)).ravel()] = 1.0
     kick = np.zeros(size)
@@ -93,8 +94,8 @@ def _columns(optimizer, layout: Layout, rows: dict, lam: float, times, lags, wor
     hyper = optimizer.hyper(**{k: np.pad(np.repeat(np.asarray(v, float), width), (0, size - count * width),
                                          mode="edge") for k, v in rows.items()})
     history, w, state = layout.split(basis)
-    times = np.asarray(times, np.int32)
-    out = np.empty((len(times), len(lags), n, size))
+    times = np.pad(np.asarray(times, np.int32), (0, padded - phases), mode="edge")
+    out = np.zeros((padded, 1 if weights is not None else len(lags), n, size))
     with jax.enable_x64(True):
         for j, d in enumerate(lags):
             stale = history[d]
@@ -104,17 +105,22 @@ def _columns(optimizer, layout: Layout, rows: dict, lam: float, times, lags, wor
             rows_next = [np.asarray(sent)[:, None], np.broadcast_to(history[:-1], (len(times),) + history[:-1].shape)]
             rows_next += [np.asarray(w_next)[:, None]] if layout.sent else []
             rows_next += [np.asarray(v).reshape(len(times), -1, size) for v in jax.tree.leaves(state_next)]
-            out[:, j] = np.concatenate(rows_next, axis=1)
+            if weights is None:
+                out[:, j] = np.concatenate(rows_next, axis=1)
+            else:
+                out[:, 0] += weights[j] * np.concatenate(rows_next, axis=1)
     ones = np.ones((layout.slots, 1))
     initial = layout.join(ones, ones[0], jax.tree.map(lambda v: np.asarray(v)[..., :1], start))[:, 0]
-    blocks = out[..., : count * width].reshape(len(times), len(lags), n, count, width)
+    out = out[:phases]
+    blocks = out[..., : count * width].reshape(out.shape[:3] + (count, width))
     return blocks[..., :n].transpose(3, 0, 1, 2, 4), blocks[..., n].transpose(3, 0, 1, 2), initial
 
 
 class System(NamedTuple):
     """One linear system: per-step matrices ``A_{p,d} = A0 + η A1`` (``(P, k, n, n)``, P phases, k
     delays; ``A1 = None``: not affine in η, and ``build(η)`` gives ``(A, B)``), kicks B likewise,
-    the delays of positive probability and their pmf, and the state's layout and ``s_0``."""
+    the delays of positive probability and their pmf (``lags = (−1,)``, ``pmf = (1,)``: already
+    averaged over the delays, which is all the mean criterion needs), the state's layout and ``s_0``."""
 
     A0: np.ndarray
     A1: np.ndarray | None
@@ -163,14 +169,16 @@ def _rotation(A, B, layout: Layout, workers: int):
     return None
 
 
-@functools.lru_cache(maxsize=256)
-def systems(name: str, options: tuple, process, lam: float, rows: tuple, rotate: bool = True) -> tuple:
+@functools.lru_cache(maxsize=16)
+def systems(name: str, options: tuple, process, lam: float, rows: tuple, rotate: bool = True,
+            average: bool = False) -> tuple:
     """One :class:`System` per hyperparameter row of method ``name`` (a registry name, with its
     ``options`` as sorted pairs) under a constant or iid delay ``process``, on curvature ``lam``.
 
     Args:
       rows: per row, ``(field, value)`` pairs of every hyperparameter but ``lr`` (momentum included).
       rotate: use the rotating frame where the phases only relabel workers.
+      average: average the matrices over the delays as they are built (for the mean criterion).
     """
     optimizer = make(name, delay=process, **dict(options))
     if optimizer.workers is None:  # no per-worker state: one optimizer (and compilation) for every delay
@@ -181,7 +189,8 @@ def systems(name: str, options: tuple, process, lam: float, rows: tuple, rotate:
     times = workers * -(-pmf.size // workers) + np.arange(workers)  # every phase, past the largest delay
 
     def build(lrs, fields):  # (A, B) at each learning rate, with the given other hyperparameters
-        return _columns(optimizer, layout, {"lr": np.asarray(lrs, float), **fields}, lam, times, lags, workers)
+        return _columns(optimizer, layout, {"lr": np.asarray(lrs, float), **fields}, lam, times, lags, workers,
+                        pmf[lags] if average else None)
 
     etas = np.array([1.0, 2.0, 0.5])  # A(2) − A(1) is the slope; A(0.5) checks that A is affine in η
     names = [k for k, _ in rows[0]]
@@ -208,7 +217,9 @@ def systems(name: str, options: tuple, process, lam: float, rows: tuple, rotate:
 
         A0, B0 = reduce(a[0] - A1, b[0] - B1) if affine else reduce(a[0], b[0])
         A1, B1 = reduce(A1, B1) if affine else (None, None)
-        average = lambda m: scipy.sparse.csr_array(np.einsum("d,dij->ij", pmf[lags], m))  # noqa: E731
-        means = None if A1 is None else [(average(m0), average(m1)) for m0, m1 in zip(A0, A1)]
-        out.append(System(A0, A1, B0, B1, one, lags, pmf[lags], perm is not None, layout, initial, means))
+        weights = np.ones(1) if average else pmf[lags]
+        mean = lambda m: scipy.sparse.csr_array(np.einsum("d,dij->ij", weights, m))  # noqa: E731
+        means = None if A1 is None else [(mean(m0), mean(m1)) for m0, m1 in zip(A0, A1)]
+        out.append(System(A0, A1, B0, B1, one, np.array([-1]) if average else lags, weights, perm is not None,
+                          layout, initial, means))
     return tuple(out)

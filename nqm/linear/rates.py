@@ -40,7 +40,7 @@ def _radius(phases, xs):
 
 
 def mean_rate(system: System, xs):
-    """``ρ(Π_p Σ_d p_d A_{p,d})^{1/P}``: the rate of E[s] (Giladi et al. 2020, §2.3)."""
+    """``ρ(Π_p Σ_d p_d A_{p,d})^{1/P}``: the rate of E[s] (Giladi et al. 2020, App. C)."""
     if system.means is not None:
         return _radius(system.means, xs)
     sparse = scipy.sparse.csr_array
