@@ -107,7 +107,7 @@ def _first_crossing(rate, chunk: int = 4) -> float:
 def _threshold(system: System, criterion: str, steps: int, seed: int) -> tuple[float, float]:
     """``(x*, error)``; the almost-sure error is the exponent's standard error over its slope."""
     # A Lyapunov exponent costs one pass over the schedule, whatever the number of xs: all at once.
-    x = _first_crossing(lambda xs: per_step(system, xs, criterion, steps, seed), 64 if criterion == "almost-sure" else 4)
+    x = _first_crossing(lambda xs: per_step(system, xs, criterion, steps, seed), 16 if criterion == "almost-sure" else 4)
     if criterion != "almost-sure" or len(system.lags) == 1 or not 0 < x < np.inf:
         return x, 0.0
     exponent, error = lyapunov(system, x * np.array([1 - 1e-3, 1.0, 1 + 1e-3]), steps, seed)

@@ -17,6 +17,7 @@ from nqm.errors import NqmError
 from nqm.linear.matrices import System
 
 BURN, BATCHES = 2_000, 50  # the almost-sure schedule: burn-in steps, batches of the measured steps
+XS = 16  # xs per pass over the schedule
 DENSE_MEAN_SQUARE = 6  # states up to which the mean-square map is a dense Kronecker matrix
 
 
@@ -130,9 +131,11 @@ def lyapunov(system: System, xs, steps: int, seed: int):
     v0 = rng.standard_normal(n)
     estimates = []
     for A0, A1, _, _, x in system.pieces(xs):
-        with jax.enable_x64(True):
-            logs = np.asarray(_growth(A0, A1, x, np.arange(total) % A0.shape[0], lags, v0 / np.linalg.norm(v0)))
-        estimates.append(logs[BURN:].reshape(BATCHES, -1, len(x)).mean(1))
+        for start in range(0, len(x), XS):  # XS xs at a time, padded: one compilation per system shape
+            block = np.pad(x[start:start + XS], (0, XS - len(x[start:start + XS])), mode="edge")
+            with jax.enable_x64(True):
+                logs = np.asarray(_growth(A0, A1, block, np.arange(total) % A0.shape[0], lags, v0 / np.linalg.norm(v0)))
+            estimates.append(logs[BURN:, :len(x) - start].reshape(BATCHES, -1, min(XS, len(x) - start)).mean(1))
     batches = np.concatenate(estimates, axis=1)
     return batches.mean(0), batches.std(0, ddof=1) / np.sqrt(BATCHES)
 
