@@ -72,6 +72,11 @@ def test_ormo_with_one_worker_is_sgdm():
     np.testing.assert_allclose(ormo.A, sgdm.A, rtol=1e-14)
 
 
+def test_dana_with_one_worker_is_nesterov():
+    m = [0.0, 0.5, 0.9, 0.99]
+    np.testing.assert_allclose(linear.threshold("dana", momentum=m), linear.threshold("nesterov", momentum=m), rtol=RTOL)
+
+
 @pytest.mark.parametrize("dampening", [False, True])
 def test_staleness_is_sgdm_with_the_step_divided_by_the_delay(dampening):
     d, m = np.array([0, 1, 3, 6]), [0.0, 0.8]

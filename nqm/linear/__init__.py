@@ -204,7 +204,7 @@ def spectral_radius(method: str, *, lr, momentum, delay=0, criterion: str = "mea
     name, options, process, row, lrs, steps, seed = _cell(method, lr, momentum, delay, lam, criterion,
                                                           options_and_hyper, steps=steps, seed=seed)
     system = systems(name, options, process, float(lam), (row,), average=criterion == "mean")[0]
-    return per_step(system, lrs, criterion, steps, seed).reshape(np.shape(lr))
+    return per_step(system, lrs, criterion, steps, seed).reshape(np.shape(lr))[()]
 
 
 def threshold_table(method: str, *, delays=range(65), momenta=(0.0,), criterion: str = "mean",
@@ -237,11 +237,12 @@ def threshold_table(method: str, *, delays=range(65), momenta=(0.0,), criterion:
                                                                              average=criterion == "mean")]
                         for p in processes])
     dims, shape = ("delay", "momentum", *grids), (len(processes), momenta.size, *(v.size for v in grids.values()))
-    constant = all(isinstance(p, _delays.Constant) for p in processes)
+    items = list(delays) if isinstance(delays, (list, tuple, range, np.ndarray)) else [delays]
+    constant = all(isinstance(d, (int, np.integer)) for d in items)  # else the processes' labels
     return xr.Dataset(
         {"threshold": (dims, values[..., 0].reshape(shape), {"long_name": "stability threshold x* = lam*eta*"}),
          "threshold_error": (dims, values[..., 1].reshape(shape), {"long_name": "standard error of x*"})},
-        coords={"delay": [p.delay if constant else p.label for p in processes], "momentum": momenta, **grids,
+        coords={"delay": [int(d) for d in items] if constant else [p.label for p in processes], "momentum": momenta, **grids,
                 "mean_delay": ("delay", [p.mean for p in processes])},
         attrs={"method": method, "criterion": criterion, "convention": convention,
                "derived_from": "the method's own update (nqm.linear)", "reference": "Giladi et al. 2020, At Stability's Edge"},
@@ -257,5 +258,5 @@ def threshold(method: str, *, momentum=0.0, delay=0, criterion: str = "mean", da
                             criterion=criterion, dampening=dampening, steps=steps, seed=seed, **options_and_hyper)
     given = [delay, momentum] + [options_and_hyper.get(k, 0) for k in table.threshold.dims[2:]]
     scalars = tuple(i for i, value in enumerate(given) if np.ndim(value) == 0)
-    out = tuple(np.squeeze(table[v].values, axis=scalars) for v in ("threshold", "threshold_error"))
+    out = tuple(np.squeeze(table[v].values, axis=scalars)[()] for v in ("threshold", "threshold_error"))
     return out if with_error else out[0]
