@@ -248,6 +248,8 @@ def test_table_layout():
     lambda: linear.transitions("sgdm", lr=-0.1, momentum=0.5),
     lambda: linear.transitions("sgdm", lr=[0.1, 0.2], momentum=0.5),
     lambda: linear.transitions("sgdm", lr=0.1, momentum=0.5, lam=0),
+    lambda: linear.transitions("sgdm", lr=0.1, momentum=0.5, lam="x"),
+    lambda: linear.transitions("sgdm", lr=0.1, momentum=[0.5, 0.6]),
     lambda: linear.spectral_radius("sgdm", lr=float("nan"), momentum=0.5),
 ])
 def test_bad_input_is_one_line(call):

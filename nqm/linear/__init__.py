@@ -153,10 +153,14 @@ def _setup(method, momentum, delay, criterion, kw, *, steps=STEPS, seed=0):
 
 
 def _cell(method, lr, momentum, delay, lam, criterion, kw, **schedule):
-    """One cell's checked arguments and its :class:`System`, and its learning rates."""
+    """One cell's checked arguments: (name, options, process, hyperparameter row, lrs, steps, seed)."""
     name, options, processes, momenta, grids, _, steps, seed = _setup(method, momentum, delay, criterion, kw, **schedule)
     lrs = coordinates(distinct=False, lr=lr)["lr"]
-    if not (np.ndim(lam) == 0 and np.isfinite(lam) and lam > 0):
+    try:
+        ok = np.ndim(lam) == 0 and np.isfinite(float(lam)) and float(lam) > 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
         raise NqmError(f"lam must be one curvature > 0, got {lam!r}")
     if len(processes) != 1 or momenta.size != 1 or any(v.size != 1 for v in grids.values()):
         raise NqmError("give one delay, one momentum and one value of each hyperparameter (lr may be a list)")
