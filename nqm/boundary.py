@@ -21,7 +21,7 @@ import itertools
 import numpy as np
 import xarray as xr
 
-from nqm import sweeps
+from nqm import delays, sweeps
 from nqm.errors import NqmError
 from nqm.problem import Problem, explicit
 from nqm.status import DIVERGED
@@ -63,7 +63,7 @@ def simulated_threshold(method: str = "sgdm", *, momentum, delay=0, seeds: int =
     coords = coordinates(momentum=momentum, noise=noise, seed=np.arange(seed, seed + seeds), **grids)
     if coords["noise"].size != 1:
         raise NqmError("noise takes one value for a threshold; call it once per noise level")
-    coords["delay"], processes = sweeps._delay_coordinate(delay)
+    coords["delay"], processes = delays.coordinate(delay)
     extra = list(grids)
     cases = [dict(zip(["momentum", *extra], combo)) for combo in
              itertools.product(coords["momentum"], *(coords[name] for name in extra))]

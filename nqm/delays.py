@@ -113,6 +113,25 @@ def process(spec) -> Process:
     return family.parse(rest)
 
 
+def coordinate(values) -> tuple[np.ndarray, list]:
+    """The ``delay`` coordinate of a result or a table, and the processes: integers when every delay
+    given is a number (a constant), else every process's label (an integer still selects its
+    constant there: :class:`nqm.results.DelayIndex`). Empty or repeated delays are errors."""
+    from nqm.validate import coordinates
+
+    items = list(values) if isinstance(values, (list, tuple, range, np.ndarray)) else [values]
+    if not items:
+        raise NqmError("delay is empty: give at least one delay (an integer, or a spec such as uniform:1:8)")
+    if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in items):
+        coord = coordinates(delay=items)["delay"]
+        return coord, [constant(int(d)) for d in coord]
+    processes = [process(v) for v in items]
+    labels = np.array([p.label for p in processes])
+    if np.unique(labels).size != labels.size:
+        raise NqmError("delay has repeated processes: give each once")
+    return labels, processes
+
+
 def pmf(spec) -> np.ndarray | None:
     """The delay pmf of a process (``None`` when its delays are not iid, e.g. a worker pool)."""
     return process(spec).pmf()

@@ -17,17 +17,14 @@ Numpy/scipy only, float64. Never imports jax or the engine.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import xarray as xr
 
 from nqm.conventions import convention
-from nqm.delays import gaussian_pmf, uniform_pmf, validate_pmf
+from nqm.delays import validate_pmf
 from nqm.errors import NqmError
 
 METHODS = ("sgd", "sgdm", "shifted")
-DIST_SYNTAX = "'uniform:A:B' (uniform on {A..B}) or 'gaussian:MU' (discretised N(MU,1) on 1..2MU)"
 
 
 # ----------------------------------------------------------------------------- validation
@@ -49,33 +46,6 @@ def _array(values, name, *, integer=False, low=0.0, high=np.inf):
         bound = f"in [{low:g}, {high:g})" if np.isfinite(high) else f">= {low:g}"
         raise NqmError(f"{name} must be {bound}, got {values!r}")
     return arr.astype(np.int64) if integer else arr
-
-
-def _dist_spec(spec: str):
-    """Split 'uniform:A[:B]' / 'gaussian[:MU]' into (family, ints); the last value may be left out."""
-    match = re.fullmatch(r"\s*(uniform|gaussian)((?::\d+)*)\s*", str(spec))
-    args = [int(v) for v in match.group(2).split(":")[1:]] if match else []
-    family = match.group(1) if match else None
-    if family is None or len(args) > (2 if family == "uniform" else 1) or (family == "uniform" and not args):
-        raise NqmError(f"delay distribution must be {DIST_SYNTAX}, got {spec!r}")
-    return family, args
-
-
-def parse_delay_dist(spec: str) -> np.ndarray:
-    """Delay pmf from a spec string: 'uniform:A:B' or 'gaussian:MU'.
-
-    Args:
-      spec: e.g. ``"uniform:1:8"`` (τ uniform on {1..8}) or ``"gaussian:5"`` (App. C, μ = 5).
-
-    Returns:
-      the validated pmf over k = 0..K.
-    """
-    family, args = _dist_spec(spec)
-    if len(args) != (2 if family == "uniform" else 1):
-        raise NqmError(f"delay distribution must be {DIST_SYNTAX}, got {spec!r}")
-    from nqm.delays import pmf
-
-    return pmf(spec)
 
 
 def mean_delay(pmf) -> float:
@@ -323,47 +293,33 @@ def lr_threshold(x_star, lam_max) -> np.ndarray:
     return np.asarray(x_star, dtype=np.float64) / lam
 
 
-def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False, delay_dist=None) -> xr.Dataset:
-    """Table of thresholds x* = a·η* over delay (or a delay-distribution parameter) × momentum.
+def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False) -> xr.Dataset:
+    """Table of thresholds x* = a·η* over delay × momentum, from Giladi et al.'s characteristic
+    polynomials (the check of :func:`nqm.linear.threshold_table`, which derives any linear method's).
 
     Args:
       method: "sgd", "sgdm" or "shifted" ("sgdm" with m = 0 is SGD).
-      delays: constant delays (default 0..64); with ``delay_dist`` the values of its last,
-        omitted parameter: b in 'uniform:A' (default A..A+63), μ in 'gaussian' (default 1..30).
+      delays: constant delays and/or iid delay specs of :mod:`nqm.delays` (default 0..64), e.g.
+        ``[f"uniform:1:{b}" for b in range(1, 65)]``.
       momenta: momentum values in [0, 1).
       dampening: Giladi's ``v = m v + (1-m) g`` instead of ``v = m v + g``.
-      delay_dist: None (constant delay), or 'uniform:A:B' / 'gaussian:MU' for one distribution,
-        or 'uniform:A' / 'gaussian' to sweep B / MU over ``delays``.
 
     Returns:
-      Dataset with variable ``threshold`` over dims (``delay`` | ``b`` | ``mu``, ``momentum``),
-      coordinate ``mean_delay`` and attrs method, convention, delay_dist.
+      Dataset with variable ``threshold`` over (``delay``, ``momentum``) — integers when every delay
+      is constant, else the specs — coordinate ``mean_delay``, attrs method, convention.
     """
+    from nqm import delays as processes
+
     m = _array(momenta, "momenta", high=1.0).reshape(-1)
-    if delay_dist is None:
-        dim, dist, pmfs = "delay", "constant", None
-        values = _array(np.arange(65) if delays is None else delays, "delays", integer=True).reshape(-1)
-    else:
-        family, args = _dist_spec(delay_dist)
-        if len(args) == (2 if family == "uniform" else 1):  # complete spec: one distribution
-            if delays is not None:
-                raise NqmError(f"delay_dist {delay_dist!r} is complete; drop its last value to sweep it "
-                               "over delays")
-            delays = args[-1:]
-        if family == "uniform":
-            dim, a, dist = "b", args[0], f"uniform{{{args[0]}..b}}"
-            values = _array(np.arange(a, a + 64) if delays is None else delays, "b", integer=True).reshape(-1)
-            pmfs = [uniform_pmf(a, b) for b in values]
-        else:
-            dim, dist = "mu", "N(mu, 1) discretised on 1..2mu"
-            values = _array(np.arange(1, 31) if delays is None else delays, "mu", integer=True).reshape(-1)
-            pmfs = [gaussian_pmf(mu) for mu in values]
-    x = threshold(method, None if pmfs else values, m, dampening=dampening, pmf=pmfs)
-    means = values.astype(float) if pmfs is None else np.array([mean_delay(p) for p in pmfs])
+    labels, chosen = processes.coordinate(np.arange(65) if delays is None else delays)
+    pmfs = [p.pmf() for p in chosen]
+    if any(p is None for p in pmfs):
+        raise NqmError("a worker pool has no delay pmf, so no characteristic polynomial; give constant or iid delays")
+    x = threshold(method, None, m, dampening=dampening, pmf=pmfs)
     return xr.Dataset(
-        {"threshold": ((dim, "momentum"), x, {"long_name": "stability threshold x* = a*eta*"})},
-        coords={dim: values, "momentum": m, "mean_delay": (dim, means)},
-        attrs={"method": method, "delay_dist": dist,
+        {"threshold": (("delay", "momentum"), x, {"long_name": "stability threshold x* = a*eta*"})},
+        coords={"delay": labels, "momentum": m, "mean_delay": ("delay", [p.mean for p in chosen])},
+        attrs={"method": method, "criterion": "mean",
                "convention": "no momentum" if method == "sgd" else convention(bool(dampening)),
                "reference": "Giladi et al. 2020, At Stability's Edge"},
     )

@@ -112,7 +112,7 @@ def sweep(
     """
     task, grids = job(method, problem, options)
     coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, **grids)
-    coords["delay"], processes = _delay_coordinate(delay)
+    coords["delay"], processes = delays.coordinate(delay)
     grid_size(coords)
     result = empty(task, coords, processes)
     with contextlib.ExitStack() as stack:
@@ -240,22 +240,6 @@ def all_hyper_dims() -> tuple[str, ...]:
     return tuple(dict.fromkeys(f for m in methods() for f in hyper_dims(m)))
 
 
-def _delay_coordinate(values) -> tuple[np.ndarray, list]:
-    """The ``delay`` coordinate and its processes: integers when every delay is constant, else the
-    processes' spec strings."""
-    items = list(values) if isinstance(values, (list, tuple, np.ndarray)) else [values]
-    if all(isinstance(v, (int, float, np.integer, np.floating)) for v in items):
-        coord = _coordinates(delay=items)["delay"]
-        return coord, [delays.constant(int(d)) for d in coord]
-    if not items:
-        raise NqmError("delay is empty: give at least one value")
-    processes = [delays.process(v) for v in items]
-    labels = np.array([p.label for p in processes])
-    if np.unique(labels).size != labels.size:
-        raise NqmError("delay has repeated processes: give each once")
-    return labels, processes
-
-
 def cell_uids(values: dict) -> np.ndarray:
     """A cell's 64-bit identity (two uint32 words) from its hyperparameter values, not its position,
     for independent noise: two cells of a sweep collide with probability about n²/2⁶⁵."""
@@ -285,42 +269,3 @@ def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
         "jax_version": jax.__version__,
     }
     return results.empty(coords, hyper_dims(task.method), attrs, [p.mean for p in processes])
-
-
-def threshold_of(ds: xr.Dataset, method: str, delay) -> np.ndarray:
-    """``x*(m)`` over the result's momenta for one delay (constant or iid; NaN for worker pools)."""
-    from nqm import stability
-
-    pmf = delays.pmf(delays.process(delay))
-    if pmf is None:
-        return np.full(ds.momentum.size, np.nan)
-    return stability.threshold(method, momentum=ds.momentum.values, dampening=bool(ds.attrs.get("dampening", 0)), pmf=pmf)
-
-
-def linear_stability_agreement(ds: xr.Dataset, band: float = 0.03) -> dict:
-    """How often the simulation agrees with the linear stability threshold (the README's conventions).
-
-    For every cell with ``lr`` outside ``η*(D, m)·[1 − band, 1 + band]`` the linear theory
-    predicts convergence (below) or divergence (above); a cell agrees when its status is not −1
-    below, and −1 above. ``η* = x*/λ_max`` for the sweep's method (SGDM or shifted momentum;
-    AB is compared with SGDM's threshold) and momentum convention; iid delays use their pmf
-    (Giladi et al.'s mean dynamics), worker pools are not compared.
-
-    Returns:
-      ``{"fraction": agreeing / compared, "compared": …, "in_band": …, "stable": …, "unstable": …}``.
-    """
-    method = "shifted" if ds.attrs.get("method") == "shifted" else "sgdm"
-    eta = np.stack([threshold_of(ds, method, d) for d in ds.delay.values])
-    eta_star = xr.DataArray(eta / float(ds.attrs["lam_max"]), coords={"delay": ds.delay, "momentum": ds.momentum})
-    ratio = ds.lr / eta_star
-    stable, unstable = ratio < 1 - band, ratio > 1 + band
-    diverged = ds.status == engine.DIVERGED
-    agree = (stable & ~diverged) | (unstable & diverged)
-    compared = int((stable | unstable).sum())
-    return {
-        "fraction": float(agree.sum()) / compared if compared else float("nan"),
-        "compared": compared,
-        "in_band": int(ds.status.size - compared),
-        "stable": int(stable.broadcast_like(ds.status).sum()),
-        "unstable": int(unstable.broadcast_like(ds.status).sum()),
-    }

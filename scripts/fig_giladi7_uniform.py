@@ -1,6 +1,5 @@
 """Giladi et al. 2020, Fig. 7: SGD with delay ~ uniform{1..b}, b = 1..64, 1/x* against E[τ]."""
 
-import numpy as np
 
 from nqm.plots.script import FigureScript
 from nqm.plots.stability import threshold_figure, with_constant_delay
@@ -8,7 +7,7 @@ from nqm.stability import fit_inverse_threshold, threshold_dataset
 
 
 def compute(smoke):
-    return with_constant_delay(threshold_dataset("sgd", delays=np.arange(1, 9 if smoke else 65), delay_dist="uniform:1"))
+    return with_constant_delay(threshold_dataset("sgd", delays=[f"uniform:1:{b}" for b in range(1, 9 if smoke else 65)]))
 
 
 def draw(data):

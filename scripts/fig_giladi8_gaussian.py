@@ -1,6 +1,5 @@
 """Giladi et al. 2020, Fig. 8: SGD with discretised Gaussian delay, μ = 1..30, 1/x* against E[τ]."""
 
-import numpy as np
 
 from nqm.plots.script import FigureScript
 from nqm.plots.stability import threshold_figure, with_constant_delay
@@ -8,7 +7,7 @@ from nqm.stability import fit_inverse_threshold, threshold_dataset
 
 
 def compute(smoke):
-    return with_constant_delay(threshold_dataset("sgd", delays=np.arange(1, 6 if smoke else 31), delay_dist="gaussian"))
+    return with_constant_delay(threshold_dataset("sgd", delays=[f"gaussian:{mu}" for mu in range(1, 6 if smoke else 31)]))
 
 
 def draw(data):
@@ -19,7 +18,8 @@ def draw(data):
 def claims(data):
     """The mean delay of the discretised Gaussian (it differs from μ for small μ) and the fitted slope."""
     slope, intercept = fit_inverse_threshold(data.mean_delay, data.threshold.isel(momentum=0))
-    means = {f"mean_delay_mu{mu}": float(data.mean_delay.sel(mu=mu)) for mu in (2, 4) if mu in data.mu}
+    means = {f"mean_delay_mu{mu}": float(data.mean_delay.sel(delay=f"gaussian:{mu}")) for mu in (2, 4)
+             if f"gaussian:{mu}" in data.delay}
     return {**means, "slope_vs_mean_delay": slope, "intercept": intercept}
 
 

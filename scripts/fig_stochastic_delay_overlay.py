@@ -39,17 +39,17 @@ def boundary_scan(process: str, ratios, seeds, steps):
 
 def compute(smoke):
     import nqm
-    from nqm.sweeps import linear_stability_agreement
+    from nqm.linear.agreement import agreement
 
     side, dim, steps, seeds, points = (8, 50, 2_000, [0, 1], 5) if smoke else (40, 100, 100_000, list(range(10)), 25)
     ds = nqm.sweep("sgdm", lr=np.geomspace(0.003, 2.0, side), momentum=np.linspace(0, 0.95, side), delay=PROCESSES,
                    problem=nqm.zhang(dim), target=1e-6, max_steps=steps, progress=False)
-    agreement = [linear_stability_agreement(ds.sel(delay=[p]), band=BAND) for p in PROCESSES]
+    agreed = [agreement(ds.sel(delay=[p]), band=BAND) for p in PROCESSES]
     ratios = np.linspace(0.85, 1.15, points)
     diverged = np.stack([boundary_scan(p, ratios, seeds, steps) for p in PROCESSES])
     return ds.isel(noise=0, seed=0, drop=True)[["steps", "status"]].assign(
-        agreement=("delay", [a["fraction"] for a in agreement]),
-        compared=("delay", [a["compared"] for a in agreement]),
+        agreement=("delay", [a["fraction"] for a in agreed]),
+        compared=("delay", [a["compared"] for a in agreed]),
         diverged_fraction=(("delay", "scan_momentum", "ratio"), diverged,
                            {"long_name": "fraction of seeds diverged on λ = 1 at lr = ratio · η*(m)"}),
     ).assign_coords(scan_momentum=MOMENTA, ratio=ratios).assign_attrs(

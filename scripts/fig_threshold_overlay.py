@@ -23,7 +23,7 @@ BAND = 0.03
 
 def compute(smoke):
     import nqm
-    from nqm.sweeps import linear_stability_agreement
+    from nqm.linear.agreement import agreement
 
     side, dim, steps = (8, 50, 2_000) if smoke else (40, 100, 100_000)
     # A low target: just above η* the unstable mode starts tiny, and the loss may dip below a higher
@@ -31,12 +31,11 @@ def compute(smoke):
     kw = dict(lr=np.geomspace(0.003, 2.0, side), momentum=np.linspace(0, 0.95, side), delay=DELAYS,
               problem=nqm.zhang(dim), target=1e-6, max_steps=steps, progress=False)
     results = {method: nqm.sweep(method, **kw) for method in METHODS}
-    agreement = {method: [linear_stability_agreement(ds.sel(delay=[d]), band=BAND) for d in DELAYS]
-                 for method, ds in results.items()}
+    agreed = {method: [agreement(ds.sel(delay=[d]), band=BAND) for d in DELAYS] for method, ds in results.items()}
     data = stack({m: ds.isel(noise=0, seed=0, drop=True) for m, ds in results.items()}, "method")
     return data.assign(
-        agreement=(("method", "delay"), [[a["fraction"] for a in agreement[m]] for m in METHODS]),
-        compared=(("method", "delay"), [[a["compared"] for a in agreement[m]] for m in METHODS]),
+        agreement=(("method", "delay"), [[a["fraction"] for a in agreed[m]] for m in METHODS]),
+        compared=(("method", "delay"), [[a["compared"] for a in agreed[m]] for m in METHODS]),
     ).assign_attrs(noise=0.0, band=BAND)
 
 

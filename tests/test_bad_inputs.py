@@ -81,7 +81,7 @@ TRACE_CASES = (
 
 THRESHOLD_CASES = [
     ["threshold", "--method", "adam"], ["threshold", "--momentum", "1"], ["threshold", "--delay", "-1"],
-    ["threshold", "--delay-dist", "uniform:3:1"], ["threshold", "--delay", "1", "--delay-dist", "uniform:1:4"],
+    ["threshold", "--delay-dist", "uniform:3:1"], ["threshold", "--delay", "1", "--delay-dist", "workers:4"],
     ["threshold", "--method", "sgd", "--momentum", "0.5"], ["threshold", "--momentum", "nan"],
     ["threshold", "--delay", "x"], ["threshold", "--delay-dist", "poisson:2"],
 ]
@@ -236,8 +236,8 @@ OTHER_API = [
     lambda: make("ab", group=np.array([-1, 0])),
     lambda: stability.threshold("adam"), lambda: stability.threshold("sgdm", delay=-1),
     lambda: stability.threshold("sgdm", momentum=1.0), lambda: stability.threshold("sgd", momentum=0.5),
-    lambda: stability.threshold("sgdm", delay=1, pmf=[0.5, 0.5]), lambda: stability.uniform_pmf(3, 1),
-    lambda: stability.gaussian_pmf(0),
+    lambda: stability.threshold("sgdm", delay=1, pmf=[0.5, 0.5]), lambda: delays.uniform_pmf(3, 1),
+    lambda: delays.gaussian_pmf(0),
     lambda: nqm.load("/nonexistent/x.nc"), lambda: nqm.zhang(0), lambda: nqm.loguniform(4, lo=0),
     lambda: nqm.loguniform(4, lo=2, hi=1),
     lambda: summary.summarize(xr.Dataset({"x": ("a", [1])})),

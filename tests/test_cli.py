@@ -99,6 +99,54 @@ def test_threshold_table(tmp_path, capsys):
     assert main(["threshold", "--momentum", "0.5", "--delay", "-1"]) == 2
 
 
+def test_threshold_answers_for_every_method(capsys):
+    """Derived from the update for the linear methods (refused, pointing at --simulate, for the
+    others), simulated by bisection for any method."""
+    from nqm.optimizers import make, methods
+
+    out = ""
+    for method in methods():
+        derived = main(["threshold", "--method", method, "--delay", "2", "--momentum", "0.5"])
+        printed = capsys.readouterr()
+        assert derived == (0 if make(method).linear else 2)
+        assert make(method).linear or "--simulate" in printed.err
+        assert main(["threshold", "--method", method, "--delay", "2", "--momentum", "0.5", "--simulate",
+                     "--steps", "1500", "--tol", "0.05"]) == 0
+        out += printed.out + capsys.readouterr().out
+    assert out.count("simulated thresholds") == len(methods()) and out.count("mean thresholds") == 7
+    assert main(["threshold", "--delay-dist", "workers:3", "--momentum", "0.5"]) == 2  # a pool has no pmf
+    assert main(["threshold", "--steps", "10"]) == 2  # a simulation option without --simulate
+    assert main(["threshold", "--simulate", "--criterion", "mean-square"]) == 2
+
+
+def test_the_overlay_is_the_methods_own_threshold_or_a_given_table(tmp_path):
+    """--threshold draws the result's own derived threshold; for a method that is not linear it
+    draws none (never another method's) unless a table is given, e.g. a simulated one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from nqm.plots.heatmap import plot_heatmaps
+
+    kw = dict(lr=np.geomspace(0.05, 1.5, 5), momentum=[0.0, 0.5, 0.8], delay=2, problem=nqm.zhang(8), max_steps=300,
+              progress=False)
+    red = lambda fig: [line for ax in fig.axes for line in ax.get_lines() if line.get_color() == "red"]
+    sgdm = nqm.sweep("sgdm", **kw)
+    line = red(plot_heatmaps(sgdm, threshold=True))[0]
+    from nqm import linear
+
+    np.testing.assert_allclose(line.get_xdata()[[0, -1]], linear.threshold("sgdm", delay=2, momentum=[0.0, 0.8]), rtol=1e-9)
+    ab = nqm.sweep("ab", rho=0.5, **kw)
+    fig = plot_heatmaps(ab, threshold=True)
+    assert not red(fig) and "no derived threshold" in fig._suptitle.get_text()
+    table = tmp_path / "ab.nc"
+    assert main(["threshold", "--method", "ab", "--rho", "0.5", "--delay", "2", "--momentum", "0", "0.5", "0.8",
+                 "--simulate", "--steps", "1000", "--tol", "0.05", "--out", str(table)]) == 0
+    result = tmp_path / "ab_result.nc"
+    nqm.save(ab, result)
+    assert main(["plot", str(result), "--out", str(tmp_path / "ab.png"), "--threshold", str(table)]) == 0
+    assert red(plot_heatmaps(ab, threshold=nqm.io.load_dataset(table)))
+
+
 def test_python_dash_m_reports_errors_without_traceback(tmp_path):
     run = subprocess.run([sys.executable, "-m", "nqm", "sweep", "--lr", "-1", "--momentum", "0.5",
                           "--out", str(tmp_path / "r.nc")], capture_output=True, text=True)
@@ -196,7 +244,7 @@ def test_commands_share_the_grid_problem_and_method_groups():
     args = build_parser("expected").parse_args(["expected", "--lr", "1", "--momentum", "0", "--out", "x.nc", "--bins"])
     assert args.bins == expected.DEFAULT_BINS and args.method == groups.default_of(expected.sweep, "method")
     assert next(a for a in _parser("expected")._actions if a.dest == "method").choices == expected.METHODS
-    assert next(a for a in _parser("threshold")._actions if a.dest == "method").choices == stability.METHODS
+    assert next(a for a in _parser("threshold")._actions if a.dest == "method").choices == sorted((*methods(), "sgd"))
 
 
 def test_commands_that_need_no_simulation_do_not_import_jax(tmp_path):
@@ -205,9 +253,8 @@ def test_commands_that_need_no_simulation_do_not_import_jax(tmp_path):
              result)
     script = ("import sys\nfrom nqm.cli import main\ntry:\n    code = main(sys.argv[1:])\nexcept SystemExit as e:\n"
               "    code = e.code\nassert 'jax' not in sys.modules, 'imported jax'\nsys.exit(code)")
-    for argv in (["threshold", "--delay", "4", "--momentum", "0.9"], ["summary", str(result)], ["--help"],
-                 ["plot", str(result), "--out", str(tmp_path / "f.png")], ["threshold", "--help"], ["summary", "--help"],
-                 ["threshold", "--momentum", "2"]):
+    for argv in (["summary", str(result)], ["--help"], ["plot", str(result), "--out", str(tmp_path / "f.png")],
+                 ["summary", "--help"], ["summary", str(result), "--spread", "2"]):
         run = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True)
         assert run.returncode == (2 if "2" in argv else 0) and "imported jax" not in run.stderr, (argv, run.stderr)
 

@@ -92,7 +92,7 @@ def test_staleness_is_sgdm_with_the_step_divided_by_the_delay(dampening):
 @pytest.mark.parametrize("method", LINEAR)
 def test_matrices_reproduce_the_engine(method, spec):
     lam, lr, m, steps, seed = np.array([1.0, 0.3, 0.05]), 0.2, 0.6, 40, 5
-    ds = diagnostics.trajectory(nqm.explicit(lam), method, lr=lr, momentum=m, delay=spec, steps=steps, seed=seed,
+    ds = diagnostics.trajectory(method, problem=nqm.explicit(lam), lr=lr, momentum=m, delay=spec, steps=steps, seed=seed,
                                 x64=True, record=("loss",))
     lags, _ = delays.process(spec).schedule(seed, steps)
     for rotating in (False, True):

@@ -25,7 +25,7 @@ def add_parser(subparsers):
     groups.problem(parser)
     groups.run_settings(parser, "target", "max_steps", help={"target": "target expected loss"})
     groups.outputs(parser, "result file (netCDF)", plot="also write a heatmap (PNG/PDF/SVG)",
-                   threshold="overlay the linear-stability threshold on --plot")
+                   threshold=groups.THRESHOLD_HELP)
     return parser
 
 

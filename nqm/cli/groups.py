@@ -12,7 +12,7 @@ import dataclasses
 import inspect
 
 from nqm import validate
-from nqm.cli.parser import RANGES, OutputFile, joined, positive
+from nqm.cli.parser import RANGES, InputFile, OutputFile, joined, positive
 from nqm.errors import NqmError
 
 GIB = 2**30
@@ -63,20 +63,23 @@ def grid(parser, *, one_cell: bool = False, delay_processes: bool = False, seeds
     return group
 
 
-def delays(args) -> list:
-    """``--delay`` (constants) and ``--delay-dist`` (processes) as one list for the delay dimension."""
+def delays(args, default=(0,)) -> list:
+    """``--delay`` (constants) and ``--delay-dist`` (processes) as one list for the delay dimension
+    (``default`` when neither is given)."""
     processes = getattr(args, "delay_dist", None) or []
-    return [*(joined(args.delay) or ([] if processes else [0.0])), *processes]
+    return [*(joined(args.delay) or ([] if processes else list(default))), *processes]
 
 
-def method(parser, grid_group) -> None:
-    """``--method``, each family's swept hyperparameters (in ``grid_group``) and its options, read
-    off the registry: a new family needs no edit here."""
+def method(parser, grid_group, aliases: tuple = ()) -> None:
+    """``--method`` (with ``aliases``, e.g. sgd for the analyses), each family's swept
+    hyperparameters (in ``grid_group``) and its options, read off the registry: a new family needs
+    no edit here."""
     from nqm.optimizers import methods
     from nqm.optimizers.base import documentation, hyperparameters, options
     from nqm.sweeps import all_hyper_dims, sweep
 
-    parser.add_argument("--method", choices=methods(), default=default_of(sweep, "method"), help="optimizer")
+    parser.add_argument("--method", choices=sorted((*methods(), *aliases)), default=default_of(sweep, "method"),
+                        help="optimizer" + (f" ({', '.join(aliases)}: sgdm at momentum 0)" if aliases else ""))
     for name in all_hyper_dims():
         owners = [m for m in methods() if name in hyperparameters(m)._fields]
         default = hyperparameters(owners[0])._field_defaults.get(name)
@@ -116,11 +119,12 @@ def method_options(args) -> dict:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def problem(parser) -> None:
-    """The quadratic: ``--spectrum``, ``--dim``, ``--lo``/``--hi``, ``--eigenvalues``, ``--rotate``."""
+def problem(parser, default: str | None = None) -> None:
+    """The quadratic: ``--spectrum``, ``--dim``, ``--lo``/``--hi``, ``--eigenvalues``, ``--rotate``
+    (``default``: what a command uses when none is given, if not zhang's)."""
     from nqm import problem as problems
 
-    group = parser.add_argument_group("problem")
+    group = parser.add_argument_group("problem" + (f" (default: {default})" if default else ""))
     group.add_argument("--spectrum", choices=("zhang", "loguniform"), default="zhang", help="eigenvalue spectrum")
     group.add_argument("--dim", type=int, default=None,
                        help=f"N (default: {default_of(problems.zhang, 'dim')}; not with --eigenvalues)")
@@ -130,6 +134,12 @@ def problem(parser) -> None:
     group.add_argument("--eigenvalues", nargs="+", type=float, default=None, metavar="E", help="explicit spectrum")
     group.add_argument("--rotate", type=int, default=None, metavar="SEED",
                        help="random rotation of H (default: no rotation, axis-aligned)")
+
+
+def problem_given(args) -> bool:
+    """Whether any option of the problem group was given."""
+    return any(getattr(args, k) is not None for k in ("dim", "lo", "hi", "eigenvalues", "rotate")) or \
+        args.spectrum != "zhang"
 
 
 def problem_from(args):
@@ -195,4 +205,14 @@ def outputs(parser, out: str, *, required: bool = True, plot: str | None = None,
     if plot:
         parser.add_argument("--plot", type=OutputFile, default=None, metavar="FIGURE", help=plot)
     if threshold:
-        parser.add_argument("--threshold", action="store_true", help=threshold)
+        threshold_option(parser, threshold)
+
+
+THRESHOLD_HELP = ("overlay the stability threshold on the heatmaps: without TABLE, derived from the method's own "
+                  "update (linear methods only); or the table of `nqm threshold ... --out TABLE` (e.g. --simulate)")
+
+
+def threshold_option(parser, help: str = THRESHOLD_HELP) -> None:
+    """``--threshold [TABLE]``: the derived threshold of the result's own method, or a table's."""
+    parser.add_argument("--threshold", nargs="?", const=True, default=None, type=InputFile, metavar="TABLE",
+                        help=help)

@@ -45,6 +45,8 @@ def check_figure(path: str | None, threshold: bool = False) -> None:
         if threshold:
             raise NqmError("--threshold draws on the figure: give --plot FIGURE too")
         return
+    if isinstance(threshold, str) and not os.path.isfile(threshold):
+        raise NqmError(f"cannot read threshold table {threshold}: no such file (write one with nqm threshold --out)")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -68,8 +70,9 @@ def save_figure(fig, path: str) -> None:
     print(f"wrote {path}")
 
 
-def plot_result(ds, path: str, threshold: bool) -> None:
-    """The heatmaps of a sweep (or expected) result, with the stability threshold if asked."""
+def plot_result(ds, path: str, threshold) -> None:
+    """The heatmaps of a sweep (or expected) result, with the stability threshold if asked
+    (``True``: derived for the result's method; a path: that threshold table's)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -81,7 +84,13 @@ def plot_result(ds, path: str, threshold: bool) -> None:
     if missing:
         raise NqmError(f"--threshold needs the result's attribute(s) {', '.join(missing)} (the problem's largest "
                        "eigenvalue and the method), which nqm sweep writes; this file lacks them")
-    save_figure(plot_heatmaps(ds, threshold=threshold), path)
+    if threshold not in (None, True, False):
+        from nqm.io import load_dataset
+
+        threshold = load_dataset(threshold)
+        if "threshold" not in threshold or "momentum" not in threshold.dims:
+            raise NqmError("--threshold TABLE takes a table written by nqm threshold --out (a threshold over momentum)")
+    save_figure(plot_heatmaps(ds, threshold=bool(threshold) if threshold in (None, True, False) else threshold), path)
 
 
 def report(ds, panels: int = 24) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nqm.cli import output
+from nqm.cli import groups, output
 from nqm.cli.parser import InputFile, OutputFile
 
 NAME = "plot"
@@ -13,7 +13,7 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
     parser.add_argument("result", type=InputFile, help="a netCDF result of nqm sweep")
     parser.add_argument("--out", type=OutputFile, required=True, help="figure file (PNG/PDF/SVG)")
-    parser.add_argument("--threshold", action="store_true", help="overlay the linear-stability threshold")
+    groups.threshold_option(parser)
     return parser
 
 

@@ -23,7 +23,7 @@ def add_parser(subparsers):
                               "memory_budget", "progress")
     run.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
     groups.outputs(parser, "result file (netCDF)", plot="also write a heatmap (PNG/PDF/SVG)",
-                   threshold="overlay the linear-stability threshold on --plot")
+                   threshold=groups.THRESHOLD_HELP)
     return parser
 
 

@@ -137,24 +137,20 @@ def _setup(method, momentum, delay, criterion, kw, *, steps=STEPS, seed=0):
         raise NqmError("method 'sgd' has no momentum; use method='sgdm' or momentum=0")
     defaults = hyperparameters(name)._field_defaults
     grids = coordinates(**{f: kw.get(f, defaults.get(f)) for f in fields})
-    items = list(delay) if isinstance(delay, (list, tuple, range, np.ndarray)) else [delay]
-    if not items:
-        raise NqmError("delay is empty: give at least one delay (an integer or a spec such as uniform:1:8)")
-    processes = [_delays.process(d) for d in items]
+    labels, processes = _delays.coordinate(delay)
     for p in processes:
         if _delays.pmf(p) is None:
             raise NqmError(f"delay {p.label} is a worker pool, which has no delay pmf; give a constant delay "
                            "or an iid distribution (uniform:A:B, gaussian:MU, pmf:P0,P1,...)")
-    if len({p.label for p in processes}) != len(processes):
-        raise NqmError("delay has repeated values: give each once")
     convention = "no momentum" if method == "sgd" else dict(optimizer.config).get("convention", "")
     steps = -(-count(steps, "steps", low=BATCHES) // BATCHES) * BATCHES  # whole batches
-    return name, options, processes, momenta, grids, convention, steps, count(seed, "seed", low=0)
+    return name, options, (labels, processes), momenta, grids, convention, steps, count(seed, "seed", low=0)
 
 
 def _cell(method, lr, momentum, delay, lam, criterion, kw, **schedule):
     """One cell's checked arguments: (name, options, process, hyperparameter row, lrs, steps, seed)."""
-    name, options, processes, momenta, grids, _, steps, seed = _setup(method, momentum, delay, criterion, kw, **schedule)
+    name, options, (_, processes), momenta, grids, _, steps, seed = _setup(method, momentum, delay, criterion, kw,
+                                                                          **schedule)
     lrs = coordinates(distinct=False, lr=lr)["lr"]
     try:
         ok = np.ndim(lam) == 0 and np.isfinite(float(lam)) and float(lam) > 0
@@ -234,19 +230,17 @@ def threshold_table(method: str, *, delays=range(65), momenta=(0.0,), criterion:
     """
     if dampening:
         options_and_hyper["dampening"] = True
-    name, options, processes, momenta, grids, convention, steps, seed = _setup(
+    name, options, (labels, processes), momenta, grids, convention, steps, seed = _setup(
         method, momenta, delays, criterion, options_and_hyper, steps=steps, seed=seed)
     rows = tuple(tuple(zip(("momentum", *grids), combo)) for combo in itertools.product(momenta, *grids.values()))
     values = np.array([[_threshold(s, criterion, steps, seed) for s in systems(name, options, p, 1.0, rows,
                                                                              average=criterion == "mean")]
                         for p in processes])
     dims, shape = ("delay", "momentum", *grids), (len(processes), momenta.size, *(v.size for v in grids.values()))
-    items = list(delays) if isinstance(delays, (list, tuple, range, np.ndarray)) else [delays]
-    constant = all(isinstance(d, (int, np.integer)) for d in items)  # else the processes' labels
     return xr.Dataset(
         {"threshold": (dims, values[..., 0].reshape(shape), {"long_name": "stability threshold x* = lam*eta*"}),
          "threshold_error": (dims, values[..., 1].reshape(shape), {"long_name": "standard error of x*"})},
-        coords={"delay": [int(d) for d in items] if constant else [p.label for p in processes], "momentum": momenta, **grids,
+        coords={"delay": labels, "momentum": momenta, **grids,
                 "mean_delay": ("delay", [p.mean for p in processes])},
         attrs={"method": method, "criterion": criterion, "convention": convention,
                "derived_from": "the method's own update (nqm.linear)", "reference": "Giladi et al. 2020, At Stability's Edge"},

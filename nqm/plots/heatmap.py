@@ -57,7 +57,7 @@ def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
     return mesh
 
 
-def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool = False,
+def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool | xr.Dataset = False,
                   ncols: int | None = None, cmap: str = "viridis", spread: xr.Dataset | None = None):
     """Heatmaps of T over learning rate × momentum, one panel per (delay, noise, ρ).
 
@@ -68,8 +68,9 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
     Args:
       ds: a result of :func:`nqm.sweep`.
       title: the figure title (default: method, problem and budget).
-      threshold: overlay the linear-stability threshold ``η*(m) = x*(D, m)/λ_max`` (SGDM and
-        shifted momentum; for AB the SGDM threshold is drawn for reference).
+      threshold: ``True``: overlay the stability threshold ``η*(m) = x*(D, m)/λ_max`` derived from
+        the result's own method (linear methods; none for the others, and the title says so);
+        or a threshold table (``nqm threshold … --out``, e.g. simulated) to overlay instead.
       ncols: panels per row (default: one row per (delay, noise), one column per ρ).
       cmap: colormap of T.
       spread: a :func:`nqm.summary.robustness` (or :func:`nqm.summary.spread`) result for the
@@ -88,12 +89,12 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 1.2, 3.5 * nrows + 0.9),
                              squeeze=False, sharex=True, sharey=True, layout="constrained")
     norm = steps_norm(ds)
-    mesh = None
+    mesh, drawn = None, False
     for ax, key in zip(axes.flat, keys):
         panel = ds.sel(key)
         mesh = draw_heatmap(ax, panel, norm, cmap)
-        if threshold:
-            overlay_threshold(ax, ds, key)
+        if threshold is not False and threshold is not None:
+            drawn = overlay_threshold(ax, ds, key, None if threshold is True else threshold) or drawn
         ts = t_star(panel)
         label = ", ".join(_format(k, v) for k, v in key.items())
         if spread is not None:
@@ -109,7 +110,9 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
         ax.set_ylabel("momentum m")
     steps_colorbar(fig, mesh, axes, shrink=min(0.9, 2.0 / nrows))
     status_legend(fig, star=False)
-    suptitle(fig, title or default_title(ds, seeds), fontsize=11)
+    missing = "" if drawn or threshold is False or threshold is None else \
+        f" — no derived threshold ({ds.attrs.get('method')} is not linear, or no pmf): see nqm threshold --simulate"
+    suptitle(fig, (title or default_title(ds, seeds)) + missing, fontsize=11)
     return fig
 
 
@@ -203,21 +206,21 @@ def _edges(values: np.ndarray, log: bool) -> np.ndarray:
     return np.exp(edges) if log else edges
 
 
-def overlay_threshold(ax, ds, key):
-    """Draw the linear-stability threshold η*(m) of the panel `key` of `ds` (a dashed red line)."""
-    from nqm import delays, stability
+def overlay_threshold(ax, ds, key, table: xr.Dataset | None = None) -> bool:
+    """Draw the stability threshold η*(m) of panel ``key`` of ``ds`` (a dashed red line): derived
+    from the result's own method where it is linear, or read from ``table`` (e.g. simulated by
+    ``nqm threshold --simulate``). Returns whether there was one to draw (never another method's)."""
+    from nqm.linear.agreement import panel_threshold
 
-    method = ds.attrs.get("method")
-    pmf = delays.pmf(delays.process(key.get("delay", 0)))
-    if pmf is None:  # a worker pool: no linearised threshold
-        return
-    momenta = np.linspace(ds.momentum.values.min(), ds.momentum.values.max(), 200)
-    dampened = bool(ds.attrs.get("dampening", 0))
-    x_star = stability.threshold("shifted" if method == "shifted" else "sgdm", momentum=momenta,
-                                 dampening=dampened, pmf=pmf)
-    eta = np.asarray(x_star) / float(ds.attrs["lam_max"])
+    momenta = np.linspace(ds.momentum.values.min(), ds.momentum.values.max(), 60) if ds.momentum.size > 1 else \
+        ds.momentum.values
+    eta = panel_threshold(ds, key, momenta, table)
+    if eta is None:
+        return False
+    label = "stability η*(m)" + (f" ({table.attrs.get('criterion', 'table')})" if table is not None else ", derived")
     if ds.momentum.size == 1:  # one momentum: η* is one value, drawn across the panel
-        ax.axvline(eta[0], color="red", lw=1.6, ls="--", label="linear stability η*(m)")
+        ax.axvline(eta[0], color="red", lw=1.6, ls="--", label=label)
     else:
-        ax.plot(eta, momenta, color="red", lw=1.6, ls="--", label="linear stability η*(m)")
+        ax.plot(eta, momenta, color="red", lw=1.6, ls="--", label=label)
     ax.legend(loc="lower left", fontsize=8, framealpha=0.8)
+    return True

@@ -75,7 +75,8 @@ def threshold_figure(ds: xr.Dataset, title: str, *, against: str = "delay", labe
         if asymptote:
             plot_sgd_asymptote(ax, ds[against].values)
         ax.legend(loc="upper left", ncol=2 if ds.sizes["momentum"] > 4 else 1)
-        law = "" if ds.attrs["delay_dist"] == "constant" else f";  delay ~ {ds.attrs['delay_dist']}"
+        labels = ds.delay.values
+        law = "" if labels.dtype.kind in "iuf" else f";  delays {labels[0]}" + (f" … {labels[-1]}" if labels.size > 1 else "")
         ax.set_title(f"{title}\n{ds.attrs['convention']}{law}")
         if residual:
             err = 1 / ds.threshold.isel(momentum=0) - sgd_inverse_threshold_approx(ds[against])
