@@ -161,7 +161,7 @@ import dataclasses
 import os
 import re
 
-from nqm import engine, stability
+from nqm import engine
 from nqm.cli import COMMANDS, build_parser, groups
 from nqm.cli.parser import Parser
 
