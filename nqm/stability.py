@@ -25,6 +25,7 @@ import xarray as xr
 from nqm.conventions import convention
 from nqm.delays import gaussian_pmf, uniform_pmf, validate_pmf
 from nqm.errors import NqmError
+from nqm.validate import BOUNDS
 
 METHODS = ("sgd", "sgdm", "shifted")
 DIST_SYNTAX = "'uniform:A:B' (uniform on {A..B}) or 'gaussian:MU' (discretised N(MU,1) on 1..2MU)"
@@ -47,8 +48,17 @@ def _array(values, name, *, integer=False, low=0.0, high=np.inf):
         raise NqmError(f"{name} must be whole numbers, got {values!r}")
     if np.any(arr < low) or np.any(arr >= high):
         bound = f"in [{low:g}, {high:g})" if np.isfinite(high) else f">= {low:g}"
+        if integer and np.isfinite(high):
+            bound = f"between {low:,.0f} and {high - 1:,.0f}"
         raise NqmError(f"{name} must be {bound}, got {values!r}")
     return arr.astype(np.int64) if integer else arr
+
+
+def _distinct(values: np.ndarray, name: str) -> np.ndarray:
+    """``values`` if no value repeats (a repeated one would be a duplicate row of a table)."""
+    if np.unique(values).size != values.size:
+        raise NqmError(f"{name} has repeated values: give each value once")
+    return values
 
 
 def _dist_spec(spec: str):
@@ -148,7 +158,12 @@ def roots(coeffs) -> np.ndarray:
     Returns:
       ``(..., n)`` complex roots, in no particular order.
     """
-    c = np.asarray(coeffs, dtype=np.float64)
+    try:
+        c = np.asarray(coeffs, dtype=np.float64)
+    except (TypeError, ValueError):
+        c = None
+    if c is None or c.ndim == 0 or c.shape[-1] == 0:
+        raise NqmError(f"coeffs must be polynomial coefficients, highest power first (…, n + 1), got {coeffs!r}")
     n = c.shape[-1] - 1
     if n == 0:
         return np.zeros(c.shape[:-1] + (0,), complex)
@@ -253,7 +268,7 @@ def _pmfs(method, delay, pmf, m):
         many = np.ndim(pmf[0]) > 0 if len(pmf) else False
         pmfs = [validate_pmf(p) for p in (pmf if many else [pmf])]
         return pmfs, ((len(pmfs),) if many else ())
-    tau = _array(0 if delay is None else delay, "delay", integer=True)
+    tau = _array(0 if delay is None else delay, "delay", integer=True, high=BOUNDS["delay"] + 1)
     return [_one_hot(t) for t in tau.ravel()], tau.shape
 
 
@@ -339,10 +354,11 @@ def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False, dela
       Dataset with variable ``threshold`` over dims (``delay`` | ``b`` | ``mu``, ``momentum``),
       coordinate ``mean_delay`` and attrs method, convention, delay_dist.
     """
-    m = _array(momenta, "momenta", high=1.0).reshape(-1)
+    m = _distinct(_array(momenta, "momenta", high=1.0).reshape(-1), "momenta")
     if delay_dist is None:
         dim, dist, pmfs = "delay", "constant", None
-        values = _array(np.arange(65) if delays is None else delays, "delays", integer=True).reshape(-1)
+        values = _array(np.arange(65) if delays is None else delays, "delays", integer=True, high=BOUNDS["delay"] + 1)
+        values = _distinct(values.reshape(-1), "delays")
     else:
         family, args = _dist_spec(delay_dist)
         if len(args) == (2 if family == "uniform" else 1):  # complete spec: one distribution
@@ -352,11 +368,15 @@ def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False, dela
             delays = args[-1:]
         if family == "uniform":
             dim, a, dist = "b", args[0], f"uniform{{{args[0]}..b}}"
-            values = _array(np.arange(a, a + 64) if delays is None else delays, "b", integer=True).reshape(-1)
+            values = _array(np.arange(a, a + 64) if delays is None else delays, "b", integer=True,
+                            high=BOUNDS["delay"] + 1)
+            values = _distinct(values.reshape(-1), "b")
             pmfs = [uniform_pmf(a, b) for b in values]
         else:
             dim, dist = "mu", "N(mu, 1) discretised on 1..2mu"
-            values = _array(np.arange(1, 31) if delays is None else delays, "mu", integer=True).reshape(-1)
+            values = _array(np.arange(1, 31) if delays is None else delays, "mu", integer=True,
+                            high=BOUNDS["delay"] // 2 + 1)
+            values = _distinct(values.reshape(-1), "mu")
             pmfs = [gaussian_pmf(mu) for mu in values]
     x = threshold(method, None if pmfs else values, m, dampening=dampening, pmf=pmfs)
     means = values.astype(float) if pmfs is None else np.array([mean_delay(p) for p in pmfs])
