@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import math
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -27,6 +28,7 @@ from nqm.errors import NqmError
 from nqm.optimizers import Optimizer
 from nqm.problem import Problem
 from nqm.status import BUDGET, RUNNING
+from nqm.validate import BOUNDS, format_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,8 +223,14 @@ def _empty_outcome(layout, model, w0, cells: int, entries: int) -> Outcome:
     spec = layout.spec
     traces, totals = value_shapes(model, spec.optimizer, w0, spec.record, spec.summaries)
 
+    size = sum(cells * entries * math.prod(s.shape) * s.dtype.itemsize for s in traces.values())
+    if size > BOUNDS["trace_bytes"]:
+        raise NqmError(f"the trace of {cells:,} cell(s) over {entries:,} recorded steps needs {format_bytes(size)}, "
+                       f"more than {format_bytes(BOUNDS['trace_bytes'])}; record every K-th step (stride) or fewer "
+                       "recorders")
+
     def finished(summary, like):  # one cell's result: its shape and dtype
-        return summary.result(summary.zeros(like)[None], np.ones(1))[0]
+        return summary.result(jax.tree.map(lambda x: x[None], summary.zeros(like)), np.ones(1))[0]
 
     return Outcome(
         np.zeros(cells, np.int32), np.zeros(cells, np.int8), np.zeros(cells, np.float64),
@@ -296,7 +304,8 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
             if spec.summaries:
                 totals = jax.tree.map(lambda *xs: np.stack(xs), *layouts.fetch([c.summary for c, _ in batches]))
                 for name, summary in spec.summaries:
-                    outcome.summary[name][ids] = summary.result(totals[name][finished], steps[finished])
+                    done = jax.tree.map(lambda x: x[finished], totals[name])
+                    outcome.summary[name][ids] = summary.result(done, steps[finished])
             if run.on_finished is not None:
                 run.on_finished(ids, Outcome(steps[finished], status[finished], loss[finished]))
             owner = np.where(finished, -1, owner)
