@@ -28,10 +28,7 @@ def add_parser(subparsers):
 
 def run(args) -> None:
     from nqm import stability
-    from nqm.io import check_writable
 
-    if args.out:
-        check_writable(args.out)
     ds = stability.threshold_dataset(args.method, delays=joined(args.delay), momenta=joined(args.momentum),
                                      dampening=args.dampening, delay_dist=args.delay_dist)
     print(ds.threshold.to_pandas().to_string(float_format=lambda x: f"{x:.6g}"))
