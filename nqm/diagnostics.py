@@ -234,7 +234,7 @@ def trajectory(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.
         data[name] = (dims, array[0], {"long_name": kind.long_name})
         if isinstance(kind, GeometricMean):  # over the steps before a divergence, and it says so
             covered = diverged_at - 1 if diverged_at else steps
-            note = f" over the {covered:,} steps before the run diverged" if covered < steps else ""
+            note = f" (only the {covered:,} steps before the run diverged)" if covered < steps else ""
             data[name][2].update(long_name=kind.long_name + note, steps=covered)
     attrs = {"method": method, **{k: float(v[0]) for k, v in values.items() if k != "noise"},
              "delay": process.label, "noise": float(values["noise"][0]), "seed": seed, "stride": int(stride),

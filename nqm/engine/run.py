@@ -12,6 +12,8 @@ import contextlib
 import dataclasses
 import functools
 import math
+import signal
+import threading
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -202,7 +204,8 @@ def simulate(
             # Resumed cells first, from their step (one group: they stopped together).
             groups.insert(0, (np.asarray(resume.index), resume))
         inputs = (hyper, sigma, uids)
-        with contextlib.nullcontext(bar) if bar is not None else _progress(config, description) as bar:
+        with contextlib.nullcontext(bar) if bar is not None else _progress(config, description) as bar, \
+                _stop_between_chunks(between_chunks) as between_chunks:
             run = _Run(layout, model, w0, limits, seed, plan, config, dtype, outcome, on_finished, between_chunks,
                        bar, description)
             for number, (index, start) in enumerate(groups):
@@ -338,6 +341,37 @@ def _collect_trace(trace: dict, batches, owner, t0: int, length: int, stride: in
         live = ids >= 0
         for name, array in trace.items():
             array[ids[live], first:end] = values[name][live, :end - first]
+
+
+@contextlib.contextmanager
+def _stop_between_chunks(between_chunks):
+    """Ctrl-C during a run stops it at the next chunk boundary (a second one at once), so that no
+    computation is in flight when the program exits (an exit mid-chunk can crash the runtime). A
+    caller's own SIGINT handler (a checkpointing sweep's) is left in charge."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield between_chunks
+        return
+    requested = []
+
+    def request(signum, frame):
+        if requested:
+            raise KeyboardInterrupt
+        requested.append(signum)
+
+    def boundary(snapshot):
+        if requested:
+            raise KeyboardInterrupt
+        if between_chunks is not None:
+            between_chunks(snapshot)
+
+    signal.signal(signal.SIGINT, request)
+    try:
+        yield boundary
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if requested:
+        raise KeyboardInterrupt
 
 
 def _progress(config: RunConfig, description: str):

@@ -105,5 +105,7 @@ def figure_script(stem: str, description: str, make_figure):
     out = args.out or (Path(tempfile.gettempdir()) if args.smoke else Path("figures")) / f"{stem}.png"
     fig = make_figure(args.smoke, not args.undampened)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=150)
+    from nqm.io import save_figure
+
+    save_figure(fig, out, dpi=150)  # atomic: a failed write leaves the previous figure
     print(f"wrote {out}")
