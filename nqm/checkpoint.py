@@ -26,8 +26,8 @@ class StaleCheckpoint(NqmError):
 
     def __init__(self, reason: str, path):
         self.reason, self.path = reason, os.fspath(path)
-        super().__init__(f"{reason}; delete {self.path} (and {self.path}.cells.npz) or pass another checkpoint path "
-                         "to start over")
+        super().__init__(f"{reason}; to start over pass restart=True, delete {self.path} (and {self.path}.cells.npz) "
+                         "or pass another checkpoint path")
 
 
 def resume(result: xr.Dataset, path) -> xr.Dataset:

@@ -79,8 +79,8 @@ def attribute(value):
 
 # Attributes that say how a result was computed but not what: a checkpoint may differ in these.
 NOT_IDENTITY = frozenset({"jax_version", "method_title", "nqm_checksum"})
-_NAMES = {"spectrum_sha256": "the problem's eigenvalues (spectrum_sha256)",
-          "delay_sha256": "the delay processes (delay_sha256)", "nqm_version": "the nqm version"}
+_NAMES = {"spectrum_sha256": "the problem's eigenvalues differ", "delay_sha256": "the delay processes differ",
+          "nqm_version": "the nqm version differs"}
 
 
 def difference(saved: xr.Dataset, result: xr.Dataset) -> str | None:
@@ -94,8 +94,8 @@ def difference(saved: xr.Dataset, result: xr.Dataset) -> str | None:
     for name in sorted(names, key=lambda n: (n not in _NAMES, n)):
         old, new = saved.attrs.get(name), result.attrs.get(name)
         if old is None or new is None or not _same(old, new):
-            what = _NAMES.get(name, f"setting {name}")
-            return f"{what} differs (checkpoint: {_shown(old)}, now: {_shown(new)})"
+            what = _NAMES.get(name, f"setting {name} differs")
+            return f"{what} ({name}: checkpoint {_shown(old)}, now {_shown(new)})"
     return None
 
 
