@@ -96,12 +96,13 @@ def rescue(ds, out: str, checkpoint: str | None = None, what: str = "every compu
     data = min(io.to_bytes(ds), io.to_bytes(ds, compress=True), key=len)
     stem, ext = os.path.splitext(out)
     beside = f"{stem}.rescued{ext or '.nc'}"
-    tried = []
+    if os.path.lexists(beside):  # an earlier rescue is not overwritten
+        beside = f"{stem}.rescued-{os.getpid()}{ext or '.nc'}"
     try:
         io.write_bytes(beside, data)
         return f"{what} is saved in {beside}: move it to {out} once that can be written"
-    except NqmError as exc:
-        tried.append(exc)
+    except NqmError:
+        pass
     if checkpoint is not None:
         again = f"run the same command again once {out} can be written: it writes them without computing anything"
         if _holds(checkpoint, ds):
@@ -109,14 +110,14 @@ def rescue(ds, out: str, checkpoint: str | None = None, what: str = "every compu
         try:
             io.write_bytes(checkpoint, data)
             return f"{what} is saved in the checkpoint {checkpoint}: {again}"
-        except NqmError as exc:
-            tried.append(exc)
+        except NqmError:
+            pass
     elsewhere = os.path.join(tempfile.gettempdir(), f"nqm-rescued-{os.getpid()}-{os.path.basename(out)}")
     try:
         io.write_bytes(elsewhere, data)
         return f"{what} is saved in {elsewhere}: move it to {out} once that can be written"
-    except NqmError as exc:
-        tried.append(exc)
+    except NqmError:
+        pass
     places = ", ".join(filter(None, (beside, checkpoint and f"the checkpoint {checkpoint}", elsewhere)))
     return f"nothing could be saved ({places} could not be written either): the computed results are lost"
 
