@@ -277,25 +277,34 @@ def test_the_computed_cells_are_kept_beside_the_output_then_in_the_checkpoint_th
 
 
 def test_under_a_file_size_limit_the_cells_are_rescued_or_it_says_nothing_could_be_saved(tmp_path):
-    """A result larger than the limit is kept compressed beside the output where that fits; under a
+    """A result larger than the limit (64 kB) is kept compressed (46 kB) beside the output; under a
     limit too small for anything, one line says that nothing could be saved."""
-    import nqm
+    import json
 
-    for limit, grid, expected in ((100_000, "lin:0.01:1:100", "out.rescued.nc"), (2_000, "0.1", "nothing could be saved")):
-        out = tmp_path / f"out{limit}.nc"
-        script = (
-            "import resource, sys\n"
-            "from nqm.cli import main\n"
-            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
-            f"sys.exit(main(['sweep', '--lr', {grid!r}, '--momentum', 'lin:0:0.9:100', '--dim', '8', '--max-steps', '20',"
-            f" '--no-progress', '--out', {str(out)!r}]))\n"
-        )
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-        lines = done.stderr.strip().splitlines()
-        assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-        assert expected.replace("out.", f"out{limit}.") in lines[0] if limit == 100_000 else expected in lines[0], lines
-    kept = nqm.load(tmp_path / "out100000.rescued.nc")
-    assert kept.status.size == 100 * 100 and (kept.status.values != nqm.engine.RUNNING).all()
+    import nqm
+    from nqm.status import RUNNING
+
+    script = (
+        "import contextlib, io, json, resource, sys\n"
+        "from nqm.cli import main\n"
+        "runs = []\n"
+        f"for limit, lr, out in ((55_000, 'lin:0.01:1:60', {str(tmp_path / 'big.nc')!r}), "
+        f"(2_000, '0.1', {str(tmp_path / 'small.nc')!r})):\n"
+        "    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
+        "    err = io.StringIO()\n"
+        "    with contextlib.redirect_stderr(err):\n"
+        "        code = main(['sweep', '--lr', lr, '--momentum', 'lin:0:0.9:60', '--dim', '8', '--max-steps', '20',"
+        " '--no-progress', '--out', out])\n"
+        "    runs.append((code, err.getvalue().strip().splitlines()))\n"
+        "print(json.dumps(runs))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    (big, big_err), (small, small_err) = json.loads(done.stdout.strip().splitlines()[-1])
+    assert big == small == 2 and len(big_err) == len(small_err) == 1, (big_err, small_err, done.stderr)
+    assert f"saved in {tmp_path / 'big.rescued.nc'}" in big_err[0], big_err
+    assert "nothing could be saved" in small_err[0] and "Traceback" not in done.stderr, small_err
+    kept = nqm.load(tmp_path / "big.rescued.nc")
+    assert kept.status.size == 60 * 60 and (kept.status.values != RUNNING).all()
 
 
 def test_an_interrupted_trace_says_so_in_one_line_and_mentions_no_checkpoint(tmp_path):
