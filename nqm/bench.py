@@ -54,6 +54,18 @@ TARGETS = {"sgdm_vs_probe": 0.5, "ab_vs_probe": 0.35, "sgdm_vs_numpy": 20.0, "ea
            "iid_vs_constant": 0.8, "workers_vs_constant": 0.8, "slow_workers_vs_constant": 0.8}
 
 
+def check(cells: int, dim: int, steps: int) -> None:
+    """The benchmark's sizes within :data:`nqm.validate.BOUNDS` (its probe holds cells × N of w and v)."""
+    from nqm import validate
+
+    cells = validate.count(cells, "cells", high=validate.BOUNDS["cells"])
+    dim = validate.count(dim, "dim", high=validate.BOUNDS["dim"])
+    validate.count(steps, "steps", high=validate.BOUNDS["steps"] // 4)  # the early-exit run takes 4 × steps
+    if cells * dim > validate.BOUNDS["elements"]:
+        raise nqm.NqmError(f"cells × dim = {cells * dim:,} is more than {validate.BOUNDS['elements']:,}; "
+                           "benchmark fewer cells or a smaller dim")
+
+
 def missed_targets(result: dict) -> list[str]:
     """The targets of :data:`TARGETS` that ``result`` falls short of."""
     return [name for name, floor in TARGETS.items() if not result[name] >= floor]
@@ -159,6 +171,7 @@ def main(cells: int = DEFAULT["cells"], dim: int = DEFAULT["dim"], steps: int = 
          quick: bool = False) -> dict:
     if quick:
         cells, dim, steps = QUICK.values()
+    check(cells, dim, steps)
     problem = nqm.zhang(dim)
     lam = jnp.asarray(problem.eigenvalues, jnp.float32)
     chunk = max(steps // 4, 50)

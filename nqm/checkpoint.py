@@ -15,27 +15,43 @@ import jax
 import numpy as np
 import xarray as xr
 
-from nqm import engine
+from nqm import engine, results
 from nqm.errors import NqmError
-from nqm.io import atomic_write, check_writable, load, save
+from nqm.io import atomic_write, check_writable, checksum, discard, load, save
+
+
+class StaleCheckpoint(NqmError):
+    """A checkpoint that cannot be resumed: of another sweep, damaged, or unreadable. ``reason``
+    says why; the message says how to start over (the CLI says it with ``--restart``)."""
+
+    def __init__(self, reason: str, path):
+        self.reason, self.path = reason, os.fspath(path)
+        super().__init__(f"{reason}; to start over pass restart=True, delete {self.path} (and {self.path}.cells.npz) "
+                         "or pass another checkpoint path")
 
 
 def resume(result: xr.Dataset, path) -> xr.Dataset:
-    """The checkpoint at ``path`` if it is of the same sweep as ``result`` (else an error), or ``result``."""
+    """The checkpoint at ``path`` if it is of the same sweep as ``result`` — the same grid and every
+    setting that changes a result (:func:`nqm.results.difference`) — with its arrays intact
+    (checksum), else :class:`StaleCheckpoint`; ``result`` itself when there is none yet."""
     if not os.path.exists(path):
         check_writable(path)
         return result
     try:
         saved = load(path)
     except NqmError as exc:
-        raise NqmError(f"checkpoint {path} is damaged ({exc}); run again with --restart (or delete it) to start over") from None
-    same = all(np.array_equal(saved[d].values, result[d].values) for d in result.dims if d in saved.dims)
-    same &= set(saved.dims) == set(result.dims)
-    changed = [k for k, v in result.attrs.items() if k not in ("nqm_version", "jax_version") and str(saved.attrs.get(k)) != str(v)]
-    if not same or changed:
-        what = "grid" if not same else "setting " + changed[0]
-        raise NqmError(f"checkpoint {path} is from a different sweep ({what} differs); delete it or choose another path")
+        raise StaleCheckpoint(f"checkpoint {os.fspath(path)} is damaged ({exc})", path) from None
+    different = results.difference(saved, result)
+    if different:
+        raise StaleCheckpoint(f"checkpoint {os.fspath(path)} is from a different sweep: {different}", path)
     return saved.transpose(*result.steps.dims)
+
+
+def discard_checkpoint(path) -> None:
+    """Remove the checkpoint at ``path`` and its running cells (to start over)."""
+    for stale in (os.fspath(path), os.fspath(path) + ".cells.npz"):
+        if os.path.isdir(stale) or not discard(stale):
+            raise NqmError(f"cannot remove the checkpoint {stale} to start over; remove it yourself")
 
 
 class Checkpointer:
@@ -47,7 +63,8 @@ class Checkpointer:
         self.result, self.path, self.every = result, path, every
         # The first save comes a couple of seconds in, not only after `every`.
         self.last, self.dirty, self.stop = time.monotonic() - max(0.0, every - 2.0), False, False
-        self.running = {} if path is None else _load_running(path)
+        self.identity = results.fingerprint(result)
+        self.running = {} if path is None else _load_running(path, self.identity)
         self.failed = None  # why the last checkpoint could not be written, if it could not
 
     @contextlib.contextmanager
@@ -110,38 +127,47 @@ class Checkpointer:
         if force or time.monotonic() - self.last >= self.every:
             try:
                 save(self.result, self.path)
-                _save_running(self.running, self.path)
+                _save_running(self.running, self.path, self.identity)
                 self.failed = None
             except NqmError as exc:  # keep computing: the cells are in memory, the caller saves them
                 self.failed = str(exc)
             self.last, self.dirty = time.monotonic(), False
 
 
-def _save_running(running: dict, path) -> None:
-    """The running cells' state beside the checkpoint, written atomically (removed when none)."""
+def _save_running(running: dict, path, identity: str) -> None:
+    """The running cells' state beside the checkpoint, written atomically (removed when none), with
+    the sweep's identity and a checksum of its arrays."""
     target = os.fspath(path) + ".cells.npz"
     if not running:
-        if os.path.exists(target):
-            os.remove(target)
+        if not discard(target):
+            raise NqmError(f"cannot remove {target}")
         return
     arrays = {"keys": np.array(list(running))}
     for i, (t, where, leaves) in enumerate(running.values()):
         arrays.update({f"{i}_t": np.asarray(t), f"{i}_where": where, **{f"{i}_{j}": x for j, x in enumerate(leaves)}})
+    arrays["identity"] = np.array(identity)
+    arrays["checksum"] = np.array(checksum(arrays))
     with atomic_write(target, "wb") as f:
         np.savez(f, **arrays)
 
 
-def _load_running(path) -> dict:
+def _load_running(path, identity: str) -> dict:
     target = os.fspath(path) + ".cells.npz"
     if not (os.path.exists(target) and os.path.exists(path)):
         return {}
     try:
         with np.load(target) as f:
-            running = {}
-            for i, key in enumerate(f["keys"]):
-                count = sum(1 for name in f.files if name.startswith(f"{i}_") and name[len(f"{i}_"):].isdigit())
-                running[str(key)] = (int(f[f"{i}_t"]), f[f"{i}_where"], [f[f"{i}_{j}"] for j in range(count)])
-            return running
+            arrays = {name: f[name] for name in f.files}
     except Exception:  # a damaged file: numpy and zipfile raise many types
-        raise NqmError(f"cannot read the checkpoint's running cells {target}; run again with --restart "
-                       "(or delete it) to start those cells over") from None
+        raise StaleCheckpoint(f"cannot read the checkpoint's running cells {target}", path) from None
+    saved = str(arrays.pop("checksum", ""))
+    if saved != checksum(arrays):
+        raise StaleCheckpoint(f"the checkpoint's running cells {target} are damaged (their checksum does not "
+                              "match)", path)
+    if str(arrays.pop("identity")) != identity:
+        raise StaleCheckpoint(f"the checkpoint's running cells {target} are from a different sweep", path)
+    running = {}
+    for i, key in enumerate(arrays["keys"]):
+        count = sum(1 for name in arrays if name.startswith(f"{i}_") and name[len(f"{i}_"):].isdigit())
+        running[str(key)] = (int(arrays[f"{i}_t"]), arrays[f"{i}_where"], [arrays[f"{i}_{j}"] for j in range(count)])
+    return running

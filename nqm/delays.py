@@ -35,6 +35,7 @@ from typing import Callable, NamedTuple, Protocol
 import numpy as np
 
 from nqm.errors import NqmError
+from nqm.validate import BOUNDS, count as _count
 
 _STREAM = 0x64656C61  # separates the delay stream from anything else drawn from the same seed
 
@@ -97,7 +98,7 @@ def syntax() -> str:
 
 def process(spec) -> Process:
     """A delay process from a process, an integer delay or a spec string (``D`` is ``constant:D``)."""
-    if not isinstance(spec, (str, int, float, np.integer, np.floating)):
+    if isinstance(spec, (bool, np.bool_)) or not isinstance(spec, (str, int, float, np.integer, np.floating)):
         if all(hasattr(spec, name) for name in ("label", "schedule", "history")):
             return spec
         raise NqmError(f"delay must be an integer or a spec ({syntax()}), got {spec!r}")
@@ -130,6 +131,12 @@ def coordinate(values) -> tuple[np.ndarray, list]:
     if np.unique(labels).size != labels.size:
         raise NqmError("delay has repeated processes: give each once")
     return labels, processes
+def identity(process: Process) -> str:
+    """Everything that defines a process's schedule, exactly (a pmf to the last bit), as text: what
+    a checkpoint compares to know that it holds the same delays."""
+    if dataclasses.is_dataclass(process):
+        return f"{type(process).__name__}{dataclasses.astuple(process)!r}"
+    return str(process.label)
 
 
 def pmf(spec) -> np.ndarray | None:
@@ -139,16 +146,6 @@ def pmf(spec) -> np.ndarray | None:
 
 def _bad(family: str, rest: str):
     return NqmError(f"delay process {family}:{rest} is not of the form {_FAMILIES[family].syntax}")
-
-
-def _count(value, what: str, *, low: int) -> int:
-    try:
-        ok = float(value) == int(value) and int(value) >= low
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise NqmError(f"{what} must be an integer >= {low}, got {value!r}")
-    return int(value)
 
 
 # --------------------------------------------------------------------------- constant delays
@@ -186,7 +183,7 @@ class Constant:
 
 
 def constant(delay: int) -> Constant:
-    return Constant(_count(delay, "a constant delay", low=0))
+    return Constant(_count(delay, "a constant delay", low=0, high=BOUNDS["delay"]))
 
 
 @register("constant", syntax="constant:D", help="every gradient D steps old (D + 1 round-robin workers)",
@@ -246,12 +243,16 @@ def validate_pmf(pmf) -> np.ndarray:
         raise NqmError(f"a delay pmf must be a list of numbers, got {pmf!r}") from None
     if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0:
         raise NqmError(f"a delay pmf must be a 1-D list of finite weights >= 0 with a positive sum, got {pmf!r}")
+    if np.flatnonzero(p)[-1] + 1 > BOUNDS["pmf"]:
+        raise NqmError(f"a delay pmf may reach a delay of at most {BOUNDS['delay']:,}, this one reaches "
+                       f"{np.flatnonzero(p)[-1]:,}")
     return p[: np.flatnonzero(p)[-1] + 1] / p.sum()
 
 
 def uniform_pmf(a: int, b: int) -> np.ndarray:
     """``τ ~ unif{a..b}`` (Giladi et al. 2020, eq. 20), over k = 0..b."""
-    a, b = _count(a, "the smallest uniform delay", low=0), _count(b, "the largest uniform delay", low=0)
+    a = _count(a, "the smallest uniform delay", low=0, high=BOUNDS["delay"])
+    b = _count(b, "the largest uniform delay", low=0, high=BOUNDS["delay"])
     if a > b:
         raise NqmError(f"a uniform delay needs A <= B, got uniform:{a}:{b}")
     return np.where(np.arange(b + 1) >= a, 1.0 / (b - a + 1), 0.0)
@@ -261,7 +262,8 @@ def gaussian_pmf(mu: int) -> np.ndarray:
     """Discretised Gaussian delay (Giladi et al. 2020, App. C): ``P(τ = k) ∝ P(k − ½ ≤ z ≤ k + ½)``,
     ``z ~ N(μ, 1)``, k = 1..2μ, renormalised. E[τ] = μ only once the tails vanish (μ ≥ 4): k = 0 is
     cut but k = 2μ kept."""
-    mu = _count(mu, "the mean of a gaussian delay", low=1)
+    # Its support reaches 2μ: the delay bound applies to that.
+    mu = _count(mu, "the mean of a gaussian delay", low=1, high=BOUNDS["delay"] // 2)
     d = np.abs(np.arange(2 * mu + 1) - mu)  # by symmetry, so both tails keep full precision
     cdf = lambda x: 0.5 * np.vectorize(math.erfc)(-np.asarray(x, float) / math.sqrt(2.0))  # no scipy.stats import
     return validate_pmf(np.r_[0.0, (cdf(0.5 - d) - cdf(-0.5 - d))[1:]])
@@ -355,7 +357,7 @@ def _worker_schedule(pool: Workers, seed: int, steps: int):
 
 
 def workers(count: int, slow_fraction: float = 0.0, slowdown: float = 1.0) -> Workers:
-    count = _count(count, "the number of workers", low=1)
+    count = _count(count, "the number of workers", low=1, high=BOUNDS["workers"])
     if not 0 <= slow_fraction <= 1:
         raise NqmError(f"the fraction of slow workers must be in [0, 1], got {slow_fraction}")
     if not (np.isfinite(slowdown) and slowdown > 0):
@@ -371,9 +373,10 @@ def _parse_workers(rest: str) -> Workers:
         raise _bad("workers", rest)
     k, f, s = match.groups()
     try:
-        return workers(int(k), float(f or 0), float(s or 1))
+        fraction, slowdown = float(f or 0), float(s or 1)
     except ValueError:
         raise _bad("workers", rest) from None
+    return workers(int(k), fraction, slowdown)
 
 
 __doc__ += "\n" + "\n".join(f"* ``{f.syntax}`` — {f.help}." for f in _FAMILIES.values()) + "\n"

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from nqm import engine
+from nqm import engine, validate
 from nqm.engine import First, GeometricMean, Histogram, Mean
 from nqm.errors import NqmError
 from nqm.optimizers.base import momentum_coefficient
@@ -129,6 +129,12 @@ def energy_ratio(view):
     return jnp.where(same, 1.0, _energy(view, view.w_next) / _energy(view, w_sgdm))
 
 
+def energy_ratio_not_finite(view):
+    """True at a step whose energy ratio is not finite: the run has diverged (where the relative
+    energy decay stops counting steps)."""
+    return ~jnp.all(jnp.isfinite(energy_ratio(view)))
+
+
 @functools.cache
 def below(target: float):
     """True once ``L(w_{t+1}) < target``, computed exactly as the engine's stopping rule does."""
@@ -152,6 +158,7 @@ RECORDERS = {
 TRACE = ("loss", "alpha", "velocity_norm", "gradient_velocity_ratio", "update_alignment", "gradient_velocity_cosine",
          "gradient_norm")  # what `nqm trace` records, and `nqm.plots.trace.plot_trace` draws
 
+_COVERED = "_energy_ratio_not_finite"  # internal: the first step of a divergence, for the decay's note
 ALPHA_EDGES = tuple(np.round(np.linspace(-2.0, 4.0, 601), 6))  # α histogram bins, 0.01 wide
 SUMMARIES = {  # kept on the device with `summaries=True`
     "relative_energy_decay": GeometricMean(energy_ratio, "geometric mean over steps of E / E_SGDM"),
@@ -187,22 +194,27 @@ def trajectory(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.
     """
     from nqm import delays, sweeps
 
-    task, values = sweeps.cell(method, lr=lr, momentum=momentum, noise=noise, seed=seed, problem=problem,
+    for name, flag in (("x64", x64), ("independent_noise", independent_noise), ("summaries", summaries)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise NqmError(f"{name} must be True or False, got {flag!r}")
+    task, values = sweeps.cell(method, lr=lr, momentum=momentum, noise=noise, seed=seed, problem=problem, x64=x64,
                                **hyper_and_options)
     seed = int(np.ravel(seed)[0])
+    record = () if record is None else (record,) if isinstance(record, str) else tuple(record)
     unknown = [name for name in record if name not in RECORDERS]
     if unknown:
         raise NqmError(f"unknown recorder {unknown[0]!r}; choose from {', '.join(RECORDERS)}")
-    if int(steps) != steps or steps < 1:
-        raise NqmError(f"steps must be an integer >= 1, got {steps}")
-    if int(stride) != stride or not 1 <= stride <= steps:
-        raise NqmError(f"stride must be an integer between 1 and steps ({steps}), got {stride}")
-    if target is not None and not (np.isfinite(target) and target > 0):
-        raise NqmError(f"target must be a number > 0, got {target}")
+    steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
+    stride = validate.count(stride, "stride", high=steps)
+    if target is not None:
+        if not (np.isfinite(validate.number(target, "target")) and target > 0):
+            raise NqmError(f"target must be a number > 0, got {target}")
+        validate.representable(float(target), "target", "float64" if x64 else "float32")
     process = delays.process(delay)
     recorders = {name: RECORDERS[name] for name in record}
     if summaries:
         recorders.update(SUMMARIES)
+        recorders[_COVERED] = First(energy_ratio_not_finite)
     if target is not None:
         recorders["steps_to_target"] = First(below(float(target)), "first step with loss < target (0: never)")
     config = engine.RunConfig(target=-1.0, diverge_factor=np.inf, max_steps=int(steps), x64=x64,
@@ -213,12 +225,17 @@ def trajectory(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.
     coords = {"step": np.arange(1, int(steps) // int(stride) + 1) * int(stride),
               "eigenvalue": ("component", problem.eigenvalues)}
     data = {name: (("step",) if array.ndim == 2 else ("step", "component"), array[0]) for name, array in out.trace.items()}
+    diverged_at = int(out.summary.pop(_COVERED, np.zeros(1))[0])
     for name, array in out.summary.items():
         kind = recorders[name]
         dims = (kind.dim,) if isinstance(kind, Histogram) else ("component",) * array[0].ndim
         if isinstance(kind, Histogram):
             coords[kind.dim] = kind.coordinate
         data[name] = (dims, array[0], {"long_name": kind.long_name})
+        if isinstance(kind, GeometricMean):  # over the steps before a divergence, and it says so
+            covered = diverged_at - 1 if diverged_at else steps
+            note = f" (only the {covered:,} steps before the run diverged)" if covered < steps else ""
+            data[name][2].update(long_name=kind.long_name + note, steps=covered)
     attrs = {"method": method, **{k: float(v[0]) for k, v in values.items() if k != "noise"},
              "delay": process.label, "noise": float(values["noise"][0]), "seed": seed, "stride": int(stride),
              "steps": int(steps), **{k: attribute(v) for k, v in task.optimizer(process).config if k != "workers"},

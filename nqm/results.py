@@ -87,3 +87,57 @@ def attribute(value):
     if isinstance(value, (bool, np.bool_)):
         return int(value)
     return value
+
+
+# Attributes that say how a result was computed but not what: a checkpoint may differ in these.
+NOT_IDENTITY = frozenset({"jax_version", "method_title", "nqm_checksum"})
+_NAMES = {"spectrum_sha256": "the problem's eigenvalues differ", "delay_sha256": "the delay processes differ",
+          "nqm_version": "the nqm version differs"}
+
+
+def difference(saved: xr.Dataset, result: xr.Dataset) -> str | None:
+    """What makes ``saved`` the result of another computation than ``result`` — its grid, or one of
+    the attributes that identify a result (every setting that changes a number: the run settings,
+    the method and its options, the delay processes and the full spectrum by digest, the nqm
+    version) — or ``None`` when it is the same sweep. Values are compared exactly, never as text."""
+    if set(saved.dims) != set(result.dims) or any(not _same(saved[d].values, result[d].values) for d in result.dims):
+        return "its grid differs"
+    names = (set(saved.attrs) | set(result.attrs)) - NOT_IDENTITY
+    for name in sorted(names, key=lambda n: (n not in _NAMES, n)):
+        old, new = saved.attrs.get(name), result.attrs.get(name)
+        if old is None or new is None or not _same(old, new):
+            what = _NAMES.get(name, f"setting {name} differs")
+            return f"{what} ({name}: checkpoint {_shown(old)}, now {_shown(new)})"
+    return None
+
+
+def fingerprint(ds: xr.Dataset) -> str:
+    """A digest of what identifies ``ds`` as a computation (its grid and identifying attributes,
+    in a form that survives a netCDF round trip): what files saved beside a result carry."""
+    import hashlib
+
+    parts = [(name, _canonical(value)) for name, value in sorted(ds.attrs.items()) if name not in NOT_IDENTITY]
+    parts += [(d, _canonical(ds[d].values)) for d in sorted(ds.dims)]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _canonical(value):
+    array = np.asarray(value)
+    if array.dtype.kind in "biu":
+        items = tuple(int(x) for x in array.ravel())
+    elif array.dtype.kind == "f":
+        items = tuple(float(x).hex() for x in array.ravel())
+    else:
+        items = tuple(str(x) for x in array.ravel())
+    return items if array.ndim else items[0]
+
+
+def _same(a, b) -> bool:
+    return np.shape(a) == np.shape(b) and _canonical(a) == _canonical(b)
+
+
+def _shown(value) -> str:
+    if value is None:
+        return "not recorded"
+    text = " ".join(str(value).split())
+    return text if len(text) <= 24 else text[:12] + "…"

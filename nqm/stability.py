@@ -23,6 +23,7 @@ import xarray as xr
 from nqm.conventions import convention
 from nqm.delays import validate_pmf
 from nqm.errors import NqmError
+from nqm.validate import BOUNDS
 
 METHODS = ("sgd", "sgdm", "shifted")
 
@@ -44,8 +45,17 @@ def _array(values, name, *, integer=False, low=0.0, high=np.inf):
         raise NqmError(f"{name} must be whole numbers, got {values!r}")
     if np.any(arr < low) or np.any(arr >= high):
         bound = f"in [{low:g}, {high:g})" if np.isfinite(high) else f">= {low:g}"
+        if integer and np.isfinite(high):
+            bound = f"between {low:,.0f} and {high - 1:,.0f}"
         raise NqmError(f"{name} must be {bound}, got {values!r}")
     return arr.astype(np.int64) if integer else arr
+
+
+def _distinct(values: np.ndarray, name: str) -> np.ndarray:
+    """``values`` if no value repeats (a repeated one would be a duplicate row of a table)."""
+    if np.unique(values).size != values.size:
+        raise NqmError(f"{name} has repeated values: give each value once")
+    return values
 
 
 def mean_delay(pmf) -> float:
@@ -118,7 +128,12 @@ def roots(coeffs) -> np.ndarray:
     Returns:
       ``(..., n)`` complex roots, in no particular order.
     """
-    c = np.asarray(coeffs, dtype=np.float64)
+    try:
+        c = np.asarray(coeffs, dtype=np.float64)
+    except (TypeError, ValueError):
+        c = None
+    if c is None or c.ndim == 0 or c.shape[-1] == 0:
+        raise NqmError(f"coeffs must be polynomial coefficients, highest power first (…, n + 1), got {coeffs!r}")
     n = c.shape[-1] - 1
     if n == 0:
         return np.zeros(c.shape[:-1] + (0,), complex)
@@ -223,7 +238,7 @@ def _pmfs(method, delay, pmf, m):
         many = np.ndim(pmf[0]) > 0 if len(pmf) else False
         pmfs = [validate_pmf(p) for p in (pmf if many else [pmf])]
         return pmfs, ((len(pmfs),) if many else ())
-    tau = _array(0 if delay is None else delay, "delay", integer=True)
+    tau = _array(0 if delay is None else delay, "delay", integer=True, high=BOUNDS["delay"] + 1)
     return [_one_hot(t) for t in tau.ravel()], tau.shape
 
 
@@ -310,7 +325,7 @@ def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False) -> x
     """
     from nqm import delays as processes
 
-    m = _array(momenta, "momenta", high=1.0).reshape(-1)
+    m = _distinct(_array(momenta, "momenta", high=1.0).reshape(-1), "momenta")
     labels, chosen = processes.coordinate(np.arange(65) if delays is None else delays)
     pmfs = [p.pmf() for p in chosen]
     if any(p is None for p in pmfs):

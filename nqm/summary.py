@@ -13,6 +13,7 @@ import os
 import numpy as np
 import xarray as xr
 
+from nqm import validate
 from nqm.errors import NqmError
 from nqm.results import GRID, combine_seeds, panels
 from nqm.status import REACHED, t_star
@@ -64,6 +65,7 @@ def summarize(ds: xr.Dataset, by_seed: bool = False) -> xr.Dataset:
 
 def spread(table: xr.Dataset, over=("seed", "perturbation")) -> xr.Dataset:
     """Median, min and max of ``t_star`` and ``converged`` over the dimensions ``over`` (those present)."""
+    _check_table(table, "spread", ("t_star", "converged"))
     dims = [d for d in over if d in table.dims]
     if not dims:
         raise NqmError(f"nothing to spread over: the table has none of {', '.join(over)}")
@@ -89,7 +91,9 @@ def robustness(method: str = "sgdm", *, perturbations=None, seed=(0, 1, 2), **sw
     if perturbations is None:
         small, large = (1e-15, 1e-12) if sweep_kwargs.get("x64") else (1.2e-7, 1e-6)
         perturbations = (0.0, -small, small, -large, large)
-    lr = np.atleast_1d(np.asarray(sweep_kwargs.pop("lr"), np.float64))
+    if "lr" not in sweep_kwargs:
+        raise NqmError("robustness needs lr: the learning rates of the sweep it re-runs (and momentum, …)")
+    lr = validate.coordinates(lr=sweep_kwargs.pop("lr"), distinct=False)["lr"]
     tables = []
     for eps in perturbations:
         ds = sweep(method, lr=lr * (1.0 + eps), seed=seed, **sweep_kwargs).assign_coords(lr=lr)
@@ -102,6 +106,7 @@ def to_csv(table: xr.Dataset, path: str | os.PathLike) -> None:
     """One row per panel, one column per dimension and value (written atomically)."""
     from nqm.io import atomic_write
 
+    _check_table(table, "to_csv")
     frame = table.to_dataframe().reset_index()
     with atomic_write(path, "w") as f:
         frame.to_csv(f, index=False, float_format="%.10g")
@@ -109,9 +114,15 @@ def to_csv(table: xr.Dataset, path: str | os.PathLike) -> None:
 
 def format_table(table: xr.Dataset) -> str:
     """The summary as aligned text, one line per panel, under a header that says what each column is."""
-    if not isinstance(table, xr.Dataset) or not set(COLUMNS) <= set(table):
-        raise NqmError("format_table takes a table from nqm.summary.summarize")
+    _check_table(table, "format_table")
     frame = table[list(COLUMNS)].to_dataframe()
     legend = "\n".join(f"  {name}: {text}" for name, text in COLUMNS.items())
     return f"per panel ({table.attrs.get('cells_per_panel', '?')} cells each):\n{legend}\n" + \
         frame.to_string(float_format=lambda x: f"{x:.4g}")
+
+
+def _check_table(table, what: str, columns=tuple(COLUMNS)) -> None:
+    """``table`` must be what :func:`summarize` returns (with ``columns`` at least)."""
+    missing = [c for c in columns if c not in table] if isinstance(table, xr.Dataset) else list(columns)
+    if missing:
+        raise NqmError(f"{what} takes the table of nqm.summary.summarize(result); this has no {missing[0]}")

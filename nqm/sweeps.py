@@ -29,14 +29,14 @@ import xarray as xr
 
 import nqm
 from nqm import delays, engine, results
-from nqm.checkpoint import Checkpointer, resume
+from nqm.checkpoint import Checkpointer, discard_checkpoint, resume
 from nqm.errors import NqmError
 from nqm.io import load, lock, save  # noqa: F401  (part of this API)
 from nqm.optimizers import Optimizer, make, methods
 from nqm.optimizers.base import hyperparameters, options as method_options, title
 from nqm.problem import Problem, zhang
 from nqm.status import t_star  # noqa: F401  (part of this API)
-from nqm.validate import coordinates as _coordinates, grid_size, run_config as _run_config
+from nqm.validate import coordinates as _coordinates, grid_size, number, representable, run_config as _run_config
 
 BASE_HYPER = ("lr", "momentum")
 _RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(engine.RunConfig))
@@ -50,6 +50,11 @@ class Job(NamedTuple):
     options: dict
     problem: Problem
     config: engine.RunConfig
+
+    @property
+    def dtype(self) -> str:
+        """The run's float precision: values it cannot hold are refused, not silently changed."""
+        return "float64" if self.config.x64 else "float32"
 
     def optimizer(self, process: delays.Process) -> Optimizer:
         return make(self.method, delay=process, **self.options)
@@ -67,8 +72,11 @@ def job(method: str, problem: Problem | None, options: dict) -> tuple[Job, dict]
     """Check ``method``, ``problem`` and ``options`` (hyperparameters, optimizer options and run
     settings, see :func:`sweep`) before any work; returns the job and the method's extra
     hyperparameter values (with their defaults)."""
+    if not isinstance(method, str):
+        raise NqmError(f"method must be a name such as 'sgdm' (see nqm.optimizers.methods()), got {method!r}")
     grids, opt_options, settings = _split(method, options)
     config = _run_config(settings)
+    representable(config.target, "target", "float64" if config.x64 else "float32")
     problem = zhang() if problem is None else problem
     if not isinstance(problem, Problem):
         raise NqmError(f"problem must be an nqm Problem (nqm.zhang(N), nqm.loguniform(...), nqm.explicit([...])), "
@@ -88,6 +96,7 @@ def sweep(
     problem: Problem | None = None,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: float = 30.0,
+    restart: bool = False,
     **options,
 ) -> xr.Dataset:
     """Steps to the target loss for every cell of ``lr × momentum × delay × noise × … × seed``.
@@ -101,6 +110,7 @@ def sweep(
       checkpoint: a netCDF path where finished cells are saved as the sweep goes; if it exists, the
         sweep resumes from it (same settings required) and computes only the missing cells.
       checkpoint_every: seconds between checkpoint writes.
+      restart: discard the checkpoint (once every argument is checked) and start over.
       **options: the method's own hyperparameters as grids (e.g. ``rho`` for AB, default 0.5;
         see its ``hyper`` type), its options (the keyword parameters of its factory, e.g.
         ``dampening``, ``group``, ``micro_steps``), and run settings (fields of
@@ -111,15 +121,26 @@ def sweep(
       an ``xarray.Dataset`` with dims ``delay, noise, [hyperparameters,] seed, momentum, lr``.
     """
     task, grids = job(method, problem, options)
-    coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, **grids)
+    coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype=task.dtype, **grids)
     coords["delay"], processes = delays.coordinate(delay)
     grid_size(coords)
+    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+        raise NqmError(f"checkpoint must be a file path, got {checkpoint!r}")
+    if checkpoint is not None and os.path.isdir(checkpoint):
+        raise NqmError(f"checkpoint {os.fspath(checkpoint)} is a directory; give the path of a file (e.g. sweep.partial)")
+    every = number(checkpoint_every, "checkpoint_every")
+    if not (np.isfinite(every) and every >= 0):
+        raise NqmError(f"checkpoint_every must be a number of seconds >= 0, got {checkpoint_every!r}")
+    if not isinstance(restart, (bool, np.bool_)):
+        raise NqmError(f"restart must be True or False, got {restart!r}")
     result = empty(task, coords, processes)
     with contextlib.ExitStack() as stack:
         if checkpoint is not None:
             stack.enter_context(lock(checkpoint))  # one sweep per checkpoint (and CLI output)
+            if restart:
+                discard_checkpoint(checkpoint)
             result = resume(result, checkpoint)
-        _run(task, result, coords, processes, Checkpointer(result, checkpoint, checkpoint_every))
+        _run(task, result, coords, processes, Checkpointer(result, checkpoint, every))
     return result
 
 
@@ -183,7 +204,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, 
     except (TypeError, ValueError):
         raise NqmError("the points' lr, momentum, noise and hyperparameters must be numbers of one length "
                        f"(or single values): got lengths {[np.size(v) for v in given.values()]}") from None
-    values = _coordinates(distinct=False, **{k: v.ravel() for k, v in zip(given, shaped)})
+    values = _coordinates(distinct=False, dtype=task.dtype, **{k: v.ravel() for k, v in zip(given, shaped)})
     grid_size({"point": values["lr"], "seed": seeds})
     process = delays.process(delay)
     outcomes = [task.run(process, values, s, description=f"{method} seed={s}") for s in seeds]
@@ -192,15 +213,17 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, 
     return xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label})
 
 
-def cell(method: str, *, lr, momentum, noise=0.0, seed=0, problem: Problem | None = None,
+def cell(method: str, *, lr, momentum, noise=0.0, seed=0, problem: Problem | None = None, x64: bool = False,
          **options) -> tuple[Job, dict]:
-    """Check one cell's settings as :func:`sweep` does (same defaults, same noise identity):
-    returns its job and its values (each ``(1,)``: lr, momentum, noise, the extra hyperparameters)."""
+    """Check one cell's settings as :func:`sweep` does (same defaults, same noise identity; values
+    checked in the precision ``x64`` says): returns its job and its values (each ``(1,)``: lr,
+    momentum, noise, the extra hyperparameters)."""
     task, grids = job(method, problem, options)
     if any(k in _RUN_OPTIONS for k in options):
         raise NqmError(f"option(s) {', '.join(sorted(k for k in options if k in _RUN_OPTIONS))} do not apply to a "
                        "single cell")
-    coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, **grids)
+    coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype="float64" if x64 else "float32",
+                          **grids)
     if any(v.size != 1 for v in coords.values()):
         raise NqmError("a trajectory is one cell: give one value each of lr, momentum, noise, seed, …")
     return task, {k: v for k, v in coords.items() if k != "seed"}
@@ -265,6 +288,8 @@ def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
         "dtype": "float64" if config.x64 else "float32",
         "seed": ",".join(str(s) for s in coords["seed"]),
         "delay_processes": ", ".join(p.label for p in processes),
+        # Each process to the last bit (a pmf's label rounds its weights): what a checkpoint compares.
+        "delay_sha256": hashlib.sha256("\n".join(delays.identity(p) for p in processes).encode()).hexdigest(),
         "nqm_version": nqm.__version__,
         "jax_version": jax.__version__,
     }

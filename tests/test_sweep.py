@@ -141,7 +141,7 @@ def test_bad_input_is_a_one_line_error(kwargs, message):
 
 def test_bad_problems_are_refused():
     for make_problem, message in [(lambda: nqm.explicit([1.0, -0.1]), "> 0"), (lambda: nqm.explicit([]), "non-empty"),
-                                  (lambda: nqm.zhang(0), "positive integer"), (lambda: nqm.loguniform(4, 1, 0.1), "lo <= hi"),
+                                  (lambda: nqm.zhang(0), "dim must be an integer"), (lambda: nqm.loguniform(4, 1, 0.1), "lo <= hi"),
                                   (lambda: nqm.zhang(10_000).with_rotation(0), "dense")]:
         with pytest.raises(nqm.NqmError, match=message):
             make_problem()

@@ -52,6 +52,26 @@ def test_summaries_equal_what_the_full_trace_gives():
     assert p5 <= p50 <= p95 and abs(p50 - float(full.alpha.median())) <= 0.02  # to the bins' resolution
 
 
+def test_the_relative_energy_decay_of_a_diverging_run_covers_the_steps_before_it_diverged(tmp_path, capsys):
+    """Not NaN for every component: the geometric mean over the steps before the first non-finite
+    energy ratio, with their number (an independent numpy mean over the full trace checks it)."""
+    kw = dict(lr=10.0, momentum=0.9, rho=0.5, delay=2, steps=300)
+    full = diagnostics.trajectory("ab", problem=PROBLEM, record=("energy_ratio", "loss"), **kw)
+    summary = diagnostics.trajectory("ab", problem=PROBLEM, record=(), summaries=True, **kw)
+    ratio = full.energy_ratio.values.astype(np.float64)
+    finite = np.isfinite(ratio).all(axis=1)
+    covered = int(np.argmin(finite)) if not finite.all() else ratio.shape[0]
+    assert 0 < covered < 300 and not np.isfinite(full.loss.values[-1])  # it does diverge, after some steps
+    decay = summary.relative_energy_decay
+    assert decay.attrs["steps"] == covered and f"only the {covered:,} steps" in decay.attrs["long_name"]
+    np.testing.assert_allclose(decay.values, np.exp(np.log(ratio[:covered]).mean(axis=0)), rtol=1e-5)
+    calm = diagnostics.trajectory("ab", problem=PROBLEM, record=(), summaries=True, **dict(kw, lr=0.1))
+    assert calm.relative_energy_decay.attrs["steps"] == 300 and "only" not in calm.relative_energy_decay.attrs["long_name"]
+    assert main(["trace", "--method", "ab", "--lr", "10", "--momentum", "0.9", "--delay", "2", "--dim", "48",
+                 "--steps", "300", "--out", str(tmp_path / "t.nc")]) == 0
+    assert f"covers the {covered:,} steps before" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("method", ["ab", "sgdm", "shifted"])
 def test_without_braking_the_relative_energy_decay_is_exactly_one(method):
     extra = {"rho": 0.0} if method == "ab" else {}

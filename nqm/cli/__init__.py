@@ -9,7 +9,9 @@ is one module and one line in :data:`COMMANDS`. Only the command being run build
 
 Rules every command follows: bad input ends with one line ``nqm: error: …`` on stderr and exit
 status 2, never a traceback and before any work; an option given twice is refused; no two of a
-command's files (outputs, or an output and an input) are the same file.
+command's files (outputs, or an output and an input) are the same file; every output is locked
+(by the file it resolves to) while the command runs, and written atomically (:mod:`nqm.io`).
+A module may define ``interrupted(args) -> str | None``: what an interrupted run leaves behind.
 """
 
 from __future__ import annotations
@@ -45,14 +47,15 @@ def build_parser(command: str | None = None) -> Parser:
 
 def main(argv=None) -> int:
     """Run ``nqm`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    module = None
+    module = args = None
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
         command = next((a for a in argv if not a.startswith("-")), None)
         args = build_parser(command).parse_args(argv)
         module = next(m for m in COMMANDS if m.NAME == args.command)
         output.distinct_files(args)
-        return module.run(args) or 0
+        with output.locked(args):  # every file the command writes, by the file it resolves to
+            return module.run(args) or 0
     except NqmError as exc:
         print(f"nqm: error: {exc}", file=sys.stderr)
         return 2
@@ -61,6 +64,7 @@ def main(argv=None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        after = getattr(module, "INTERRUPTED", None)
+        # Only a command that keeps something says what (the sweep: its checkpoint, if written).
+        after = module.interrupted(args) if hasattr(module, "interrupted") and args is not None else None
         print("nqm: interrupted" + (f"; {after}" if after else ""), file=sys.stderr)
         return 130

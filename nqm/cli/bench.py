@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from nqm import validate
 from nqm.cli.groups import default_of
 
 NAME = "bench"
@@ -25,7 +24,5 @@ def add_parser(subparsers):
 def run(args) -> int:
     from nqm import bench
 
-    for name in ("cells", "dim", "steps"):
-        validate.count(getattr(args, name), f"--{name}")
     result = bench.main(cells=args.cells, dim=args.dim, steps=args.steps, quick=args.quick)
     return 1 if args.check and result["targets_missed"] else 0

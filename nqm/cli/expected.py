@@ -31,17 +31,19 @@ def add_parser(subparsers):
 
 def run(args) -> None:
     from nqm import expected
-    from nqm.io import check_writable, lock, save
+    from nqm.errors import NqmError
+    from nqm.io import save
 
-    check_writable(args.out)
     output.check_figure(args.plot, args.threshold)
     if args.bins is not None:
         validate.count(args.bins, "--bins")
-    with lock(args.out):
-        ds = expected.sweep(args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=joined(args.delay),
-                            noise=joined(args.noise), problem=groups.problem_from(args), bins=args.bins,
-                            dampening=args.dampening, **groups.settings(args))
+    ds = expected.sweep(args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=joined(args.delay),
+                        noise=joined(args.noise), problem=groups.problem_from(args), bins=args.bins,
+                        dampening=args.dampening, **groups.settings(args))
+    try:
         save(ds, args.out)
+    except NqmError as exc:
+        raise NqmError(f"{exc}; {output.rescue(ds, args.out)}") from None
     output.report(ds)
     print(f"{int((ds.reachable == 0).sum()):,} of {ds.reachable.size:,} cells can never reach the target in expectation")
     print(f"wrote {args.out}")

@@ -154,7 +154,7 @@ def problem_from(args):
         raise NqmError("--lo and --hi set the loguniform spectrum: add --spectrum loguniform or drop them")
     if args.rotate is not None and args.rotate < 0:
         raise NqmError(f"--rotate takes a seed >= 0, got {args.rotate}")
-    dim = validate.count(default_of(problems.zhang, "dim") if args.dim is None else args.dim, "--dim", high=10**7)
+    dim = validate.count(default_of(problems.zhang, "dim") if args.dim is None else args.dim, "--dim", high=validate.BOUNDS["dim"])
     if args.eigenvalues is not None:
         lam = np.asarray(args.eigenvalues)
         if not (np.isfinite(lam).all() and (lam > 0).all()):

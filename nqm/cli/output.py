@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+
+import numpy as np
 
 from nqm.cli.parser import InputFile, OutputFile
 from nqm.errors import NqmError
@@ -61,13 +64,75 @@ def check_figure(path: str | None, threshold: bool = False) -> None:
         raise NqmError(f"cannot write figure {path}: unknown format {kind!r}; use one of {', '.join(sorted(formats))}")
 
 
+def locked(args: argparse.Namespace) -> contextlib.ExitStack:
+    """Locks on every output of the command (:func:`nqm.io.lock`: by the file a path resolves to,
+    so a second run through a symlink is refused too), each checked writable first."""
+    from nqm.io import lock
+
+    stack = contextlib.ExitStack()
+    with stack:
+        for value in vars(args).values():
+            if isinstance(value, OutputFile):
+                stack.enter_context(lock(value))
+        return stack.pop_all()
+
+
 def save_figure(fig, path: str) -> None:
-    """Write a figure (150 dpi); a failed write is one line."""
-    try:
-        fig.savefig(path, dpi=150)
-    except (OSError, ValueError) as exc:
-        raise NqmError(f"cannot write figure {path}: {exc}") from None
+    """Write a figure (150 dpi) atomically (:func:`nqm.io.save_figure`); a failed write is one
+    line and leaves the previous figure as it was."""
+    from nqm.io import save_figure as write
+
+    write(fig, path, dpi=150)
     print(f"wrote {path}")
+
+
+def rescue(ds, out: str, checkpoint: str | None = None, what: str = "every computed cell") -> str:
+    """Keep ``ds`` once ``out`` could not be written, trying in this order: a file beside ``out``,
+    the ``checkpoint`` (which a second run of the same command resumes from), the temporary
+    directory; returns one line saying where, or plainly that nothing could be saved. A rescued
+    file is compressed when that makes it smaller (a file-size limit may still let it through)."""
+    import tempfile
+
+    from nqm import io
+
+    data = min(io.to_bytes(ds), io.to_bytes(ds, compress=True), key=len)
+    stem, ext = os.path.splitext(out)
+    beside = f"{stem}.rescued{ext or '.nc'}"
+    if os.path.lexists(beside):  # an earlier rescue is not overwritten
+        beside = f"{stem}.rescued-{os.getpid()}{ext or '.nc'}"
+    try:
+        io.write_bytes(beside, data)
+        return f"{what} is saved in {beside}: move it to {out} once that can be written"
+    except NqmError:
+        pass
+    if checkpoint is not None:
+        again = f"run the same command again once {out} can be written: it writes them without computing anything"
+        if _holds(checkpoint, ds):
+            return f"{what} is kept in the checkpoint {checkpoint}: {again}"
+        try:
+            io.write_bytes(checkpoint, data)
+            return f"{what} is saved in the checkpoint {checkpoint}: {again}"
+        except NqmError:
+            pass
+    elsewhere = os.path.join(tempfile.gettempdir(), f"nqm-rescued-{os.getpid()}-{os.path.basename(out)}")
+    try:
+        io.write_bytes(elsewhere, data)
+        return f"{what} is saved in {elsewhere}: move it to {out} once that can be written"
+    except NqmError:
+        pass
+    places = ", ".join(filter(None, (beside, checkpoint and f"the checkpoint {checkpoint}", elsewhere)))
+    return f"nothing could be saved ({places} could not be written either): the computed results are lost"
+
+
+def _holds(checkpoint: str, ds) -> bool:
+    """Whether the checkpoint already holds every value of ``ds``."""
+    from nqm.io import load
+
+    try:
+        saved = load(checkpoint).transpose(*ds.steps.dims)
+        return all(np.array_equal(saved[v].values, ds[v].values, equal_nan=v == "loss") for v in ("steps", "status", "loss"))
+    except (NqmError, KeyError, ValueError):
+        return False
 
 
 def plot_result(ds, path: str, threshold) -> None:

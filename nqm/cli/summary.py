@@ -19,11 +19,9 @@ def add_parser(subparsers):
 
 def run(args) -> None:
     from nqm import summary
-    from nqm.io import check_writable, load
+    from nqm.io import load
 
     ds = load(args.result)
-    if args.csv:
-        check_writable(args.csv)
     table = summary.summarize(ds)
     print(summary.format_table(table))
     if args.spread:

@@ -10,8 +10,14 @@ from nqm.errors import NqmError
 
 NAME = "sweep"
 HELP = "steps to target over a hyperparameter grid → netCDF (+ heatmap)"
-INTERRUPTED = ("the sweep's checkpoint holds its finished and running cells: run the same command again to "
-               "resume")
+
+
+def interrupted(args) -> str | None:
+    """What an interrupted sweep leaves: its checkpoint, once one was written."""
+    partial = args.out + ".partial"
+    if os.path.exists(partial):
+        return f"the checkpoint {partial} holds the finished and running cells: run the same command again to resume"
+    return None
 
 
 def add_parser(subparsers):
@@ -28,54 +34,26 @@ def add_parser(subparsers):
 
 
 def run(args) -> None:
-    from nqm.io import check_writable, lock
-
-    check_writable(args.out)
-    output.check_figure(args.plot, args.threshold)
-    with lock(args.out):
-        _locked(args)
-
-
-def _locked(args) -> None:
     import nqm
+    from nqm.checkpoint import StaleCheckpoint
+    from nqm.io import discard
 
+    output.check_figure(args.plot, args.threshold)
     partial = args.out + ".partial"
-    if args.restart:
-        for stale in (partial, partial + ".cells.npz"):
-            if os.path.exists(stale):
-                os.remove(stale)
-    ds = nqm.sweep(
-        args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
-        noise=joined(args.noise), seed=joined(args.seed), problem=groups.problem_from(args),
-        **groups.method_options(args), **groups.settings(args), checkpoint=partial,
-    )
+    try:
+        ds = nqm.sweep(
+            args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
+            noise=joined(args.noise), seed=joined(args.seed), problem=groups.problem_from(args),
+            **groups.method_options(args), **groups.settings(args), checkpoint=partial, restart=args.restart,
+        )
+    except StaleCheckpoint as exc:
+        raise NqmError(f"{exc.reason}; run again with --restart to start over") from None
     try:
         nqm.save(ds, args.out)
     except NqmError as exc:
-        raise NqmError(f"{exc}; {_rescue(ds, args.out, partial)}") from None
-    os.remove(partial)
+        raise NqmError(f"{exc}; {output.rescue(ds, args.out, partial)}") from None
+    discard(partial)
     output.report(ds)
     print(f"wrote {args.out}")
     if args.plot:
         output.plot_result(ds, args.plot, args.threshold)
-
-
-def _rescue(ds, out, partial) -> str:
-    """Where the computed cells are, once ``out`` could not be written: the checkpoint if it holds
-    them all, else a file in the temporary directory."""
-    import tempfile
-
-    from nqm.io import load, save
-
-    try:
-        if os.path.exists(partial) and (load(partial).status.values == ds.status.values).all():
-            return (f"every computed cell is kept in {partial}: run the same command again, once it can be "
-                    "written, to write it without computing anything")
-    except NqmError:
-        pass
-    rescue = os.path.join(tempfile.gettempdir(), f"nqm-rescued-{os.getpid()}-{os.path.basename(out)}")
-    try:
-        save(ds, rescue)
-    except NqmError:
-        return "the computed cells could not be saved anywhere (no space left?)"
-    return f"every computed cell is saved in {rescue}: copy it to {out} once there is room"

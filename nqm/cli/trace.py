@@ -29,19 +29,25 @@ def add_parser(subparsers):
 
 def run(args) -> None:
     from nqm import diagnostics
-    from nqm.io import check_writable, save
+    from nqm.errors import NqmError
+    from nqm.io import save
 
-    check_writable(args.out)
     output.check_figure(args.plot)
     ds = diagnostics.trajectory(
         args.method, problem=groups.problem_from(args), lr=joined(args.lr), momentum=joined(args.momentum),
         delay=args.delay, noise=joined(args.noise), seed=joined(args.seed), steps=args.steps, stride=args.stride,
         record=diagnostics.TRACE, summaries=True, **groups.settings(args), **groups.method_options(args),
     )
-    save(ds, args.out)
+    try:
+        save(ds, args.out)
+    except NqmError as exc:
+        raise NqmError(f"{exc}; {output.rescue(ds, args.out, what='the trace')}") from None
     reached, target = int(ds.steps_to_target), args.target
     print(f"{args.steps:,} steps: loss {float(ds.loss[-1]):.3g} at the end; "
           + (f"loss < {target:g} first at step {reached:,}" if reached else f"never below {target:g}"))
+    decay = ds.relative_energy_decay
+    if decay.attrs.get("steps", args.steps) < args.steps:
+        print(f"the run diverged: its relative energy decay covers the {decay.attrs['steps']:,} steps before")
     print(f"wrote {args.out}")
     if args.plot:
         import matplotlib

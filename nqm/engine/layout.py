@@ -24,6 +24,7 @@ from nqm.engine.step import Spec
 from nqm.errors import NqmError
 from nqm.optimizers import Optimizer
 from nqm.problem import Problem
+from nqm.validate import format_bytes
 
 
 BLOCK_ELEMENTS = 2**15  # elements per cache block on CPU (measured: N = 10⁴ runs best in 2-cell blocks, N ≤ 4096 in 8)
@@ -74,8 +75,8 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
     batch = unit * math.ceil(min(wanted, cells) / unit)
     if fits < batch:
         raise NqmError(
-            f"one batch of {batch} cells needs {2 * batch * cell_bytes / 2**30:.2f} GiB; "
-            "raise memory_budget or lower batch_cells/block_cells"
+            f"one batch of {batch} cells needs {format_bytes(2 * batch * cell_bytes)} but the memory budget is "
+            f"{format_bytes(budget)}; raise memory_budget (--memory-budget, in GiB) or lower batch_cells/block_cells"
         )
     group = batch * max(1, fits // batch)
     chunk = int(config.chunk_steps)

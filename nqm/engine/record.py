@@ -65,7 +65,8 @@ class Summary:
     long_name: str = ""
 
     def zeros(self, like) -> np.ndarray:
-        """The running total before any step; ``like`` has one step's value's shape and dtype."""
+        """The running total before any step (an array, or a tuple of arrays); ``like`` has one
+        step's value's shape and dtype."""
         return np.zeros(like.shape, like.dtype)
 
     def update(self, total, x, t):
@@ -94,13 +95,25 @@ class Mean(Summary):
 
 @dataclasses.dataclass(frozen=True)
 class GeometricMean(Summary):
-    """``exp`` of the mean of ``log value`` over the cell's steps (e.g. a relative energy decay)."""
+    """``exp`` of the mean of ``log value`` over the cell's steps (e.g. a relative energy decay),
+    over the steps before the first one with a value that is not finite (a run that diverges):
+    its total is the sum of logs and the number of steps it covers."""
+
+    def zeros(self, like):
+        return np.zeros(like.shape, like.dtype), np.zeros((), np.int32)
 
     def update(self, total, x, t):
-        return total + jnp.log(x)
+        logs, covered = total
+        counts = (covered == t) & jnp.all(jnp.isfinite(x))  # every step so far, and this one, finite
+        return logs + jnp.where(counts, jnp.log(x), 0), covered + counts
 
     def result(self, total, steps):
-        return np.exp(_per_step(total, steps))
+        logs, covered = total
+        mean = np.exp(_per_step(logs, covered))
+        return np.where(np.reshape(covered, (-1,) + (1,) * (mean.ndim - 1)) > 0, mean, np.nan)
+
+    def shape(self, like) -> tuple:
+        return like.shape
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import math
+import signal
+import threading
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -27,6 +30,7 @@ from nqm.errors import NqmError
 from nqm.optimizers import Optimizer
 from nqm.problem import Problem
 from nqm.status import BUDGET, RUNNING
+from nqm.validate import BOUNDS, format_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,7 +211,8 @@ def simulate(
             # Resumed cells first, from their step (one group: they stopped together).
             groups.insert(0, (np.asarray(resume.index), resume))
         inputs = (hyper, sigma, uids)
-        with contextlib.nullcontext(bar) if bar is not None else _progress(config, description) as bar:
+        with contextlib.nullcontext(bar) if bar is not None else _progress(config, description) as bar, \
+                _stop_between_chunks(between_chunks) as between_chunks:
             run = _Run(layout, model, w0, limits, seed, plan, config, dtype, outcome, on_finished, between_chunks,
                        bar, description)
             for number, (index, start) in enumerate(groups):
@@ -228,8 +233,14 @@ def _empty_outcome(layout, model, w0, cells: int, entries: int) -> Outcome:
     spec = layout.spec
     traces, totals = value_shapes(model, spec.optimizer, w0, spec.record, spec.summaries)
 
+    size = sum(cells * entries * math.prod(s.shape) * s.dtype.itemsize for s in traces.values())
+    if size > BOUNDS["trace_bytes"]:
+        raise NqmError(f"the trace of {cells:,} cell(s) over {entries:,} recorded steps needs {format_bytes(size)}, "
+                       f"more than {format_bytes(BOUNDS['trace_bytes'])}; record every K-th step (stride) or fewer "
+                       "recorders")
+
     def finished(summary, like):  # one cell's result: its shape and dtype
-        return summary.result(summary.zeros(like)[None], np.ones(1))[0]
+        return summary.result(jax.tree.map(lambda x: x[None], summary.zeros(like)), np.ones(1))[0]
 
     return Outcome(
         np.zeros(cells, np.int32), np.zeros(cells, np.int8), np.zeros(cells, np.float64),
@@ -306,7 +317,8 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
             if spec.summaries:
                 totals = jax.tree.map(lambda *xs: np.stack(xs), *layouts.fetch([c.summary for c, _ in batches]))
                 for name, summary in spec.summaries:
-                    outcome.summary[name][ids] = summary.result(totals[name][finished], steps[finished])
+                    done = jax.tree.map(lambda x: x[finished], totals[name])
+                    outcome.summary[name][ids] = summary.result(done, steps[finished])
             if run.on_finished is not None:
                 run.on_finished(ids, Outcome(steps[finished], status[finished], loss[finished]))
             owner = np.where(finished, -1, owner)
@@ -350,6 +362,37 @@ def _collect_trace(trace: dict, batches, owner, t0: int, length: int, stride: in
         live = ids >= 0
         for name, array in trace.items():
             array[ids[live], first:end] = values[name][live, :end - first]
+
+
+@contextlib.contextmanager
+def _stop_between_chunks(between_chunks):
+    """Ctrl-C during a run stops it at the next chunk boundary (a second one at once), so that no
+    computation is in flight when the program exits (an exit mid-chunk can crash the runtime). A
+    caller's own SIGINT handler (a checkpointing sweep's) is left in charge."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield between_chunks
+        return
+    requested = []
+
+    def request(signum, frame):
+        if requested:
+            raise KeyboardInterrupt
+        requested.append(signum)
+
+    def boundary(snapshot):
+        if requested:
+            raise KeyboardInterrupt
+        if between_chunks is not None:
+            between_chunks(snapshot)
+
+    signal.signal(signal.SIGINT, request)
+    try:
+        yield boundary
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if requested:
+        raise KeyboardInterrupt
 
 
 def _progress(config: RunConfig, description: str):

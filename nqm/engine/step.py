@@ -128,7 +128,8 @@ def cell_step(spec: Spec, t, source, cell: Cells, inputs: Inputs, model: Model, 
     if spec.record or spec.summaries:
         view = record.view(model, optimizer, inputs.hyper, ctx, w, cell.opt, g, stepped)
         values = {name: fn(view) for name, fn in spec.record}
-        summary = {name: jnp.where(cell.status == RUNNING, r.update(cell.summary[name], r.value(view), t), cell.summary[name])
+        summary = {name: jax.tree.map(lambda new, old: jnp.where(cell.status == RUNNING, new, old),
+                                      r.update(cell.summary[name], r.value(view), t), cell.summary[name])
                    for name, r in spec.summaries}
     sent = w_next if optimizer.sent is None else optimizer.sent(inputs.hyper, opt, w_next)
     history = jax.lax.dynamic_update_index_in_dim(cell.history, sent, write, 0)
@@ -163,5 +164,6 @@ def init_cells(spec: Spec, model: Model, w0, active) -> Cells:
         steps=np.zeros(count, np.int32),
         loss=np.zeros(count, w0.dtype),
         trace={n: np.zeros((count, spec.chunk_steps // spec.stride + 1) + s.shape, s.dtype) for n, s in traces.items()},
-        summary={n: np.broadcast_to(r.zeros(totals[n]), (count,) + r.zeros(totals[n]).shape) for n, r in spec.summaries},
+        summary={n: jax.tree.map(lambda x: np.broadcast_to(x, (count,) + x.shape), r.zeros(totals[n]))
+                 for n, r in spec.summaries},
     )

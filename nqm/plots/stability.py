@@ -89,7 +89,6 @@ def threshold_figure(ds: xr.Dataset, title: str, *, against: str = "delay", labe
     return fig
 
 
-
 def with_constant_delay(ds: xr.Dataset) -> xr.Dataset:
     """``ds`` (random-delay SGD thresholds) with the constant-delay SGD thresholds for
     τ = 0 … max E[τ] as ``constant_threshold`` over ``constant_delay``, for :func:`threshold_figure`."""
