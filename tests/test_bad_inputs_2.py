@@ -52,8 +52,8 @@ BOUND_CASES = [
     _trace("--delay", "gaussian:600000"), _trace("--steps", "1000000000"),
     ["threshold", "--delay", "1e30"], ["threshold", "--delay", "10000000"],
     ["threshold", "--delay-dist", "uniform:0:2000000"], ["threshold", "--delay-dist", "gaussian:1000000"],
-    ["threshold", "--delay-dist", "uniform:0", "--delay", "2000000"],
-    ["threshold", "--delay-dist", "gaussian", "--delay", "600000"],
+    ["threshold", "--simulate", "--delay", "2000000"], ["threshold", "--criterion", "mean-square", "--delay", "2000000"],
+    ["threshold", "--delay-dist", "pmf:1,0," + "0," * 1_000_001 + "1"],
     ["bench", "--dim", "100000000"], ["bench", "--steps", "1000000000000"], ["bench", "--cells", "100000", "--dim", "100000"],
     ["bench", "--cells", "1000000000"],
 ]
@@ -66,7 +66,7 @@ PRECISION_CASES = [
     _sweep("--x64", "--lr", "1e-320"), _trace("--lr", "1e-320"), _trace("--target", "1e-300"),
     _trace("--momentum", "0.999999999999"),
     ["threshold", "--delay", "0", "0"], ["threshold", "--momentum", "0.5", "0.5"],
-    ["threshold", "--delay-dist", "uniform:1", "--delay", "4", "4"], ["threshold", "--delay-dist", "gaussian", "--delay", "3", "3"],
+    ["threshold", "--delay-dist", "uniform:1:4", "uniform:1:4"], ["threshold", "--delay", "3", "--delay-dist", "constant:3"],
 ]
 
 
