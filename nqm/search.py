@@ -329,13 +329,15 @@ def _parameter(name: str, given):
 
 
 def _bucket(points: int, run: dict) -> dict:
-    """On accelerators the engine's block holds a device's whole share, so every round size would
-    compile anew: round the block up to a power of two (a few compilations per search). On CPU the
-    block is fixed and batches hold at most 64 cells: nothing to do."""
+    """Layout settings that keep a search to a few compiled shapes (results do not depend on them).
+    On CPU the engine's block is fixed but a batch holds min(cells, 64): batches of 16 cells (whole
+    blocks per device) give one shape for every round of 16 points or more. On accelerators the
+    block holds a device's whole share: a power of two gives one shape per octave of round sizes."""
     import jax
 
-    if jax.default_backend() == "cpu" or run.get("block_cells") or run.get("batch_cells"):
+    if run.get("block_cells") or run.get("batch_cells"):
         return {}
+    if jax.default_backend() == "cpu":
+        return {"batch_cells": 16}
     devices = run.get("devices") or jax.device_count()
-    return {"block_cells": 1 << max(0, math.ceil(math.log2(math.ceil(points / devices))))}
-
+    return {"block_cells": 1 << (max(1, math.ceil(points / devices)) - 1).bit_length()}
