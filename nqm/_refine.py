@@ -211,7 +211,8 @@ class Refinement:
                 if need == 0 or math.isinf(value):
                     break
                 # (robust tracks: anywhere but where one was, since the seeds find new robust points)
-                held = np.array([t.centre for t in self.tracks[kind]] if kind else self.visited[kind]).reshape(-1, self.k)
+                held = [t.centre for t in self.tracks[kind]] if kind else self.visited[kind]
+                held = np.array(held).reshape(-1, self.k)
                 if q in self.visited[kind] or held.size and np.abs(held - np.array(q)).max(1).min() < self.unit:
                     continue
                 self.tracks[kind].append(Track(q, self.unit // 2, *self.pattern[kind]))

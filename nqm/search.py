@@ -31,7 +31,8 @@ new points and seeds of the round, proposed by *tracks*, pattern searches on the
   line only: they locate the edge on every line, so the best stretch of the edge is found, not only
   the neighbourhood of the best coarse point;
 * ``width`` free tracks start at the best points; an ended one is replaced at the best point at
-  least a coarse gap from every centre held so far (an unexplored stretch);
+  least a coarse gap from every centre held so far (an unexplored stretch; a robust one, from the
+  running ones only, since the neighbourhoods evaluated each round keep finding robust points);
 * with ``robust=δ``, ``width`` robust tracks search the robust T the same way (beyond two searched
   axes only at the 2k compass points, one step a round: each candidate brings its whole 3^k-point
   neighbourhood into the round, unless a known neighbour already rules it out); and each round
@@ -112,7 +113,7 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
       expected: evaluate the exact expected loss (:func:`nqm.expected.evaluate`; linear methods,
         constant delay, one seed) instead of the Monte Carlo engine.
       problem: the quadratic (default :func:`nqm.zhang`, N = 10⁴).
-      coarse: points per searched axis of the first grid (default 16, 9, 5 for 1, 2, 3 axes, else 4).
+      coarse: points per searched axis of the first grid (default 16, 8, 5 for 1, 2, 3 axes, else 4).
       width: pattern-search tracks advanced each round (and as many robust ones).
       patience: rounds in a row without an improvement of ``tol`` before stopping.
       **options: as :func:`nqm.sweep`: the method's hyperparameters and options and run settings
@@ -136,6 +137,8 @@ def answer(ds: xr.Dataset) -> dict:
     ``None`` if no point converged), ``point``, [``robust_t_star``, ``robust_point``,] [``seeds``
     (median/min/max T over seeds at ``point``; ``None`` stands for a seed that did not converge),]
     ``cells``."""
+    if "best_steps" not in ds.attrs or "parameters" not in ds.attrs:
+        raise NqmError("this is not a result of nqm.best (no best_steps attribute); run nqm.best or load its file")
     names = ds.attrs["parameters"].split(",")
 
     def number(value):
@@ -153,7 +156,6 @@ def answer(ds: xr.Dataset) -> dict:
         out["seeds"] = {k: number(ds.attrs[f"seeds_{k}"]) for k in ("median", "min", "max")}
     out["cells"] = int(ds.attrs["cells"])
     return out
-
 
 
 @dataclasses.dataclass
@@ -271,8 +273,8 @@ class _Search:
     def run(self) -> xr.Dataset:
         from tqdm import tqdm
 
-        
         refine = Refinement(self)
+        # One bar over the evaluated cells (disable=None: none when stderr is not a terminal).
         bar = tqdm(desc=f"best {self.method}", unit="cell", dynamic_ncols=True,
                    disable=None if self.progress else True)
         with bar:
@@ -292,11 +294,13 @@ class _Search:
                   "round_number": ("point", np.array(store.round, np.int32)),
                   "nudge": ("point", np.array(store.nudge, np.int8))}
         data = {
-            "steps": (("seed", "point"), np.stack(store.steps, 1).astype(np.int32), {"long_name": "steps to target (T)"}),
+            "steps": (("seed", "point"), np.stack(store.steps, 1).astype(np.int32),
+                      {"long_name": "steps to target (T)"}),
             "status": (("seed", "point"), np.stack(store.status, 1).astype(np.int8), {"meaning": codes.MEANING}),
             "loss": (("seed", "point"), np.stack(store.loss, 1), {"long_name": "loss at the last step"}),
-            "median_steps": ("point", np.array(store.t), {"long_name": "T: the median over seeds of the steps to "
-                                                                       "target (inf: the median seed did not reach it)"}),
+            "median_steps": ("point", np.array(store.t),
+                             {"long_name": "T: the median over seeds of the steps to target "
+                                           "(inf: the median seed did not reach it)"}),
         }
         if self.delta is not None:
             data["robust_steps"] = ("point", np.array([np.nan if (r := refine.robust_t(x)) is None else r

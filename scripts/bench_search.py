@@ -82,7 +82,8 @@ def main():
             bound = found["robust_t_star"] if found["robust_t_star"] is not None else np.inf
             start = time.perf_counter()
             value, cells = grid_robust(method, ll.ravel(), mm.ravel(), t.ravel(), args.robust, bound + 1, **kw)
-            row["grid"].update(robust_t_star=value, robust_cells=cells, robust_wall_s=round(time.perf_counter() - start, 1))
+            row["grid"].update(robust_t_star=value, robust_cells=cells,
+                               robust_wall_s=round(time.perf_counter() - start, 1))
         print(json.dumps(row), flush=True)
 
 
