@@ -78,8 +78,12 @@ class Refinement:
         self.pattern = {False: (self.directions, 2), True: (self.directions, 2) if self.k <= 2 else (compass, 1)}
         self.kinds = (False, True) if search.delta is not None else (False,)  # plain T, robust T
         self.book, self.lattice = Book(), {}  # lattice: values -> lattice coordinates of search points
-        # Tracks by kind: plain (False), robust (True), and "edge": one plain track per coarse line.
+        # Tracks by kind: plain (False), robust (True), and "edge": plain ones along lines.
         self.tracks = {kind: [] for kind in self.kinds + ("edge",)}
+        names = [a.name for a in search.axes]
+        self.edge_axis = next((names.index(n) for n in ("lr", "momentum") if n in names), None) if self.k > 1 else None
+        self.along = [tuple(s if i == self.edge_axis else 0 for i in range(self.k)) for s in (1, -1)]
+        self.split = set()  # pairs of neighbouring lines split by a new one
         self.visited = {kind: [] for kind in self.kinds}  # every centre a track has held
         self.bests = {kind: math.inf for kind in self.kinds}
         self.rounds, self.stale, self.stopped = 0, 0, ""
@@ -181,25 +185,47 @@ class Refinement:
                 if track.step and all(t.centre != track.centre for t in kept):
                     kept.append(track)
             self.tracks[kind] = kept
-        if self.rounds == 0:
-            self.tracks["edge"] = self._edge_tracks()
+        if self.edge_axis is not None:
+            self._split_lines()
 
-    def _edge_tracks(self) -> list:
-        """After the coarse grid: on every coarse line along the edge axis (lr if searched, else
-        momentum), a track at the line's best point polling along the line only. They locate the
-        stability edge on every line, so that the best stretch of the edge is found, not only the
-        neighbourhood of the best coarse point."""
-        names = [a.name for a in self.s.axes]
-        axis = next((names.index(n) for n in ("lr", "momentum") if n in names), None)
-        if axis is None or self.k == 1:
-            return []
-        lines = {}
+    def _lines(self) -> dict:
+        """The best evaluated search point of every line along the edge axis: line → (T, point)."""
+        axis, lines = self.edge_axis, {}
         for row, q in self._search_rows():
-            key = q[:axis] + q[axis + 1:]
-            if math.isfinite(self.book.t[row]) and (key not in lines or self.book.t[row] < lines[key][0]):
-                lines[key] = (self.book.t[row], q)
-        along = [tuple(s if i == axis else 0 for i in range(self.k)) for s in (1, -1)]
-        return [Track(q, self.unit // 2, along, 2) for _, q in sorted(lines.values())]
+            key, t = q[:axis] + q[axis + 1:], self.book.t[row]
+            if key not in lines or t < lines[key][0]:
+                lines[key] = (t, q)
+        return lines
+
+    def _split_lines(self):
+        """Edge tracks. After the coarse grid, one on every coarse line along the edge axis (lr if
+        searched, else momentum), at the line's best point, polling along the line only: they find
+        the edge on every line, hence the best stretch of the edge, not only the neighbourhood of
+        the best coarse point. Then, each round, ``width`` new lines halfway between two
+        neighbouring lines with the best edges (refinement along the edge), started between their
+        best points with a step that spans both."""
+        axis, lines = self.edge_axis, self._lines()
+        if self.rounds == 0:
+            starts = sorted((t, q) for t, q in lines.values() if math.isfinite(t))
+            self.tracks["edge"] = [Track(q, self.unit // 2, self.along, 2) for _, q in starts]
+            return
+        pairs = []
+        for key in lines:
+            for j in range(self.k - 1):  # the next line above along each other axis
+                rest = key[:j] + key[j + 1:]
+                above = [o for o in lines if o[j] > key[j] and o[:j] + o[j + 1:] == rest]
+                if above:
+                    other = min(above, key=lambda o: o[j])
+                    (ta, qa), (tb, qb) = sorted((lines[key], lines[other]))
+                    if other[j] - key[j] >= 2 and math.isfinite(tb) and (key, other) not in self.split:
+                        pairs.append((ta, tb, key, other, qa, qb, j))
+        for _, _, key, other, qa, qb, j in sorted(pairs)[: self.s.width]:
+            self.split.add((key, other))
+            middle = list(key)
+            middle[j] = (key[j] + other[j]) // 2
+            centre = tuple(middle[:axis]) + ((qa[axis] + qb[axis]) // 2,) + tuple(middle[axis:])
+            step = max(self.unit >> 3, abs(qa[axis] - qb[axis]))
+            self.tracks["edge"].append(Track(centre, step, self.along, 2))
 
     def _refill(self):
         """New tracks at the best points (finite objective) at least a coarse gap away from every
@@ -242,6 +268,8 @@ class Refinement:
         """The new points of every lattice point the track polls this round (a robust track's
         candidates with their neighbourhoods, skipping those a known neighbour rules out)."""
         centre, groups = self.score(track.centre, robust), []
+        if self.values(track.centre) not in self.book.index:  # a new line's first point
+            groups.append([self.values(track.centre)])
         steps = [track.step >> j for j in range(track.scales) if track.step >> j]
         for step, d in itertools.product(steps, track.directions):
             q = tuple(c + step * s for c, s in zip(track.centre, d))

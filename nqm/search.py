@@ -27,9 +27,10 @@ new points and seeds of the round, proposed by *tracks*, pattern searches on the
   stability edge where the best points sit (diagonal moves follow a curved edge); otherwise it
   shrinks its step four times: next to diverged points, where T drops, this bisects toward the
   edge. A track ends when its step is gone or it meets another;
-* *edge tracks*, one per coarse line along lr (along momentum if lr is fixed), poll along their
-  line only: they locate the edge on every line, so the best stretch of the edge is found, not only
-  the neighbourhood of the best coarse point;
+* *edge tracks* poll along a line only (along lr; along momentum if lr is fixed): one on every
+  coarse line locates the edge on every line, so the best stretch of the edge is found, not only
+  the neighbourhood of the best coarse point; then each round ``width`` new lines split the gap
+  between two neighbouring lines with the best edges (successive refinement along the edge);
 * ``width`` free tracks start at the best points; an ended one is replaced at the best point at
   least a coarse gap from every centre held so far (an unexplored stretch; a robust one, from the
   running ones only, since the neighbourhoods evaluated each round keep finding robust points);
@@ -125,7 +126,9 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
       ``round_number`` it was evaluated in, whether it was only a ``nudge``), ``steps``, ``status``
       and ``loss`` per seed, its T ``median_steps`` and, where known, ``robust_steps``; the answer
       and the regime in attributes (``best_steps``, ``best_<param>``, ``robust_best_steps``,
-      ``robust_<param>``, ``seeds_median/min/max``, ``cells``, …; see :func:`answer`).
+      ``robust_<param>``, ``seeds_median/min/max``, ``cells``, ``rounds``, ``stopped``: ``tol``,
+      ``max_cells`` or ``refined``; the method, ``box``, delay, noise, problem, target, budget, …;
+      see :func:`answer`).
     """
     search = _Search.create(method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected,
                             problem, coarse, width, patience, options)
