@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from nqm.status import REACHED
+from nqm.status import DIVERGED, REACHED
 
 LEVELS = 8  # halvings of a coarse gap: a 9-point lr box of 200x refines down to steps of ~0.3 %
 
@@ -36,7 +36,7 @@ class Book:
 
     def __init__(self):
         self.index, self.rows, self.round, self.nudge = {}, [], [], []
-        self.steps, self.status, self.loss, self.t = [], [], [], []
+        self.steps, self.status, self.loss, self.t, self.rest = [], [], [], [], []
         self.cells = 0
 
     def add(self, points, nudges, round_number, steps, status, loss):
@@ -49,6 +49,8 @@ class Book:
             self.status.append(status[:, j])
             self.loss.append(loss[:, j])
             self.t.append(float(np.median(np.where(status[:, j] == REACHED, steps[:, j], np.inf))))
+            # where T is ∞, how close it came: the median final loss, a diverged seed counting as ∞
+            self.rest.append(float(np.median(np.where(status[:, j] == DIVERGED, np.inf, loss[:, j]))))
         self.cells += int(np.size(steps))
 
     def t_of(self, x) -> float | None:
@@ -119,6 +121,17 @@ class Refinement:
         value = self.robust_t(x) if robust else self.book.t_of(x)
         return math.inf if value is None else value
 
+    def key(self, q, robust: bool) -> tuple:
+        """What tracks minimise: the objective, then (plain tracks, where T is ∞) the final loss,
+        which leads from cells out of budget toward a thin band of converging ones."""
+        row = None if robust else self.book.index.get(self.values(q))
+        return (self.score(q, robust), math.inf if row is None else self.book.rest[row])
+
+    def _started(self, key: tuple) -> bool:
+        """Whether a track may start at a point of this key: it converged, or (while no point has)
+        it ran out of budget."""
+        return math.isfinite(key[0]) or (math.isinf(self.bests[False]) and math.isfinite(key[1]))
+
     def _search_rows(self) -> list:
         """``(row, lattice coordinates)`` of every evaluated search point (not the nudges)."""
         return [(row, self.lattice[x]) for row, x in enumerate(self.book.rows) if not self.book.nudge[row]]
@@ -158,9 +171,10 @@ class Refinement:
             new = min((self.score(q, kind) for _, q in self._search_rows()), default=math.inf)
             old, self.bests[kind] = self.bests[kind], new
             improved |= new < old and (math.isinf(old) or old - new >= self.s.tol * old)
-        searching = True in self.kinds and math.isinf(self.bests[True]) and self.seeded
-        self.misses = self.misses + 1 if searching else 0
-        if self.rounds and not searching:  # (no round is stale while the first robust point is sought)
+        robust = True in self.kinds and math.isinf(self.bests[True]) and self.seeded
+        self.misses = self.misses + 1 if robust else 0
+        searching = robust or math.isinf(self.bests[False])
+        if self.rounds and not searching:  # (no round is stale while a first point is sought)
             self.stale = 0 if improved else self.stale + 1
             self.stopped = "tol" if self.stale >= self.s.patience else ""
         return not self.stopped
@@ -172,9 +186,9 @@ class Refinement:
         for kind, tracks in self.tracks.items():
             kept, robust = [], kind is True
             for track in tracks:
-                best, value, scale = track.centre, self.score(track.centre, robust), None
+                best, value, scale = track.centre, self.key(track.centre, robust), None
                 for q, step in track.tried:
-                    if (v := self.score(q, robust)) < value:
+                    if (v := self.key(q, robust)) < value:
                         best, value, scale = q, v, step
                 if scale is None:
                     track.step >>= track.scales
@@ -189,12 +203,12 @@ class Refinement:
             self._split_lines()
 
     def _lines(self) -> dict:
-        """The best evaluated search point of every line along the edge axis: line → (T, point)."""
+        """The best evaluated search point of every line along the edge axis: line → (key, point)."""
         axis, lines = self.edge_axis, {}
         for row, q in self._search_rows():
-            key, t = q[:axis] + q[axis + 1:], self.book.t[row]
-            if key not in lines or t < lines[key][0]:
-                lines[key] = (t, q)
+            line, key = q[:axis] + q[axis + 1:], (self.book.t[row], self.book.rest[row])
+            if line not in lines or key < lines[line][0]:
+                lines[line] = (key, q)
         return lines
 
     def _split_lines(self):
@@ -206,7 +220,7 @@ class Refinement:
         best points with a step that spans both."""
         axis, lines = self.edge_axis, self._lines()
         if self.rounds == 0:
-            starts = sorted((t, q) for t, q in lines.values() if math.isfinite(t))
+            starts = sorted((key, q) for key, q in lines.values() if self._started(key))
             self.tracks["edge"] = [Track(q, self.unit // 2, self.along, 2) for _, q in starts]
             return
         pairs = []
@@ -216,7 +230,7 @@ class Refinement:
                 above = [o for o in lines if o[j] > key[j] and o[:j] + o[j + 1:] == rest]
                 if above:
                     other = min(above, key=lambda o: o[j])
-                    (ta, qa), (tb, qb) = sorted((lines[key], lines[other]))
+                    ((ta, _), qa), ((tb, _), qb) = sorted((lines[key], lines[other]))
                     if other[j] - key[j] >= 2 and math.isfinite(tb) and (key, other) not in self.split:
                         pairs.append((ta, tb, key, other, qa, qb, j))
         for _, _, key, other, qa, qb, j in sorted(pairs)[: self.s.width]:
@@ -232,9 +246,9 @@ class Refinement:
         centre held so far, so that they explore other cells (other stretches of the edge)."""
         for kind in self.kinds:
             need = self.s.width - len(self.tracks[kind])
-            ranked = sorted((self.score(q, kind), row, q) for row, q in self._search_rows()) if need > 0 else []
+            ranked = sorted((self.key(q, kind), row, q) for row, q in self._search_rows()) if need > 0 else []
             for value, _, q in ranked:
-                if need == 0 or math.isinf(value):
+                if need == 0 or not self._started(value):
                     break
                 # (robust tracks: anywhere but where one was, since the seeds find new robust points)
                 held = [t.centre for t in self.tracks[kind]] if kind else self.visited[kind]

@@ -26,7 +26,10 @@ new points and seeds of the round, proposed by *tracks*, pattern searches on the
   at h/2. When one beats its centre it moves there and doubles that step, so it travels along the
   stability edge where the best points sit (diagonal moves follow a curved edge); otherwise it
   shrinks its step four times: next to diverged points, where T drops, this bisects toward the
-  edge. A track ends when its step is gone or it meets another;
+  edge. Among points that did not converge, a track prefers the smaller final loss: while no point
+  has converged (a thin converging band between the coarse points that ran out of budget and those
+  that diverged), tracks start at the points that came closest and walk toward the band. A track
+  ends when its step is gone or it meets another;
 * *edge tracks* poll along a line only (along lr; along momentum if lr is fixed): one on every
   coarse line locates the edge on every line, so the best stretch of the edge is found, not only
   the neighbourhood of the best coarse point; then each round ``width`` new lines split the gap
@@ -43,7 +46,8 @@ new points and seeds of the round, proposed by *tracks*, pattern searches on the
   has a robust T, so a knife-edge point is never the robust answer.
 
 The search stops once ``patience`` rounds in a row improve neither T*_best nor robust T*_best by
-``tol`` (relative: a bisection toward the edge may improve nothing for a round or two, then a lot),
+``tol`` (relative: a bisection toward the edge may improve nothing for a round or two, then a lot;
+no round counts while no point, or no robust point, has been found yet),
 when the next round does not fit in ``max_cells`` cells (points × seeds), or when no track has
 anything left to try.
 
@@ -115,7 +119,8 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
         constant delay, one seed) instead of the Monte Carlo engine.
       problem: the quadratic (default :func:`nqm.zhang`, N = 10⁴).
       coarse: points per searched axis of the first grid (default 16, 8, 5 for 1, 2, 3 axes, else 4).
-      width: pattern-search tracks advanced each round (and as many robust ones).
+      width: free pattern-search tracks advanced each round, as many robust ones, and new edge
+        lines started each round.
       patience: rounds in a row without an improvement of ``tol`` before stopping.
       **options: as :func:`nqm.sweep`: the method's hyperparameters and options and run settings
         (``target``, ``max_steps``, ``x64``, ``progress``, …); with ``expected=True``, ``bins``,

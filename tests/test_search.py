@@ -161,6 +161,14 @@ def test_answer_is_plain_json_with_the_keys_asked_for(searched, robust):
     assert regime["cells"] == answer(searched)["cells"] and regime["max_steps"] == 3000
 
 
+def test_finds_a_thin_converging_band_the_coarse_grid_misses():
+    run = dict(RUN, max_steps=260)  # only a thin band next to the edge converges within 260 steps
+    ds = best("sgdm", lr=(0.01, 2.0), momentum=(0.0, 0.99), delay=4, max_cells=600, **run)
+    assert not (ds.status.values[:, ds.round_number.values == 0] == nqm.REACHED).any()
+    found = answer(ds)
+    assert sweep_at(found["point"], delay=4, **run) == (nqm.REACHED, found["t_star"])
+
+
 def test_nothing_converging_is_an_answer_without_a_point():
     ds = best("sgdm", lr=(50.0, 100.0), momentum=(0.0, 0.5), max_cells=100, **SMALL)
     assert answer(ds) == {"t_star": None, "point": None, "cells": 64}
