@@ -261,7 +261,7 @@ class _Search:
             def evaluate(points):
                 hyper = {n: points[:, i] for i, n in enumerate(names)}
                 ds = sweeps.evaluate(method, delay=process, noise=noise, seed=seed_list, problem=problem,
-                                     **hyper, **run, **_bucket(len(points), run))
+                                     **hyper, **run, **_layout(len(points), run))
                 return tuple(ds[v].values for v in ("steps", "status", "loss"))
 
         attrs = {"method": method, "delay": label, "noise": noise, **problem.describe(),
@@ -340,7 +340,7 @@ def _parameter(name: str, given):
     return float(coordinates(**{name: given})[name][0])
 
 
-def _bucket(points: int, run: dict) -> dict:
+def _layout(points: int, run: dict) -> dict:
     """Layout settings that keep a search to a few compiled shapes (results do not depend on them).
     On CPU the engine's block is fixed but a batch holds min(cells, 64): batches of 16 cells (whole
     blocks per device) give one shape for every round of 16 points or more. On accelerators the
