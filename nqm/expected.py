@@ -352,7 +352,9 @@ def _run(problem, method, delay, lr, momentum, sigma, *, dampening, target, max_
     if not trace_steps:  # (a traced curve needs every step)
         _in_parallel(settle, np.flatnonzero(stable_cells))
     todo = [c for c in _longest_first(rec, lam, stable_cells) if open_levels[c].any()]
-    slots = max(1, min(slot_size // comps, -(-len(todo) // len(devices))))
+    # A power of two, at least 8: a few compiled shapes however many cells a run steps (the bits do
+    # not depend on the slots), so that a search's many small lists of points compile a few times.
+    slots = max(1, min(slot_size // comps, 1 << (max(8, -(-len(todo) // len(devices))) - 1).bit_length()))
     rounds = -(-chunk_steps // p)
     pending, lock = iter(todo), threading.Lock()
 
