@@ -67,11 +67,11 @@ import xarray as xr
 import nqm
 from nqm import delays, status as codes
 from nqm.errors import NqmError
+from nqm.results import attribute
 from nqm._refine import Refinement
 from nqm.validate import coordinates, count
 
 COARSE = {1: 16, 2: 8, 3: 5}  # default coarse points per axis for k searched axes (else 4)
-LINEAR = ("sgd", "sgdm", "nesterov", "shifted")  # the methods of nqm.expected
 _EXPECTED_OPTIONS = ("bins", "dampening", "target", "max_steps", "diverge_factor", "progress")
 
 
@@ -166,6 +166,28 @@ def answer(ds: xr.Dataset) -> dict:
     return out
 
 
+def describe(ds: xr.Dataset) -> str:
+    """The answer of a :func:`best` result in words, with its regime."""
+    found, a = answer(ds), ds.attrs
+
+    def at(point):
+        return ", ".join(f"{k} = {v:.6g}" for k, v in point.items())
+
+    lines = [f"{a['method']} under delay {a['delay']}, noise {float(a['noise']):g}, {a.get('spectrum', '')}, target "
+             f"{float(a['target']):g}, budget {int(a['max_steps']):,}: {found['cells']:,} cells in {int(a['rounds'])} "
+             f"rounds (stopped: {a['stopped']})"]
+    lines.append(f"T*_best = {found['t_star']:,} steps at {at(found['point'])}" if found["t_star"] is not None else
+                 "no point of the box reached the target")
+    if "robust_t_star" in found:
+        lines.append(f"robust T*_best (every nudge by 1 ± {float(a['robust']):g}) = {found['robust_t_star']:,} steps at "
+                     f"{at(found['robust_point'])}" if found["robust_t_star"] is not None else
+                     "no point whose every nudge converges was found")
+    if "seeds" in found:
+        s = found["seeds"]
+        lines.append(f"over {int(a['seeds'])} seeds at that point: median {s['median']}, min {s['min']}, max {s['max']}")
+    return "\n".join(lines)
+
+
 @dataclasses.dataclass
 class _Search:
     method: str
@@ -206,8 +228,8 @@ class _Search:
         settings = {k: v for k, v in options.items() if v is not None}
         progress = bool(settings.get("progress", True))
         if expected:
-            if method not in LINEAR:
-                raise NqmError(f"expected=True needs a linear method ({', '.join(LINEAR)}), not {method!r}; "
+            if method not in exact.METHODS:
+                raise NqmError(f"expected=True needs a linear method ({', '.join(exact.METHODS)}), not {method!r}; "
                                "drop expected=True to search it with the engine")
             if isinstance(delay, (str, delays.Iid, delays.Workers)) or np.ndim(delay) != 0:
                 raise NqmError(f"expected=True needs one constant delay, got {delay!r}; drop expected=True to "
@@ -272,7 +294,7 @@ class _Search:
                  "searched": ",".join(a.name for a in axes),
                  "box": ", ".join(f"{n}={v.lo:g}:{v.hi:g}" if isinstance(v, Axis) else f"{n}={v:g}"
                                   for n, v in parsed.items()),
-                 **{k: sweeps._attr(v) for k, v in method_config},
+                 **{k: attribute(v) for k, v in method_config},
                  "nqm_version": nqm.__version__}
         return cls(method, names, {n: v for n, v in parsed.items() if not isinstance(v, Axis)}, axes, seed_list,
                    None if robust is None else float(robust), float(tol), max_cells, coarse, width, patience,

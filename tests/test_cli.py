@@ -286,3 +286,25 @@ def test_two_names_of_one_file_are_refused_before_any_work(tmp_path, monkeypatch
         assert len(err) == 1 and err[0].startswith("nqm: error: ") and message in err[0], (argv, err)
     assert result.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling.png", "hard.nc", "link.png", "r.nc", "sub"]
+
+
+def test_best_prints_its_answer_last_and_sweep_gives_it_again(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "best.nc"
+    common = ["--delay", "2", "--dim", "30", "--max-steps", "3000", "--no-progress"]
+    assert main(["best", "--method", "ab", "--lr", "0.02:1.5", "--momentum", "0:0.9", "--rho", "0.5", "--seeds", "2",
+                 "--noise", "0.01", "--robust", "0.05", "--max-cells", "600", *common, "--json", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    found = json.loads(printed[-1])
+    assert set(found) == {"t_star", "point", "robust_t_star", "robust_point", "seeds", "cells"}
+    assert found["cells"] <= 600 and found["point"]["rho"] == 0.5 and any("T*_best" in line for line in printed)
+    point = found["point"]
+    again = nqm.sweep("ab", lr=point["lr"], momentum=point["momentum"], rho=0.5, delay=2, noise=0.01, seed=[0, 1],
+                      problem=nqm.zhang(30), max_steps=3000, progress=False)
+    assert np.median(again.steps.values) == found["seeds"]["median"] == found["t_star"]
+    assert main(["best", "--lr", "1:2:3", "--momentum", "0.5", "--out", str(tmp_path / "x.nc")]) == 2
+    assert main(["best", "--lr", "0.1", "--momentum", "0.5", "--delay", "1", "--delay-dist", "uniform:0:2",
+                 "--out", str(tmp_path / "x.nc")]) == 2
+    assert main(["best", "--method", "ab", "--lr", "0.1:1", "--momentum", "0.5", "--expected",
+                 "--out", str(tmp_path / "x.nc")]) == 2

@@ -19,11 +19,11 @@ from __future__ import annotations
 import os
 import sys
 
-from nqm.cli import bench, expected, output, plot, summary, sweep, threshold, trace
+from nqm.cli import bench, best, expected, output, plot, summary, sweep, threshold, trace
 from nqm.cli.parser import Parser, values
 from nqm.errors import NqmError
 
-COMMANDS = (sweep, trace, expected, plot, summary, threshold, bench)
+COMMANDS = (sweep, best, trace, expected, plot, summary, threshold, bench)
 
 __all__ = ["COMMANDS", "build_parser", "main", "values"]
 

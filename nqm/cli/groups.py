@@ -75,7 +75,7 @@ def method(parser, grid_group, aliases: tuple = ()) -> None:
     hyperparameters (in ``grid_group``) and its options, read off the registry: a new family needs
     no edit here."""
     from nqm.optimizers import methods
-    from nqm.optimizers.base import documentation, hyperparameters, options
+    from nqm.optimizers.base import hyperparameters
     from nqm.sweeps import all_hyper_dims, sweep
 
     parser.add_argument("--method", choices=sorted((*methods(), *aliases)), default=default_of(sweep, "method"),
@@ -86,6 +86,14 @@ def method(parser, grid_group, aliases: tuple = ()) -> None:
         shown = "" if default is None else f" (default: {default:g})"
         grid_group.add_argument("--" + name.replace("_", "-"), nargs="+", default=None, metavar="V",
                                 help=f"{', '.join(owners)} hyperparameter{shown}")
+    method_option_flags(parser)
+
+
+def method_option_flags(parser) -> None:
+    """Each family's options (``--dampening``, ``--group``, …), read off the registry."""
+    from nqm.optimizers import methods
+    from nqm.optimizers.base import documentation, options
+
     group = parser.add_argument_group("method options (each applies to the methods named)")
     seen = {}
     for name_ in methods():
@@ -108,14 +116,15 @@ def method(parser, grid_group, aliases: tuple = ()) -> None:
             group.add_argument(*flags, dest=name, type=kind, default=None, metavar=name.upper(), help=text)
 
 
-def method_options(args) -> dict:
-    """The method's hyperparameter grids and options given on the command line (None: not given)."""
+def method_options(args, grids: bool = True) -> dict:
+    """The method's options and (``grids``) hyperparameter grids given on the command line."""
     from nqm.optimizers import methods
     from nqm.optimizers.base import options
     from nqm.sweeps import all_hyper_dims
 
     given = {n: getattr(args, n) for m in methods() for n in options(m)}
-    given.update({n: joined(getattr(args, n)) for n in all_hyper_dims()})
+    if grids:
+        given.update({n: joined(getattr(args, n)) for n in all_hyper_dims()})
     return {k: v for k, v in given.items() if v is not None}
 
 
