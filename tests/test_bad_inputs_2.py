@@ -211,7 +211,7 @@ def test_messages_say_what_is_wrong(files, tmp_path, capsys):
         (["plot", str(plain), "--out", str(files["FIG"])], "not an nqm"),
         (["summary", str(plain)], "not an nqm"),
         (["summary", str(tmp_path)], "is a directory"),
-        (_with_out(_sweep("--dim", "10000", "--memory-budget", "0.0001"), files), "MiB"),
+        (_with_out(_sweep("--dim", "10000", "--memory-budget", "0.0001"), files), "KiB"),
     ]
     for argv, expected in cases:
         err = _refused(argv, files, capsys)

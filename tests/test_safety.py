@@ -10,6 +10,9 @@ import pytest
 
 from nqm.cli import main
 
+# Under a file-size limit JAX could not write its compilation cache either (a warning on stderr).
+NO_CACHE = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SWEEP = ["sweep", "--lr", "geom:0.001:0.01:8", "--momentum", "0", "0.5", "--dim", "2000", "--max-steps", "20000",
          "--target", "1e-6", "--no-progress"]
@@ -26,7 +29,7 @@ def test_a_write_beyond_the_file_size_limit_is_one_line_and_keeps_the_previous_f
         f"sys.exit(main(['sweep', '--lr', 'geom:0.01:1:40', '--momentum', 'lin:0:0.9:10', '--dim', '8',"
         f" '--max-steps', '20', '--no-progress', '--out', {str(out)!r}]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=NO_CACHE)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("nqm: error: cannot write") and "Traceback" not in done.stderr
@@ -166,7 +169,7 @@ def test_a_file_size_limit_while_writing_a_figure_leaves_the_previous_figure(tmp
         "resource.setrlimit(resource.RLIMIT_FSIZE, (4_000, 4_000))\n"
         f"sys.exit(main(['plot', {str(result)!r}, '--out', {str(fig)!r}]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=NO_CACHE)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and "cannot write" in lines[0], done.stderr
     assert fig.read_bytes() == b"an older figure"
@@ -298,7 +301,7 @@ def test_under_a_file_size_limit_the_cells_are_rescued_or_it_says_nothing_could_
         "    runs.append((code, err.getvalue().strip().splitlines()))\n"
         "print(json.dumps(runs))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=NO_CACHE)
     (big, big_err), (small, small_err) = json.loads(done.stdout.strip().splitlines()[-1])
     assert big == small == 2 and len(big_err) == len(small_err) == 1, (big_err, small_err, done.stderr)
     assert f"saved in {tmp_path / 'big.rescued.nc'}" in big_err[0], big_err
