@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import xarray as xr  # noqa: E402
 
 from nqm.plots.heatmap import draw_panels, overlay_threshold  # noqa: E402
 from nqm.plots.script import FigureScript, suptitle  # noqa: E402
@@ -20,11 +21,13 @@ from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 PROCESSES = ["uniform:1:2", "uniform:1:4", "uniform:1:8", "gaussian:4"]
 MOMENTA = [0.0, 0.5, 0.9]
 BAND = 0.03
+LINE = np.linspace(0, 0.95, 60)  # momenta of the drawn threshold line
 
 
 def boundary_scan(process: str, ratios, seeds, steps):
     """Fraction of seeds diverging at lr = r·η*(m) on λ = 1, per momentum (rows) and ratio (columns)."""
     import nqm
+    from nqm.stability import threshold_dataset
     from nqm import delays, stability
 
     pmf = delays.pmf(delays.process(process))
@@ -47,12 +50,14 @@ def compute(smoke):
     agreed = [agreement(ds.sel(delay=[p]), band=BAND) for p in PROCESSES]
     ratios = np.linspace(0.85, 1.15, points)
     diverged = np.stack([boundary_scan(p, ratios, seeds, steps) for p in PROCESSES])
+    lines = threshold_dataset("sgdm", delays=PROCESSES, momenta=LINE).threshold
     return ds.isel(noise=0, seed=0, drop=True)[["steps", "status"]].assign(
+        x_star=(("delay", "line_momentum"), lines.values, {"long_name": "x* of the mean dynamics, the dashed line"}),
         agreement=("delay", [a["fraction"] for a in agreed]),
         compared=("delay", [a["compared"] for a in agreed]),
         diverged_fraction=(("delay", "scan_momentum", "ratio"), diverged,
                            {"long_name": "fraction of seeds diverged on λ = 1 at lr = ratio · η*(m)"}),
-    ).assign_coords(scan_momentum=MOMENTA, ratio=ratios).assign_attrs(
+    ).assign_coords(scan_momentum=MOMENTA, ratio=ratios, line_momentum=LINE).assign_attrs(
         noise=0.0, band=BAND, scan_seeds=len(seeds), scan_problem="one eigenvalue λ = 1", scan_target=1e-8)
 
 
@@ -68,8 +73,9 @@ def draw(data):
               f"of {int(data.compared.sel(delay=p))} cells agree": data.sel(delay=p) for p in processes}
     draw_panels(fig, axes[0], panels)
     ratios = data.ratio.values
+    table = xr.Dataset({"threshold": data.x_star.rename(line_momentum="momentum")}, attrs={"criterion": "mean"})
     for ax, p, bottom in zip(axes[0], processes, axes[1]):
-        overlay_threshold(ax, data, {"delay": p})
+        overlay_threshold(ax, data, {"delay": p}, table)
         for m in data.scan_momentum.values:
             bottom.plot(ratios, data.diverged_fraction.sel(delay=p, scan_momentum=m), "o-", ms=3, label=f"m = {m:g}")
         bottom.axvline(1.0, color="red", ls="--", lw=1.2)

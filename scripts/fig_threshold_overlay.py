@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import xarray as xr  # noqa: E402
 
 from nqm.plots.heatmap import draw_panels, overlay_threshold  # noqa: E402
 from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
@@ -19,10 +20,12 @@ from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
 METHODS = {"sgdm": "SGDM", "shifted": "shifted momentum"}
 DELAYS = [1, 4, 8]
 BAND = 0.03
+LINE = np.linspace(0, 0.95, 60)  # momenta of the drawn threshold line
 
 
 def compute(smoke):
     import nqm
+    from nqm.stability import threshold_dataset
     from nqm.linear.agreement import agreement
 
     side, dim, steps = (8, 50, 2_000) if smoke else (40, 100, 100_000)
@@ -33,10 +36,13 @@ def compute(smoke):
     results = {method: nqm.sweep(method, **kw) for method in METHODS}
     agreed = {method: [agreement(ds.sel(delay=[d]), band=BAND) for d in DELAYS] for method, ds in results.items()}
     data = stack({m: ds.isel(noise=0, seed=0, drop=True) for m, ds in results.items()}, "method")
+    lines = xr.concat([threshold_dataset(m, delays=DELAYS, momenta=LINE).threshold for m in METHODS],
+                      "method").rename(momentum="line_momentum")
     return data.assign(
+        x_star=(lines.dims, lines.values, {"long_name": "stability threshold x* (Giladi et al.), the dashed line"}),
         agreement=(("method", "delay"), [[a["fraction"] for a in agreed[m]] for m in METHODS]),
         compared=(("method", "delay"), [[a["compared"] for a in agreed[m]] for m in METHODS]),
-    ).assign_attrs(noise=0.0, band=BAND)
+    ).assign_coords(line_momentum=LINE).assign_attrs(noise=0.0, band=BAND)
 
 
 def draw(data):
@@ -51,8 +57,9 @@ def draw(data):
     draw_panels(fig, axes, panels, shrink=0.8)
     for row, method in zip(axes, data.method.values):
         one = data.sel({"method": method}).assign_attrs(method=str(method))
+        table = xr.Dataset({"threshold": one.x_star.rename(line_momentum="momentum")}, attrs={"criterion": "mean"})
         for ax, delay in zip(row, data.delay.values):
-            overlay_threshold(ax, one, {"delay": delay})
+            overlay_threshold(ax, one, {"delay": delay}, table)
     a = data.attrs
     suptitle(fig, f"Noiseless sweeps on {a['spectrum']}: steps to loss < {a['target']:g}, budget {int(a['max_steps']):,}. "
                   f"Red dashed: linear-stability threshold η*(m) = x*/λ_max, {a['convention']}; agreement counted "

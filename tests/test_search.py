@@ -8,7 +8,8 @@ import pytest
 import xarray as xr
 
 import nqm
-from nqm import engine, expected, sweeps
+from nqm import expected, sweeps
+from nqm.engine import loop
 from nqm.errors import NqmError
 from nqm.search import answer, best
 
@@ -177,11 +178,11 @@ def test_nothing_converging_is_an_answer_without_a_point():
 def test_compiles_once_for_rounds_of_every_size():
     kw = dict(lr=(0.05, 3.0), momentum=(0.0, 0.95), delay=3, **SMALL)
     best("sgdm", **kw, max_cells=100)
-    before = engine._advance._cache_size()
+    before = loop.advance._cache_size()
     ds = best("sgdm", **kw, robust=0.05, max_cells=1000)
     sizes = np.unique(np.bincount(ds.round_number.values))
     # Batches of 16 cells on CPU (whole blocks per device): one shape, whatever the round sizes.
-    assert sizes.size >= 5 and sizes.min() >= 16 and engine._advance._cache_size() - before == 0
+    assert sizes.size >= 5 and sizes.min() >= 16 and loop.advance._cache_size() - before == 0
 
 
 BAD = [

@@ -17,9 +17,6 @@ def panel_threshold(ds: xr.Dataset, key: dict, momenta, table: xr.Dataset | None
     result ``ds``: from ``table`` (a threshold table over delay × momentum × …, interpolated in m)
     or derived for the result's own method; ``None`` where there is none (a method that is not
     linear, a worker pool)."""
-    from nqm import linear
-    from nqm.optimizers import make
-
     momenta = np.atleast_1d(np.asarray(momenta, float))
     if table is not None:
         chosen = {k: v for k, v in key.items() if k in table.threshold.dims}
@@ -28,7 +25,10 @@ def panel_threshold(ds: xr.Dataset, key: dict, momenta, table: xr.Dataset | None
             raise NqmError(f"the threshold table has no single line for panel {key}: select its other dimensions")
         x = np.interp(momenta, line.momentum.values, line.values) if line.momentum.size > 1 else \
             np.full(momenta.size, float(line.values.ravel()[0]))
-    else:
+    else:  # derived: imports JAX, so a figure redrawn from its data passes its table
+        from nqm import linear
+        from nqm.optimizers import make
+
         method = ds.attrs.get("method")
         name = "sgdm" if method == "sgd" else method
         if name is None or not make(name).linear or delays.pmf(key.get("delay", 0)) is None:
