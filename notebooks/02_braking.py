@@ -51,7 +51,7 @@ grid = dict(lr=np.geomspace(0.005, 2.0, SIDE), momentum=np.linspace(0, 0.95, max
 # relative to SGDM's (ρ = 0) at the same D and σ, so blue means braking helps.
 
 # %%
-table = summary.summarize(nqm.sweep("ab", delay=DELAYS, noise=[0.0, 0.05], rho=RHOS, **grid)).sel(seed=0)
+table = summary.summarize(nqm.sweep("ab", delay=DELAYS, noise=[0.0, 0.05], rho=RHOS, **grid))
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained", sharey=True)
 for ax, sigma in zip(axes, [0.0, 0.05]):
     t = table.t_star.sel(noise=sigma).transpose("rho", "delay")
@@ -126,7 +126,7 @@ cell = best.steps.where(best.status == 1).argmin(...)
 lr, m = float(best.lr[cell["lr"]]), float(best.momentum[cell["momentum"]])
 fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
 for rho in (0.5, 0.75, 1.0):
-    run = diagnostics.trajectory(problem, "ab", lr=lr, momentum=m, rho=rho, delay=D, steps=min(STEPS, 3000),
+    run = diagnostics.trajectory("ab", problem=problem, lr=lr, momentum=m, rho=rho, delay=D, steps=min(STEPS, 3000),
                                  record=(), summaries=True)
     counts, edges = run.alpha_histogram.values[1:-1], run.alpha_bin.values[1:]
     ax.stairs(counts / counts.sum(), edges, label=f"ρ = {rho:g}: mean {run.attrs.get('alpha_mean', np.nan):.2f}")
@@ -151,7 +151,7 @@ plt.show()
 # %%
 fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
 for rho in (0.25, 0.75, 1.5):
-    run = diagnostics.trajectory(problem, "ab", lr=lr, momentum=m, rho=rho, delay=D, steps=300, record=(),
+    run = diagnostics.trajectory("ab", problem=problem, lr=lr, momentum=m, rho=rho, delay=D, steps=300, record=(),
                                  summaries=True, x64=True)
     ax.semilogx(run.eigenvalue, run.relative_energy_decay, ".", label=f"ρ = {rho:g}")
 ax.axhline(1, color="grey", ls=":")

@@ -18,7 +18,7 @@ _EXPORTS = {
     "RunConfig": "nqm.engine", "simulate": "nqm.engine",
     "NqmError": "nqm.errors",
     "Problem": "nqm.problem", "explicit": "nqm.problem", "loguniform": "nqm.problem", "zhang": "nqm.problem",
-    "load": "nqm.io", "save": "nqm.io", "sweep": "nqm.sweeps",
+    "load": "nqm.io", "save": "nqm.io", "sweep": "nqm.sweeps", "best": "nqm.search", "trajectory": "nqm.diagnostics",
     "plot_heatmaps": "nqm.plots.heatmap",
 }
 

@@ -1,24 +1,26 @@
-"""Delay processes: where each applied gradient comes from.
+"""Delay processes: where each applied gradient comes from, as registered parts.
 
 At step ``t`` the server applies a gradient computed at the weights of iteration ``t − τ_t`` by
-worker ``k_t`` (``w_{s<0} = w_0``). A process turns a seed into the whole schedule
-``(τ_t, k_t)`` for ``t = 0 … steps − 1``; it is drawn on the host before a run, keyed by the seed
-alone and drawn sequentially, so a cell's delays never depend on its grid, batch, chunking, device
-count or budget (a longer budget extends the same schedule). Every cell of a run sees the same
-schedule (common random delays, like the common noise).
+worker ``k_t`` (``w_{s<0} = w_0``). A process turns a seed into the whole schedule ``(τ_t, k_t)``
+for ``t = 0 … steps − 1``; it is drawn on the host before a run, keyed by the seed alone and drawn
+sequentially, so a cell's delays never depend on its grid, batch, chunking, device count or budget
+(a longer budget extends the same schedule). Every cell of a run sees the same schedule (common
+random delays, like the common noise).
 
-* ``constant(D)`` — ``τ_t = D``; ``D + 1`` workers served round robin (``k_t = (t − D) mod (D + 1)``).
-* ``iid(pmf)`` — ``τ_t ~ pmf`` independently (``uniform:A:B``, ``gaussian:MU``, ``pmf:P0,P1,…``).
-  There are no real workers: per-worker methods see ``W = max delay + 1`` round-robin workers,
-  ``k_t = (t − τ_t) mod W`` (the worker that would have fetched iteration ``t − τ_t``).
-* ``workers(K)`` — a parameter server with ``K`` workers whose compute times are exponential (mean
-  1; a fraction ``F`` of them, ``slow=F:S``, ``S`` times slower). All start on ``w_0``; the server
-  applies gradients in arrival order, and the worker that delivered at step ``t`` fetches ``w_{t+1}``.
-  Its delays are unbounded in principle: the engine sizes its weight ring from the largest delay
-  the schedule actually holds within the budget, so no delay ever wraps around the ring.
+A process is a small frozen object with
 
-Spec strings (CLI ``--delay-dist``, ``nqm.sweep(delay=...)``): ``D`` or ``constant:D``,
-``uniform:A:B``, ``gaussian:MU``, ``pmf:P0,P1,...``, ``workers:K`` or ``workers:K:slow=F:S``.
+* ``label``: its spec string (``process(label)`` gives it back);
+* ``mean``: the long-run mean delay;
+* ``workers``: how many workers per-worker optimizers (shifted momentum, DANA, OrMo) see;
+* ``pmf()``: ``P(τ = k)``, ``k = 0…K``, when the delays are iid (a constant is a one-hot pmf), else
+  ``None`` — what the stability analysis and the exact expected dynamics read;
+* ``schedule(seed, steps)``: the ``(τ_t, k_t)`` arrays (int32);
+* ``history(delays)``: what the engine must keep to serve those delays (:class:`History`): a ring
+  of the last ``slots`` weights, or one snapshot per worker — what a worker fetched last, all that
+  the hardware keeps, however old it is.
+
+Families are registered with :func:`register` (one parser each, for the text after ``NAME:``); the
+syntax help of the CLI and every entry point read this one registry:
 """
 
 from __future__ import annotations
@@ -26,19 +28,133 @@ from __future__ import annotations
 import dataclasses
 import functools
 import heapq
+import math
 import re
+from typing import Callable, NamedTuple, Protocol
 
 import numpy as np
 
 from nqm.errors import NqmError
-
-SYNTAX = "D, constant:D, uniform:A:B, gaussian:MU, pmf:P0,P1,... or workers:K[:slow=F:S]"
+from nqm.validate import BOUNDS, count as _count
 
 _STREAM = 0x64656C61  # separates the delay stream from anything else drawn from the same seed
 
 
+class History(NamedTuple):
+    """What the engine keeps per cell to serve a schedule's delays.
+
+    ``by_worker=False``: a ring of the last ``slots`` weights (``w_s`` in slot ``s mod slots``; every
+    delay must be below ``slots``). ``by_worker=True``: one snapshot per worker (slot ``k`` holds what
+    worker ``k`` fetched last; the current weights are kept apart)."""
+
+    slots: int
+    by_worker: bool = False
+
+
+class Process(Protocol):
+    label: str
+    mean: float
+    workers: int
+
+    def pmf(self) -> np.ndarray | None: ...
+
+    def schedule(self, seed: int, steps: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def history(self, delays: np.ndarray) -> History: ...
+
+
+class Family(NamedTuple):
+    """A registered family: its name, syntax, one-line help, an example spec (the contract tests run
+    it) and ``parse(rest) -> Process`` for the text after ``NAME:``."""
+
+    name: str
+    syntax: str
+    help: str
+    example: str
+    parse: Callable[[str], Process]
+
+
+_FAMILIES: dict[str, Family] = {}
+
+
+def register(name: str, *, syntax: str, help: str, example: str):
+    """Decorator: make ``parse(rest) -> Process`` the parser of specs ``NAME:rest``."""
+
+    def deco(parse):
+        _FAMILIES[name] = Family(name, syntax, help, example, parse)
+        return parse
+
+    return deco
+
+
+def families() -> tuple[Family, ...]:
+    return tuple(_FAMILIES.values())
+
+
+def syntax() -> str:
+    """The spec syntax of every registered family, for help texts and error messages."""
+    return "D, " + ", ".join(f.syntax for f in _FAMILIES.values())
+
+
+def process(spec) -> Process:
+    """A delay process from a process, an integer delay or a spec string (``D`` is ``constant:D``)."""
+    if isinstance(spec, (bool, np.bool_)) or not isinstance(spec, (str, int, float, np.integer, np.floating)):
+        if all(hasattr(spec, name) for name in ("label", "schedule", "history")):
+            return spec
+        raise NqmError(f"delay must be an integer or a spec ({syntax()}), got {spec!r}")
+    if isinstance(spec, (int, np.integer)) or (isinstance(spec, (float, np.floating)) and float(spec).is_integer()):
+        return constant(int(spec))
+    text = str(spec).strip()
+    if re.fullmatch(r"\d+", text):
+        return constant(int(text))
+    name, _, rest = text.partition(":")
+    family = _FAMILIES.get(name)
+    if family is None or not rest:
+        raise NqmError(f"delay process must be {syntax()}, got {spec!r}")
+    return family.parse(rest)
+
+
+def coordinate(values) -> tuple[np.ndarray, list]:
+    """The ``delay`` coordinate of a result or a table, and the processes: integers when every delay
+    given is a number (a constant), else every process's label (an integer still selects its
+    constant there: :class:`nqm.results.DelayIndex`). Empty or repeated delays are errors."""
+    from nqm.validate import coordinates
+
+    items = list(values) if isinstance(values, (list, tuple, range, np.ndarray)) else [values]
+    if not items:
+        raise NqmError("delay is empty: give at least one delay (an integer, or a spec such as uniform:1:8)")
+    if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in items):
+        coord = coordinates(delay=items)["delay"]
+        return coord, [constant(int(d)) for d in coord]
+    processes = [process(v) for v in items]
+    labels = np.array([p.label for p in processes])
+    if np.unique(labels).size != labels.size:
+        raise NqmError("delay has repeated processes: give each once")
+    return labels, processes
+def identity(process: Process) -> str:
+    """Everything that defines a process's schedule, exactly (a pmf to the last bit), as text: what
+    a checkpoint compares to know that it holds the same delays."""
+    if dataclasses.is_dataclass(process):
+        return f"{type(process).__name__}{dataclasses.astuple(process)!r}"
+    return str(process.label)
+
+
+def pmf(spec) -> np.ndarray | None:
+    """The delay pmf of a process (``None`` when its delays are not iid, e.g. a worker pool)."""
+    return process(spec).pmf()
+
+
+def _bad(family: str, rest: str):
+    return NqmError(f"delay process {family}:{rest} is not of the form {_FAMILIES[family].syntax}")
+
+
+# --------------------------------------------------------------------------- constant delays
+
+
 @dataclasses.dataclass(frozen=True)
 class Constant:
+    """``τ_t = D``; ``D + 1`` workers served round robin (``k_t = (t − D) mod (D + 1)``)."""
+
     delay: int
 
     @property
@@ -53,34 +169,141 @@ class Constant:
     def mean(self) -> float:
         return float(self.delay)
 
+    def pmf(self) -> np.ndarray:
+        return np.r_[np.zeros(self.delay), 1.0]
+
     def schedule(self, seed: int, steps: int):
         t = np.arange(steps, dtype=np.int64)
         return np.full(steps, self.delay, np.int32), ((t - self.delay) % self.workers).astype(np.int32)
 
+    def history(self, delays) -> History:
+        # With D + 1 slots, w_{t−D} and w_{t+1} share a slot: the ring is the round-robin workers'
+        # snapshots, with no copy of the current weights.
+        return History(self.delay + 1)
+
+
+def constant(delay: int) -> Constant:
+    return Constant(_count(delay, "a constant delay", low=0, high=BOUNDS["delay"]))
+
+
+@register("constant", syntax="constant:D", help="every gradient D steps old (D + 1 round-robin workers)",
+          example="constant:3")
+def _parse_constant(rest: str) -> Constant:
+    if not re.fullmatch(r"\d+", rest):
+        raise _bad("constant", rest)
+    return constant(int(rest))
+
+
+# --------------------------------------------------------------------------- iid delays
+
 
 @dataclasses.dataclass(frozen=True)
 class Iid:
-    pmf: tuple  # P(τ = k), k = 0..K, normalised, K = the largest delay
+    """``τ_t ~ pmf`` independently. There are no real workers: per-worker methods see
+    ``W = max delay + 1`` round-robin workers, ``k_t = (t − τ_t) mod W`` (the worker that would
+    have fetched iteration ``t − τ_t``)."""
+
+    probabilities: tuple  # P(τ = k), k = 0..K, normalised, K = the largest delay
     label: str
 
     @property
     def workers(self) -> int:
-        return len(self.pmf)
+        return len(self.probabilities)
 
     @property
     def mean(self) -> float:
-        return float(np.arange(len(self.pmf)) @ np.asarray(self.pmf))
+        return float(np.arange(len(self.probabilities)) @ np.asarray(self.probabilities))
+
+    def pmf(self) -> np.ndarray:
+        return np.asarray(self.probabilities)
 
     def schedule(self, seed: int, steps: int):
         u = np.random.default_rng([_STREAM, int(seed)]).random(steps)
-        cdf = np.cumsum(self.pmf)
-        delay = np.minimum(np.searchsorted(cdf / cdf[-1], u, side="right"), len(self.pmf) - 1)
+        cdf = np.cumsum(self.probabilities)
+        delay = np.minimum(np.searchsorted(cdf / cdf[-1], u, side="right"), len(self.probabilities) - 1)
         t = np.arange(steps, dtype=np.int64)
         return delay.astype(np.int32), ((t - delay) % self.workers).astype(np.int32)
+
+    def history(self, delays) -> History:
+        # As deep as the largest delay drawn within the budget: no delay ever wraps around it.
+        return History(int(np.max(delays, initial=0)) + 1)
+
+
+def iid(probabilities, label: str | None = None) -> Iid:
+    p = validate_pmf(probabilities)
+    return Iid(tuple(float(x) for x in p), label or "pmf:" + ",".join(f"{x:g}" for x in p))
+
+
+def validate_pmf(pmf) -> np.ndarray:
+    """A delay pmf ``p_k = P(τ = k)``, ``k = 0…K``, checked and normalised (trailing zeros dropped,
+    so K is the largest delay)."""
+    try:
+        p = np.asarray(pmf, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise NqmError(f"a delay pmf must be a list of numbers, got {pmf!r}") from None
+    if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0:
+        raise NqmError(f"a delay pmf must be a 1-D list of finite weights >= 0 with a positive sum, got {pmf!r}")
+    if np.flatnonzero(p)[-1] + 1 > BOUNDS["pmf"]:
+        raise NqmError(f"a delay pmf may reach a delay of at most {BOUNDS['delay']:,}, this one reaches "
+                       f"{np.flatnonzero(p)[-1]:,}")
+    return p[: np.flatnonzero(p)[-1] + 1] / p.sum()
+
+
+def uniform_pmf(a: int, b: int) -> np.ndarray:
+    """``τ ~ unif{a..b}`` (Giladi et al. 2020, eq. 20), over k = 0..b."""
+    a = _count(a, "the smallest uniform delay", low=0, high=BOUNDS["delay"])
+    b = _count(b, "the largest uniform delay", low=0, high=BOUNDS["delay"])
+    if a > b:
+        raise NqmError(f"a uniform delay needs A <= B, got uniform:{a}:{b}")
+    return np.where(np.arange(b + 1) >= a, 1.0 / (b - a + 1), 0.0)
+
+
+def gaussian_pmf(mu: int) -> np.ndarray:
+    """Discretised Gaussian delay (Giladi et al. 2020, App. C): ``P(τ = k) ∝ P(k − ½ ≤ z ≤ k + ½)``,
+    ``z ~ N(μ, 1)``, k = 1..2μ, renormalised. E[τ] = μ only once the tails vanish (μ ≥ 4): k = 0 is
+    cut but k = 2μ kept."""
+    # Its support reaches 2μ: the delay bound applies to that.
+    mu = _count(mu, "the mean of a gaussian delay", low=1, high=BOUNDS["delay"] // 2)
+    d = np.abs(np.arange(2 * mu + 1) - mu)  # by symmetry, so both tails keep full precision
+    cdf = lambda x: 0.5 * np.vectorize(math.erfc)(-np.asarray(x, float) / math.sqrt(2.0))  # no scipy.stats import
+    return validate_pmf(np.r_[0.0, (cdf(0.5 - d) - cdf(-0.5 - d))[1:]])
+
+
+@register("uniform", syntax="uniform:A:B", help="iid, uniform on {A..B}", example="uniform:1:4")
+def _parse_uniform(rest: str) -> Iid:
+    match = re.fullmatch(r"(\d+):(\d+)", rest)
+    if not match:
+        raise _bad("uniform", rest)
+    return iid(uniform_pmf(*map(int, match.groups())), f"uniform:{rest}")
+
+
+@register("gaussian", syntax="gaussian:MU", help="iid, N(MU, 1) discretised on 1..2MU", example="gaussian:3")
+def _parse_gaussian(rest: str) -> Iid:
+    if not re.fullmatch(r"\d+", rest):
+        raise _bad("gaussian", rest)
+    return iid(gaussian_pmf(int(rest)), f"gaussian:{rest}")
+
+
+@register("pmf", syntax="pmf:P0,P1,...", help="iid with P(τ = k) = Pk (normalised)", example="pmf:0.5,0,0.5")
+def _parse_pmf(rest: str) -> Iid:
+    try:
+        weights = [float(x) for x in rest.split(",")]
+    except ValueError:
+        raise _bad("pmf", rest) from None
+    return iid(weights, f"pmf:{rest}")
+
+
+# --------------------------------------------------------------------------- worker pools
 
 
 @dataclasses.dataclass(frozen=True)
 class Workers:
+    """A parameter server with ``count`` workers whose compute times are exponential (mean 1; a
+    fraction ``slow_fraction`` of them ``slowdown`` times slower). All start on ``w_0``; the server
+    applies gradients in arrival order, and the worker that delivered at step ``t`` fetches
+    ``w_{t+1}``. Its delays are unbounded in principle, but the engine keeps only what each worker
+    fetched (``count`` snapshots), never a ring as deep as the longest delay."""
+
     count: int
     slow_fraction: float = 0.0
     slowdown: float = 1.0
@@ -99,6 +322,9 @@ class Workers:
         """The long-run mean delay: ``K − 1`` (each step, the K − 1 other workers are in flight)."""
         return float(self.count - 1)
 
+    def pmf(self) -> None:
+        return None  # delays of a pool are not independent
+
     def mean_times(self) -> np.ndarray:
         """Mean compute time of each worker (the slow ones first)."""
         times = np.ones(self.count)
@@ -108,11 +334,14 @@ class Workers:
     def schedule(self, seed: int, steps: int):
         return _worker_schedule(self, int(seed), int(steps))
 
+    def history(self, delays) -> History:
+        return History(self.count, by_worker=True)
+
 
 @functools.lru_cache(maxsize=16)
-def _worker_schedule(process: Workers, seed: int, steps: int):
-    means = process.mean_times()
-    k = process.count
+def _worker_schedule(pool: Workers, seed: int, steps: int):
+    means = pool.mean_times()
+    k = pool.count
     draws = np.random.default_rng([_STREAM, seed]).standard_exponential(k + steps)
     arrivals = [(draws[j] * means[j], j) for j in range(k)]
     heapq.heapify(arrivals)
@@ -127,22 +356,8 @@ def _worker_schedule(process: Workers, seed: int, steps: int):
     return delay, worker
 
 
-Process = Constant | Iid | Workers
-
-
-def constant(delay: int) -> Constant:
-    return Constant(_count(delay, "a constant delay", low=0))
-
-
-def iid(pmf, label: str | None = None) -> Iid:
-    from nqm.stability import validate_pmf
-
-    p = validate_pmf(pmf)
-    return Iid(tuple(float(x) for x in p), label or "pmf:" + ",".join(f"{x:g}" for x in p))
-
-
 def workers(count: int, slow_fraction: float = 0.0, slowdown: float = 1.0) -> Workers:
-    count = _count(count, "the number of workers", low=1)
+    count = _count(count, "the number of workers", low=1, high=BOUNDS["workers"])
     if not 0 <= slow_fraction <= 1:
         raise NqmError(f"the fraction of slow workers must be in [0, 1], got {slow_fraction}")
     if not (np.isfinite(slowdown) and slowdown > 0):
@@ -150,48 +365,18 @@ def workers(count: int, slow_fraction: float = 0.0, slowdown: float = 1.0) -> Wo
     return Workers(count, float(slow_fraction), float(slowdown))
 
 
-def process(spec) -> Process:
-    """A delay process from a process, an integer delay or a spec string (see the module doc)."""
-    if isinstance(spec, (Constant, Iid, Workers)):
-        return spec
-    if isinstance(spec, (int, np.integer)) or (isinstance(spec, float) and float(spec).is_integer()):
-        return constant(int(spec))
-    text = str(spec).strip()
-    if re.fullmatch(r"\d+", text):
-        return constant(int(text))
-    family, _, rest = text.partition(":")
+@register("workers", syntax="workers:K[:slow=F:S]", help="a pool of K exponential workers, a fraction F of them "
+          "S times slower, gradients applied in arrival order", example="workers:4:slow=0.25:4")
+def _parse_workers(rest: str) -> Workers:
+    match = re.fullmatch(r"(\d+)(?::slow=([0-9.eE+-]+):([0-9.eE+-]+))?", rest)
+    if not match:
+        raise _bad("workers", rest)
+    k, f, s = match.groups()
     try:
-        if family == "constant" and re.fullmatch(r"\d+", rest):
-            return constant(int(rest))
-        if family in ("uniform", "gaussian"):
-            from nqm.stability import parse_delay_dist
-
-            return iid(parse_delay_dist(text), text)
-        if family == "pmf" and rest:
-            return iid([float(x) for x in rest.split(",")], text)
-        if family == "workers":
-            match = re.fullmatch(r"(\d+)(?::slow=([0-9.eE+-]+):([0-9.eE+-]+))?", rest)
-            if match:
-                k, f, s = match.groups()
-                return workers(int(k), float(f or 0), float(s or 1))
+        fraction, slowdown = float(f or 0), float(s or 1)
     except ValueError:
-        pass
-    raise NqmError(f"delay process must be {SYNTAX}, got {spec!r}")
+        raise _bad("workers", rest) from None
+    return workers(int(k), fraction, slowdown)
 
 
-def pmf(process: Process) -> np.ndarray | None:
-    """The delay pmf of a constant or iid process (``None`` for a worker pool, whose delays are
-    not independent); what :mod:`nqm.stability` analyses."""
-    if isinstance(process, Constant):
-        return np.r_[np.zeros(process.delay), 1.0]
-    return np.asarray(process.pmf) if isinstance(process, Iid) else None
-
-
-def _count(value, what: str, *, low: int) -> int:
-    try:
-        ok = float(value) == int(value) and int(value) >= low
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise NqmError(f"{what} must be an integer >= {low}, got {value!r}")
-    return int(value)
+__doc__ += "\n" + "\n".join(f"* ``{f.syntax}`` — {f.help}." for f in _FAMILIES.values()) + "\n"

@@ -12,7 +12,11 @@ The energy of eigencomponent k after a step is (AB paper, App. K.2, eq. 31)
 
 which is ``½ λ u² + ½ η v²`` for heavy ball; the relative energy decay compares, from the same
 state and with the same gradient sample, the energy after the optimizer's step with the energy
-after an SGDM step (the ratio ``E_{t+1} / Ê_{t+1}``, averaged geometrically over the steps).
+after an SGDM step (the ratio ``E_{t+1} / Ê_{t+1}``, :func:`energy_ratio`), averaged geometrically
+over the steps (the ``relative_energy_decay`` summary).
+
+One vocabulary: the names of :data:`RECORDERS` and :data:`SUMMARIES` are the names of the
+variables in a trajectory, in a ``nqm trace`` file and in its figure.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from nqm import engine
-from nqm.engine import Summary
+from nqm import engine, validate
+from nqm.engine import First, GeometricMean, Histogram, Mean
 from nqm.errors import NqmError
 from nqm.optimizers.base import momentum_coefficient
 from nqm.problem import Problem
+from nqm.results import attribute
 
 
 def _eigen(view, x):
@@ -104,35 +109,30 @@ def delay(view):
     return view.ctx.delay
 
 
-def _sgdm_step(view, dampening):
-    """``w_{t+1}`` of an SGDM step from the same state. A braking family (one with ``rho``) takes
-    its own step at ρ = 0 — SGDM bit for bit, with the same rounding — so a ratio is exactly 1 when
-    the braking is off."""
+def _sgdm_step(view):
+    """``w_{t+1}`` of an SGDM step from the same state (in the optimizer's momentum convention). A
+    braking family (one with ``rho``) takes its own step at ρ = 0 — SGDM bit for bit, with the same
+    rounding — so a ratio is exactly 1 when the braking is off."""
     if "rho" in view.hyper._fields:
         braking_off = view.hyper._replace(rho=view.hyper.rho * 0)
         return view.optimizer.step(braking_off, view.state, view.w, view.g, view.ctx)[0]
+    dampening = bool(dict(view.optimizer.config).get("dampening", False))
     c = momentum_coefficient(view.hyper.momentum, dampening)
     return view.w - view.hyper.lr * (view.hyper.momentum * view.velocity + c * view.g)
 
 
-@functools.cache
-def energy_ratio(dampening: bool = False):
-    """Recorder of ``E_{t+1} / Ê_{t+1}`` per component, Ê after an SGDM step from the same state
-    (the same function for the same convention, so that it never recompiles)."""
-
-    def ratio(view):
-        w_sgdm = _sgdm_step(view, dampening)
-        same = _eigen(view, view.w_next) == _eigen(view, w_sgdm)  # the same step: exactly 1, whatever the rounding of E
-        return jnp.where(same, 1.0, _energy(view, view.w_next) / _energy(view, w_sgdm))
-
-    return ratio
+def energy_ratio(view):
+    """``E_{t+1} / Ê_{t+1}`` per component, Ê after an SGDM step from the same state and gradient
+    sample (exactly 1 where the two steps agree, whatever the rounding of E)."""
+    w_sgdm = _sgdm_step(view)
+    same = _eigen(view, view.w_next) == _eigen(view, w_sgdm)
+    return jnp.where(same, 1.0, _energy(view, view.w_next) / _energy(view, w_sgdm))
 
 
-@functools.cache
-def log_energy_ratio(dampening: bool = False):
-    """``log(E_{t+1} / Ê_{t+1})`` per component: its running mean is the log relative energy decay."""
-    ratio = energy_ratio(dampening)
-    return lambda view: jnp.log(ratio(view))
+def energy_ratio_not_finite(view):
+    """True at a step whose energy ratio is not finite: the run has diverged (where the relative
+    energy decay stops counting steps)."""
+    return ~jnp.all(jnp.isfinite(energy_ratio(view)))
 
 
 @functools.cache
@@ -145,6 +145,7 @@ RECORDERS = {
     "loss": loss,
     "component_loss": component_loss,
     "energy": energy,
+    "energy_ratio": energy_ratio,
     "alpha": alpha,
     "velocity_norm": velocity_norm,
     "gradient_norm": gradient_norm,
@@ -154,27 +155,34 @@ RECORDERS = {
     "update_alignment": update_alignment,
     "delay": delay,
 }
+TRACE = ("loss", "alpha", "velocity_norm", "gradient_velocity_ratio", "update_alignment", "gradient_velocity_cosine",
+         "gradient_norm")  # what `nqm trace` records, and `nqm.plots.trace.plot_trace` draws
 
+_COVERED = "_energy_ratio_not_finite"  # internal: the first step of a divergence, for the decay's note
 ALPHA_EDGES = tuple(np.round(np.linspace(-2.0, 4.0, 601), 6))  # α histogram bins, 0.01 wide
-TRACE = ("loss", "alpha", "velocity_norm", "gradient_velocity_ratio", "update_alignment")
+SUMMARIES = {  # kept on the device with `summaries=True`
+    "relative_energy_decay": GeometricMean(energy_ratio, "geometric mean over steps of E / E_SGDM"),
+    "alpha_mean": Mean(alpha, "mean over steps of α"),
+    "alpha_histogram": Histogram(alpha, "steps with α in [bin, next bin)", ALPHA_EDGES, "alpha_bin"),
+}
 
 
-def trajectory(problem: Problem, method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
-               steps: int = 1000, seed: int = 0, record=("loss",), stride: int = 1, summaries: bool = False,
-               target: float | None = None, x64: bool = False, independent_noise: bool = False,
-               **hyper_and_options) -> xr.Dataset:
+def trajectory(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0, seed: int = 0,
+               problem: Problem | None = None, steps: int = 1000, record=("loss",), stride: int = 1,
+               summaries: bool = False, target: float | None = None, x64: bool = False,
+               independent_noise: bool = False, **hyper_and_options) -> xr.Dataset:
     """Diagnostics of one cell for ``steps`` steps (no early stop).
 
     Args:
-      problem: the quadratic.
       method: optimizer name; its extra hyperparameters (e.g. ``rho``, default as in
         :func:`nqm.sweep`) and options go in ``hyper_and_options``.
-      lr, momentum, delay, noise, seed: the cell, as in :func:`nqm.sweep` (``delay`` may be a process).
+      lr, momentum, delay, noise, seed, problem: the cell, as in :func:`nqm.sweep` (``delay`` may
+        be a process; ``problem`` defaults to :func:`nqm.zhang`).
       steps: how many steps to run.
-      record: names from :data:`RECORDERS`, and/or ``"energy_ratio"`` (per step and component).
+      record: names from :data:`RECORDERS`, traced every ``stride`` steps.
       stride: trace steps ``stride, 2·stride, …`` only.
-      summaries: also keep, on the device, the relative energy decay per component and α's
-        histogram (mean and percentiles in the attributes).
+      summaries: also keep the :data:`SUMMARIES` on the device (relative energy decay per
+        component, α's exact mean and its histogram).
       target: also report ``steps_to_target``, the first step with ``L < target`` — exactly the T
         that :func:`nqm.sweep` reports for this cell and seed (0: not reached).
       x64: record in float64.
@@ -182,70 +190,66 @@ def trajectory(problem: Problem, method: str = "sgdm", *, lr, momentum, delay=0,
 
     Returns:
       Dataset with one variable per recorder over ``step`` (and ``component`` for per-component
-      ones, with coordinate ``eigenvalue``); with ``summaries``, ``relative_energy_decay`` over
-      ``component`` and ``alpha_histogram`` over ``alpha_bin``.
+      ones, with coordinate ``eigenvalue``) and one per summary.
     """
     from nqm import delays, sweeps
-    from nqm.optimizers import make
 
-    cell = sweeps.cell(method, lr=lr, momentum=momentum, noise=noise, seed=seed, **hyper_and_options)
-    noise, seed = float(np.ravel(noise)[0]), int(np.ravel(seed)[0])
-    unknown = [name for name in record if name not in RECORDERS and name != "energy_ratio"]
+    for name, flag in (("x64", x64), ("independent_noise", independent_noise), ("summaries", summaries)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise NqmError(f"{name} must be True or False, got {flag!r}")
+    task, values = sweeps.cell(method, lr=lr, momentum=momentum, noise=noise, seed=seed, problem=problem, x64=x64,
+                               **hyper_and_options)
+    seed = int(np.ravel(seed)[0])
+    record = () if record is None else (record,) if isinstance(record, str) else tuple(record)
+    unknown = [name for name in record if name not in RECORDERS]
     if unknown:
-        raise NqmError(f"unknown recorder {unknown[0]!r}; choose from {', '.join([*RECORDERS, 'energy_ratio'])}")
-    if int(steps) != steps or steps < 1:
-        raise NqmError(f"steps must be an integer >= 1, got {steps}")
-    if int(stride) != stride or not 1 <= stride <= steps:
-        raise NqmError(f"stride must be an integer between 1 and steps ({steps}), got {stride}")
-    if target is not None and not (np.isfinite(target) and target > 0):
-        raise NqmError(f"target must be a number > 0, got {target}")
-    process = delays.process(delay)
-    dampening = bool(cell.options.get("dampening", False))
-    recorders = {name: RECORDERS.get(name) or energy_ratio(dampening) for name in record}
-    if summaries:
-        recorders["relative_energy_decay"] = Summary(log_energy_ratio(dampening))
-        recorders["alpha_histogram"] = Summary(alpha, "histogram", ALPHA_EDGES)
+        raise NqmError(f"unknown recorder {unknown[0]!r}; choose from {', '.join(RECORDERS)}")
+    steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
+    stride = validate.count(stride, "stride", high=steps)
     if target is not None:
-        recorders["steps_to_target"] = Summary(below(float(target)), "first")
-    optimizer = make(method, delay=process, **cell.options)
+        if not (np.isfinite(validate.number(target, "target")) and target > 0):
+            raise NqmError(f"target must be a number > 0, got {target}")
+        validate.representable(float(target), "target", "float64" if x64 else "float32")
+    process = delays.process(delay)
+    recorders = {name: RECORDERS[name] for name in record}
+    if summaries:
+        recorders.update(SUMMARIES)
+        recorders[_COVERED] = First(energy_ratio_not_finite)
+    if target is not None:
+        recorders["steps_to_target"] = First(below(float(target)), "first step with loss < target (0: never)")
     config = engine.RunConfig(target=-1.0, diverge_factor=np.inf, max_steps=int(steps), x64=x64,
                               independent_noise=independent_noise, chunk_steps=min(int(steps), 1000), progress=False)
-    out = engine.simulate(problem, optimizer, cell.hyper, [noise], delay=process, seed=int(seed), uids=cell.uid,
-                          config=config, record=recorders, stride=int(stride))
-    data = {}
-    for name, values in out.trace.items():
-        dims = ("step",) if values.ndim == 2 else ("step", "component")
-        data[name] = (dims, values[0])
-    attrs = {"method": method, **{k: float(v[0]) for k, v in cell.hyper.items()},
-             "delay": process.label, "noise": noise, "seed": seed, "stride": int(stride), "steps": int(steps),
-             **{k: sweeps._attr(v) for k, v in optimizer.config if k != "workers"}, **problem.describe()}
-    if summaries:
-        data["relative_energy_decay"] = ("component", np.exp(out.summary["relative_energy_decay"][0]),
-                                         {"long_name": "geometric mean over steps of E / E_SGDM"})
-        counts = out.summary["alpha_histogram"][0]
-        data["alpha_histogram"] = ("alpha_bin", counts, {"long_name": "steps with α in [edge, next edge)"})
-        attrs.update(_alpha_stats(counts))
-    if target is not None:
-        data["steps_to_target"] = ((), int(out.summary["steps_to_target"][0]), {"meaning": "0: not reached"})
-        attrs["target"] = float(target)
+    task = task._replace(config=config)
+    out = task.run(process, values, seed, record=recorders, stride=int(stride))
+    problem = task.problem
     coords = {"step": np.arange(1, int(steps) // int(stride) + 1) * int(stride),
               "eigenvalue": ("component", problem.eigenvalues)}
-    if summaries:
-        coords["alpha_bin"] = np.r_[-np.inf, ALPHA_EDGES]
+    data = {name: (("step",) if array.ndim == 2 else ("step", "component"), array[0]) for name, array in out.trace.items()}
+    diverged_at = int(out.summary.pop(_COVERED, np.zeros(1))[0])
+    for name, array in out.summary.items():
+        kind = recorders[name]
+        dims = (kind.dim,) if isinstance(kind, Histogram) else ("component",) * array[0].ndim
+        if isinstance(kind, Histogram):
+            coords[kind.dim] = kind.coordinate
+        data[name] = (dims, array[0], {"long_name": kind.long_name})
+        if isinstance(kind, GeometricMean):  # over the steps before a divergence, and it says so
+            covered = diverged_at - 1 if diverged_at else steps
+            note = f" (only the {covered:,} steps before the run diverged)" if covered < steps else ""
+            data[name][2].update(long_name=kind.long_name + note, steps=covered)
+    attrs = {"method": method, **{k: float(v[0]) for k, v in values.items() if k != "noise"},
+             "delay": process.label, "noise": float(values["noise"][0]), "seed": seed, "stride": int(stride),
+             "steps": int(steps), **{k: attribute(v) for k, v in task.optimizer(process).config if k != "workers"},
+             **problem.describe()}
+    if target is not None:
+        attrs["target"] = float(target)
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def _alpha_stats(counts: np.ndarray) -> dict:
-    """α's mean and percentiles from its histogram (to the bins' 0.01 resolution)."""
+def histogram_percentile(histogram: xr.DataArray, q: float) -> float:
+    """The ``q``-th percentile of a recorded histogram, to its bins' resolution (the left edge of
+    the bin where the cumulative count reaches q %)."""
+    counts = np.asarray(histogram.values)
     if counts.sum() == 0:
-        return {}
-    centres = np.r_[ALPHA_EDGES[0], np.add(ALPHA_EDGES[1:], ALPHA_EDGES[:-1]) / 2, ALPHA_EDGES[-1]]
-    cdf = np.cumsum(counts) / counts.sum()
-    stats = {f"alpha_p{q}": float(centres[np.searchsorted(cdf, q / 100)]) for q in (5, 50, 95)}
-    return {"alpha_mean": float(centres @ counts / counts.sum()), **stats}
-
-
-def relative_energy_decay(ratio: xr.DataArray) -> xr.DataArray:
-    """Geometric mean over steps of ``E_{t+1} / Ê_{t+1}`` (AB paper, Fig. 2–3): below 1, the
-    optimizer dissipates that component's energy faster than SGDM would."""
-    return np.exp(np.log(ratio).mean("step"))
+        return float("nan")
+    index = np.searchsorted(np.cumsum(counts) / counts.sum(), q / 100)
+    return float(histogram[histogram.dims[0]].values[index])

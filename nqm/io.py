@@ -1,16 +1,23 @@
-"""Reading and writing results: atomic, crash-safe, one writer at a time (no JAX needed to read)."""
+"""Reading and writing files: every file nqm writes (results, checkpoints, figures, tables) goes
+through one atomic writer, one writer at a time per file, and every saved array is checksummed
+(no JAX needed to read)."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import io
 import os
 import tempfile
+import warnings
 
+import numpy as np
 import xarray as xr
 
 from nqm.errors import NqmError
+
+CHECKSUM = "nqm_checksum"  # the attribute holding the checksum of a saved result's arrays
 
 
 def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
@@ -18,32 +25,66 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
 
     The file is serialised in memory first, so a full disk or a size limit surfaces as a one-line
     :class:`NqmError` from a plain write (never inside the HDF5 library), and the previous file is
-    left byte-identical. An overwritten file keeps its mode. Across several processes
+    left byte-identical. It carries the checksum of its arrays (:func:`checksum`), which
+    :func:`load` verifies. An overwritten file keeps its mode. Across several processes
     (``jax.distributed``) only process 0 writes.
     """
+    if not isinstance(ds, xr.Dataset):
+        raise NqmError(f"save writes an xarray.Dataset (a result of nqm), got {type(ds).__name__}")
     import jax
 
     if jax.process_index() != 0:
         return
+    write_bytes(path, to_bytes(ds))
+
+
+def to_bytes(ds: xr.Dataset, compress: bool = False) -> bytes:
+    """``ds`` as the bytes of a netCDF file carrying its :data:`CHECKSUM` (``compress``: gzip its
+    variables, as a rescued result is)."""
+    sealed = ds.copy(deep=False)
+    sealed.attrs = {**ds.attrs, CHECKSUM: checksum(ds)}
+    encoding = {name: {"zlib": True} for name, var in ds.data_vars.items() if var.ndim} if compress else None
     buffer = io.BytesIO()
-    ds.to_netcdf(buffer, engine="h5netcdf")
+    sealed.to_netcdf(buffer, engine="h5netcdf", encoding=encoding)
+    return buffer.getvalue()
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_write`)."""
     with atomic_write(path, "wb") as f:
-        f.write(buffer.getbuffer())
+        f.write(data)
+
+
+def save_figure(fig, path: str | os.PathLike, *, dpi: float = 150, **savefig_kwargs) -> None:
+    """Write a matplotlib figure atomically: it is rendered in memory (format from the file's
+    extension), then written as one file, so a full disk or a size limit leaves the previous
+    figure byte-identical and says so in one line."""
+    path = os.fspath(path)
+    kind = os.path.splitext(path)[1].lstrip(".").lower() or None
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format=kind, dpi=dpi, **savefig_kwargs)
+    except (OSError, ValueError) as exc:
+        raise NqmError(f"cannot write figure {path}: {exc}") from None
+    write_bytes(path, buffer.getvalue())
 
 
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "wb"):
-    """A file object whose content replaces ``path`` only once it is complete (keeping the mode of
-    the file it replaces); a failed write is a one-line :class:`NqmError` and changes nothing."""
+    """A file object whose content replaces ``path`` only once it is complete and on disk (keeping
+    the mode of the file it replaces); a failed write is a one-line :class:`NqmError` and changes
+    nothing. Every file nqm writes goes through here."""
     path = os.fspath(path)
     check_writable(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".nqm-")
     except OSError as exc:
-        raise NqmError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise NqmError(f"cannot write {path}: {exc.strerror or exc}; the previous file, if any, is unchanged") from None
     try:
         with os.fdopen(fd, mode) as f:
             yield f
+            f.flush()
+            os.fsync(f.fileno())  # on disk before it replaces anything
         if os.path.exists(path):
             mode_bits = os.stat(path).st_mode & 0o7777
         else:
@@ -55,45 +96,111 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb"):
     except OSError as exc:
         raise NqmError(f"cannot write {path}: {exc.strerror or exc}; the previous file, if any, is unchanged") from None
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        discard(tmp)
+
+
+def discard(path: str | os.PathLike) -> bool:
+    """Remove ``path`` if it is there; ``False`` (never an exception) if it cannot be removed."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
+
+
+def lock_path(path: str | os.PathLike) -> str:
+    """The lock file of ``path``: beside the file it resolves to, so that every name of one file (a
+    symlink, ``./x``, a symlinked directory) takes the same lock."""
+    return os.path.realpath(os.fspath(path)) + ".lock"
 
 
 @contextlib.contextmanager
 def lock(path: str | os.PathLike):
-    """Hold an advisory lock on ``path`` (a ``.lock`` file beside it): one writer at a time."""
-    target = os.fspath(path) + ".lock"
-    check_writable(target)
+    """Hold an advisory lock on ``path`` (a ``.lock`` file beside the file it resolves to): one
+    writer at a time, however the file is named."""
+    path = os.fspath(path)
+    check_writable(path)
+    target = lock_path(path)
     try:
         handle = open(target, "a+")
     except OSError as exc:
-        raise NqmError(f"cannot write {os.fspath(path)}: {exc.strerror or exc}") from None
+        raise NqmError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         handle.close()
-        raise NqmError(f"another nqm run is writing {os.fspath(path)} (it holds {target}); "
+        raise NqmError(f"another nqm run is writing {path} (it holds {target}); "
                        "wait for it to finish or choose another output") from None
     try:
         yield
     finally:
-        os.remove(target)  # while still holding it: a later run creates and locks a new file
+        discard(target)  # while still holding it: a later run creates and locks a new file
         handle.close()
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:
-    """Read a result written by :func:`save` (fully into memory; the file is closed)."""
+    """Read a result written by :func:`save` (fully into memory; the file is closed), its
+    checksum verified: a damaged file is one error line, never wrong numbers."""
+    from nqm.results import index_delays
+
+    ds = load_dataset(path)
+    if "steps" not in ds or "status" not in ds:
+        raise NqmError(f"{path} is not an nqm sweep result (no steps/status variables)")
+    return index_delays(ds)
+
+
+def load_dataset(path: str | os.PathLike) -> xr.Dataset:
+    """Read any netCDF file written by :func:`save` (a result, a figure's data, a threshold table)
+    fully into memory, its checksum verified."""
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise NqmError(f"cannot read {path}: it is a directory; give a result file (netCDF)")
     if not os.path.isfile(path):
         raise NqmError(f"cannot read {path}: no such file")
     try:
-        with xr.open_dataset(path, engine="h5netcdf") as ds:
-            ds = ds.load()
+        with warnings.catch_warnings():  # e.g. xarray's on a plain HDF5 file: the error line says it all
+            warnings.simplefilter("ignore")
+            with xr.open_dataset(path, engine="h5netcdf") as ds:
+                ds = ds.load()
     except Exception as exc:  # h5py/xarray raise many types for a broken file
-        raise NqmError(f"cannot read {path}: not an nqm netCDF result ({type(exc).__name__})") from None
-    if "steps" not in ds or "status" not in ds:
-        raise NqmError(f"{path} is not an nqm sweep result (no steps/status variables)")
+        raise NqmError(f"cannot read {path}: not an nqm netCDF file ({type(exc).__name__})") from None
+    verify(ds, path)
+    ds.attrs.pop(CHECKSUM, None)  # a property of the file, not of the result: save writes a fresh one
     return ds
+
+
+def verify(ds: xr.Dataset, path) -> None:
+    """Refuse a result whose arrays do not match the checksum saved with them (a file written
+    before checksums were, without the attribute, is read as it is)."""
+    saved = ds.attrs.get(CHECKSUM)
+    if saved is not None and str(saved) != checksum(ds):
+        raise NqmError(f"{path} is damaged: its arrays do not match the checksum saved with them; "
+                       "write it again, or restore a copy")
+
+
+def checksum(data: xr.Dataset | dict) -> str:
+    """``sha256:…`` of every array of ``data``: a dataset's variables and coordinates (names,
+    dimensions and values, in a form that survives a netCDF round trip: integers as int64, floats
+    as float64, text as UTF-8), or a dict of arrays as they are (dtype and bytes, as ``.npz``
+    keeps them)."""
+    digest = hashlib.sha256()
+    if isinstance(data, xr.Dataset):
+        arrays = {name: (var.dims, _portable(np.asarray(var.values))) for name, var in data.variables.items()}
+    else:
+        arrays = {name: (np.asarray(x).dtype.str, np.ascontiguousarray(x)) for name, x in data.items()}
+    for name in sorted(arrays):
+        label, values = arrays[name]
+        raw = values.tobytes() if values.dtype.kind in "biufc" else "\x1f".join(map(str, values.ravel())).encode()
+        digest.update(f"{name}\x1e{label}\x1e{values.shape}\x1e".encode() + raw + b"\x1d")
+    return "sha256:" + digest.hexdigest()
+
+
+def _portable(values: np.ndarray) -> np.ndarray:
+    kind = values.dtype.kind
+    portable = {"b": "<i8", "i": "<i8", "u": "<u8", "f": "<f8", "c": "<c16"}.get(kind)
+    return np.ascontiguousarray(values.astype(portable, copy=False)) if portable else values
 
 
 def check_writable(path: str | os.PathLike) -> None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 
 import numpy as np
 
 from nqm.errors import NqmError
+from nqm.validate import BOUNDS, count
 
 # Dense rotations cost N² memory and N² work per step: refuse sizes where that is a mistake.
 MAX_ROTATED_DIM = 4096
@@ -34,11 +36,13 @@ class Problem:
     rotation_seed: int | None = None
 
     def __post_init__(self):
-        lam = np.asarray(self.eigenvalues, dtype=np.float64)
-        if lam.ndim != 1 or lam.size == 0:
-            raise NqmError("eigenvalues must be a non-empty 1-D list of numbers")
+        lam = _eigenvalues(self.eigenvalues)
         if not np.all(np.isfinite(lam)) or np.any(lam <= 0):
             raise NqmError("eigenvalues must be finite and > 0 (the model is a convex quadratic)")
+        if lam.size > BOUNDS["dim"]:
+            raise NqmError(f"a problem has at most {BOUNDS['dim']:,} eigenvalues, got {lam.size:,}")
+        if self.rotation_seed is not None:
+            object.__setattr__(self, "rotation_seed", count(self.rotation_seed, "rotation_seed", low=0))
         if self.rotation_seed is not None and lam.size > MAX_ROTATED_DIM:
             raise NqmError(
                 f"rotation needs a dense {lam.size}x{lam.size} Hessian; use dim <= {MAX_ROTATED_DIM} "
@@ -54,10 +58,6 @@ class Problem:
     @property
     def lam_max(self) -> float:
         return float(self.eigenvalues.max())
-
-    @property
-    def rotated(self) -> bool:
-        return self.rotation_seed is not None
 
     @functools.cached_property
     def rotation(self) -> np.ndarray | None:
@@ -102,6 +102,8 @@ class Problem:
             "lam_max": self.lam_max,
             "lam_min": float(self.eigenvalues.min()),
             "rotation_seed": -1 if self.rotation_seed is None else self.rotation_seed,
+            # Every eigenvalue to the last bit: what a checkpoint compares (the label shows a few).
+            "spectrum_sha256": hashlib.sha256(self.eigenvalues.astype("<f8").tobytes()).hexdigest(),
         }
 
 
@@ -121,7 +123,7 @@ def loguniform(dim: int = 32, lo: float = 1e-4, hi: float = 1.0) -> Problem:
 
 def explicit(eigenvalues) -> Problem:
     """A problem with the given eigenvalues."""
-    lam = np.atleast_1d(np.asarray(eigenvalues, dtype=np.float64))
+    lam = _eigenvalues(np.atleast_1d(eigenvalues) if np.ndim(eigenvalues) == 0 else eigenvalues)
     return Problem(lam, spectrum="explicit(" + ",".join(f"{x:g}" for x in lam[:8]) + (",…)" if lam.size > 8 else ")"))
 
 
@@ -133,6 +135,17 @@ def haar_orthogonal(dim: int, seed: int) -> np.ndarray:
 
 
 def _positive_int(x, name: str) -> int:
-    if int(x) != x or x < 1:
-        raise NqmError(f"{name} must be a positive integer, got {x}")
-    return int(x)
+    return count(x, name, high=BOUNDS["dim"])
+
+
+def _eigenvalues(values) -> np.ndarray:
+    """``values`` as a 1-D float64 array, or one error line (strings, nesting, None refused)."""
+    try:
+        raw = np.asarray(values)
+        lam = None if raw.dtype.kind in "USbO" else raw.astype(np.float64)
+    except (TypeError, ValueError, OverflowError):
+        lam = None
+    if lam is None or lam.ndim != 1 or lam.size == 0:
+        shown = " ".join(repr(values).split())
+        raise NqmError(f"eigenvalues must be a non-empty 1-D list of numbers, got {shown[:80]}{'…' if len(shown) > 80 else ''}")
+    return lam

@@ -17,17 +17,15 @@ Numpy/scipy only, float64. Never imports jax or the engine.
 
 from __future__ import annotations
 
-import math
-import re
-
 import numpy as np
 import xarray as xr
 
+from nqm.conventions import convention
+from nqm.delays import validate_pmf
 from nqm.errors import NqmError
+from nqm.validate import BOUNDS
 
 METHODS = ("sgd", "sgdm", "shifted")
-CONVENTIONS = {False: "undampened: v = m v + g", True: "dampened: v = m v + (1-m) g"}
-DIST_SYNTAX = "'uniform:A:B' (uniform on {A..B}) or 'gaussian:MU' (discretised N(MU,1) on 1..2MU)"
 
 
 # ----------------------------------------------------------------------------- validation
@@ -47,86 +45,17 @@ def _array(values, name, *, integer=False, low=0.0, high=np.inf):
         raise NqmError(f"{name} must be whole numbers, got {values!r}")
     if np.any(arr < low) or np.any(arr >= high):
         bound = f"in [{low:g}, {high:g})" if np.isfinite(high) else f">= {low:g}"
+        if integer and np.isfinite(high):
+            bound = f"between {low:,.0f} and {high - 1:,.0f}"
         raise NqmError(f"{name} must be {bound}, got {values!r}")
     return arr.astype(np.int64) if integer else arr
 
 
-def validate_pmf(pmf) -> np.ndarray:
-    """Check and renormalise a delay pmf ``p_k = P(τ = k)``, k = 0..K.
-
-    Args:
-      pmf: non-negative finite weights indexed by delay, with a positive sum.
-
-    Returns:
-      float64 array summing to 1, trailing zeros dropped (so K is the largest delay).
-    """
-    p = _array(pmf, "delay pmf")
-    if p.ndim != 1 or p.sum() <= 0:
-        raise NqmError(f"delay pmf must be a 1-D list of weights with a positive sum, got {pmf!r}")
-    return p[: np.flatnonzero(p)[-1] + 1] / p.sum()
-
-
-def uniform_pmf(a: int, b: int) -> np.ndarray:
-    """Delay pmf of ``τ ~ unif{a..b}`` (Giladi et al. 2020, eq. 20).
-
-    Args:
-      a, b: smallest and largest delay, ``0 <= a <= b``.
-
-    Returns:
-      pmf over k = 0..b.
-    """
-    a, b = (int(v) for v in _array([a, b], "uniform delay bounds", integer=True))
-    if a > b:
-        raise NqmError(f"uniform delay needs a <= b, got a={a}, b={b}")
-    return np.where(np.arange(b + 1) >= a, 1.0 / (b - a + 1), 0.0)
-
-
-def gaussian_pmf(mu: int) -> np.ndarray:
-    """Discretised Gaussian delay pmf (Giladi et al. 2020, App. C).
-
-    ``P(τ = k) ∝ P(k - ½ <= z <= k + ½)``, ``z ~ N(μ, 1)``, k = 1..2μ, renormalised. The paper's
-    E[τ] = μ holds only once the tails vanish (μ >= 4): k = 0 is cut but k = 2μ is kept.
-
-    Args:
-      mu: mean delay, a positive integer.
-
-    Returns:
-      pmf over k = 0..2μ (p_0 = 0).
-    """
-    mu = int(_array(mu, "gaussian delay mean", integer=True, low=1))
-    d = np.abs(np.arange(2 * mu + 1) - mu)  # by symmetry, so both tails keep full precision
-    return validate_pmf(np.r_[0.0, (_normal_cdf(0.5 - d) - _normal_cdf(-0.5 - d))[1:]])
-
-
-def _normal_cdf(x):
-    """Φ(x) through erfc, accurate in the left tail (and without importing scipy.stats, which
-    would take most of ``nqm threshold``'s start-up)."""
-    return 0.5 * np.vectorize(math.erfc)(-np.asarray(x, float) / math.sqrt(2.0))
-
-
-def _dist_spec(spec: str):
-    """Split 'uniform:A[:B]' / 'gaussian[:MU]' into (family, ints); the last value may be left out."""
-    match = re.fullmatch(r"\s*(uniform|gaussian)((?::\d+)*)\s*", str(spec))
-    args = [int(v) for v in match.group(2).split(":")[1:]] if match else []
-    family = match.group(1) if match else None
-    if family is None or len(args) > (2 if family == "uniform" else 1) or (family == "uniform" and not args):
-        raise NqmError(f"delay distribution must be {DIST_SYNTAX}, got {spec!r}")
-    return family, args
-
-
-def parse_delay_dist(spec: str) -> np.ndarray:
-    """Delay pmf from a spec string: 'uniform:A:B' or 'gaussian:MU'.
-
-    Args:
-      spec: e.g. ``"uniform:1:8"`` (τ uniform on {1..8}) or ``"gaussian:5"`` (App. C, μ = 5).
-
-    Returns:
-      the validated pmf over k = 0..K.
-    """
-    family, args = _dist_spec(spec)
-    if len(args) != (2 if family == "uniform" else 1):
-        raise NqmError(f"delay distribution must be {DIST_SYNTAX}, got {spec!r}")
-    return uniform_pmf(*args) if family == "uniform" else gaussian_pmf(*args)
+def _distinct(values: np.ndarray, name: str) -> np.ndarray:
+    """``values`` if no value repeats (a repeated one would be a duplicate row of a table)."""
+    if np.unique(values).size != values.size:
+        raise NqmError(f"{name} has repeated values: give each value once")
+    return values
 
 
 def mean_delay(pmf) -> float:
@@ -199,7 +128,12 @@ def roots(coeffs) -> np.ndarray:
     Returns:
       ``(..., n)`` complex roots, in no particular order.
     """
-    c = np.asarray(coeffs, dtype=np.float64)
+    try:
+        c = np.asarray(coeffs, dtype=np.float64)
+    except (TypeError, ValueError):
+        c = None
+    if c is None or c.ndim == 0 or c.shape[-1] == 0:
+        raise NqmError(f"coeffs must be polynomial coefficients, highest power first (…, n + 1), got {coeffs!r}")
     n = c.shape[-1] - 1
     if n == 0:
         return np.zeros(c.shape[:-1] + (0,), complex)
@@ -304,7 +238,7 @@ def _pmfs(method, delay, pmf, m):
         many = np.ndim(pmf[0]) > 0 if len(pmf) else False
         pmfs = [validate_pmf(p) for p in (pmf if many else [pmf])]
         return pmfs, ((len(pmfs),) if many else ())
-    tau = _array(0 if delay is None else delay, "delay", integer=True)
+    tau = _array(0 if delay is None else delay, "delay", integer=True, high=BOUNDS["delay"] + 1)
     return [_one_hot(t) for t in tau.ravel()], tau.shape
 
 
@@ -374,47 +308,33 @@ def lr_threshold(x_star, lam_max) -> np.ndarray:
     return np.asarray(x_star, dtype=np.float64) / lam
 
 
-def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False, delay_dist=None) -> xr.Dataset:
-    """Table of thresholds x* = a·η* over delay (or a delay-distribution parameter) × momentum.
+def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False) -> xr.Dataset:
+    """Table of thresholds x* = a·η* over delay × momentum, from Giladi et al.'s characteristic
+    polynomials (the check of :func:`nqm.linear.threshold_table`, which derives any linear method's).
 
     Args:
       method: "sgd", "sgdm" or "shifted" ("sgdm" with m = 0 is SGD).
-      delays: constant delays (default 0..64); with ``delay_dist`` the values of its last,
-        omitted parameter: b in 'uniform:A' (default A..A+63), μ in 'gaussian' (default 1..30).
+      delays: constant delays and/or iid delay specs of :mod:`nqm.delays` (default 0..64), e.g.
+        ``[f"uniform:1:{b}" for b in range(1, 65)]``.
       momenta: momentum values in [0, 1).
       dampening: Giladi's ``v = m v + (1-m) g`` instead of ``v = m v + g``.
-      delay_dist: None (constant delay), or 'uniform:A:B' / 'gaussian:MU' for one distribution,
-        or 'uniform:A' / 'gaussian' to sweep B / MU over ``delays``.
 
     Returns:
-      Dataset with variable ``threshold`` over dims (``delay`` | ``b`` | ``mu``, ``momentum``),
-      coordinate ``mean_delay`` and attrs method, convention, delay_dist.
+      Dataset with variable ``threshold`` over (``delay``, ``momentum``) — integers when every delay
+      is constant, else the specs — coordinate ``mean_delay``, attrs method, convention.
     """
-    m = _array(momenta, "momenta", high=1.0).reshape(-1)
-    if delay_dist is None:
-        dim, dist, pmfs = "delay", "constant", None
-        values = _array(np.arange(65) if delays is None else delays, "delays", integer=True).reshape(-1)
-    else:
-        family, args = _dist_spec(delay_dist)
-        if len(args) == (2 if family == "uniform" else 1):  # complete spec: one distribution
-            if delays is not None:
-                raise NqmError(f"delay_dist {delay_dist!r} is complete; drop its last value to sweep it "
-                               "over delays")
-            delays = args[-1:]
-        if family == "uniform":
-            dim, a, dist = "b", args[0], f"uniform{{{args[0]}..b}}"
-            values = _array(np.arange(a, a + 64) if delays is None else delays, "b", integer=True).reshape(-1)
-            pmfs = [uniform_pmf(a, b) for b in values]
-        else:
-            dim, dist = "mu", "N(mu, 1) discretised on 1..2mu"
-            values = _array(np.arange(1, 31) if delays is None else delays, "mu", integer=True).reshape(-1)
-            pmfs = [gaussian_pmf(mu) for mu in values]
-    x = threshold(method, None if pmfs else values, m, dampening=dampening, pmf=pmfs)
-    means = values.astype(float) if pmfs is None else np.array([mean_delay(p) for p in pmfs])
+    from nqm import delays as processes
+
+    m = _distinct(_array(momenta, "momenta", high=1.0).reshape(-1), "momenta")
+    labels, chosen = processes.coordinate(np.arange(65) if delays is None else delays)
+    pmfs = [p.pmf() for p in chosen]
+    if any(p is None for p in pmfs):
+        raise NqmError("a worker pool has no delay pmf, so no characteristic polynomial; give constant or iid delays")
+    x = threshold(method, None, m, dampening=dampening, pmf=pmfs)
     return xr.Dataset(
-        {"threshold": ((dim, "momentum"), x, {"long_name": "stability threshold x* = a*eta*"})},
-        coords={dim: values, "momentum": m, "mean_delay": (dim, means)},
-        attrs={"method": method, "delay_dist": dist,
-               "convention": "no momentum" if method == "sgd" else CONVENTIONS[bool(dampening)],
+        {"threshold": (("delay", "momentum"), x, {"long_name": "stability threshold x* = a*eta*"})},
+        coords={"delay": labels, "momentum": m, "mean_delay": ("delay", [p.mean for p in chosen])},
+        attrs={"method": method, "criterion": "mean",
+               "convention": "no momentum" if method == "sgd" else convention(bool(dampening)),
                "reference": "Giladi et al. 2020, At Stability's Edge"},
     )

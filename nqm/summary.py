@@ -13,23 +13,33 @@ import os
 import numpy as np
 import xarray as xr
 
+from nqm import validate
 from nqm.errors import NqmError
+from nqm.results import GRID, combine_seeds, panels
 from nqm.status import REACHED, t_star
 
-GRID = ("momentum", "lr")
+
+COLUMNS = {  # what each column of a summary is (the table's header says it too)
+    "t_star": "T*: 1st percentile of T over the panel's converged cells (interpolated; what figures title)",
+    "best_steps": "T of the fastest cell of the panel (the ★ of a heatmap); T* is at least this",
+    "best_lr": "learning rate of the fastest cell",
+    "best_momentum": "momentum of the fastest cell",
+    "converged": "cells that reached the target",
+    "converged_fraction": "converged / cells of the panel",
+}
 
 
-def panels(ds: xr.Dataset) -> tuple[str, ...]:
-    """The dimensions that index the panels of a result."""
-    return tuple(d for d in ds.steps.dims if d not in GRID)
+def summarize(ds: xr.Dataset, by_seed: bool = False) -> xr.Dataset:
+    """Per panel (one value of every dimension but lr and momentum): the :data:`COLUMNS`. NaN / 0
+    where no cell converged.
 
-
-def summarize(ds: xr.Dataset) -> xr.Dataset:
-    """Per panel: ``t_star`` (as :func:`nqm.sweeps.t_star`), the fastest cell (``best_lr``,
-    ``best_momentum``, ``best_steps``), ``converged`` (cells that reached the target), ``cells`` and
-    ``converged_fraction``. NaN / 0 where no cell converged."""
-    if not {"steps", "status"} <= set(ds) or not set(GRID) <= set(ds.steps.dims):
+    Several seeds are combined as the heatmaps combine them (:func:`nqm.results.combine_seeds`: a
+    cell converged when every seed did, with the median T), so a summary, a figure's titles and the
+    sweep's closing lines give the same T*; ``by_seed=True`` keeps one row per seed instead (what
+    :func:`spread` needs)."""
+    if not isinstance(ds, xr.Dataset) or not {"steps", "status"} <= set(ds) or not set(GRID) <= set(ds.steps.dims):
         raise NqmError("a summary needs a sweep result with steps and status over lr and momentum")
+    ds = ds if by_seed else combine_seeds(ds)
     dims = panels(ds)
     shape = tuple(ds.sizes[d] for d in dims)
     out = {name: np.full(shape, np.nan) for name in ("t_star", "best_lr", "best_momentum", "best_steps")}
@@ -48,12 +58,14 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     data = {name: (dims, values) for name, values in out.items()}
     data.update(converged=(dims, converged), converged_fraction=(dims, converged / cells))
     result = xr.Dataset(data, coords={d: ds[d] for d in dims}, attrs=dict(ds.attrs, cells_per_panel=cells))
-    result.t_star.attrs["long_name"] = "T*: 1st percentile of T over the converged cells (interpolated)"
+    for name, text in COLUMNS.items():
+        result[name].attrs["long_name"] = text
     return result
 
 
 def spread(table: xr.Dataset, over=("seed", "perturbation")) -> xr.Dataset:
     """Median, min and max of ``t_star`` and ``converged`` over the dimensions ``over`` (those present)."""
+    _check_table(table, "spread", ("t_star", "converged"))
     dims = [d for d in over if d in table.dims]
     if not dims:
         raise NqmError(f"nothing to spread over: the table has none of {', '.join(over)}")
@@ -79,11 +91,13 @@ def robustness(method: str = "sgdm", *, perturbations=None, seed=(0, 1, 2), **sw
     if perturbations is None:
         small, large = (1e-15, 1e-12) if sweep_kwargs.get("x64") else (1.2e-7, 1e-6)
         perturbations = (0.0, -small, small, -large, large)
-    lr = np.atleast_1d(np.asarray(sweep_kwargs.pop("lr"), np.float64))
+    if "lr" not in sweep_kwargs:
+        raise NqmError("robustness needs lr: the learning rates of the sweep it re-runs (and momentum, …)")
+    lr = validate.coordinates(lr=sweep_kwargs.pop("lr"), distinct=False)["lr"]
     tables = []
     for eps in perturbations:
         ds = sweep(method, lr=lr * (1.0 + eps), seed=seed, **sweep_kwargs).assign_coords(lr=lr)
-        tables.append(summarize(ds).expand_dims(perturbation=[float(eps)]))
+        tables.append(summarize(ds, by_seed=True).expand_dims(perturbation=[float(eps)]))
     table = xr.concat(tables, "perturbation")
     return xr.merge([spread(table), table], combine_attrs="override")
 
@@ -92,12 +106,23 @@ def to_csv(table: xr.Dataset, path: str | os.PathLike) -> None:
     """One row per panel, one column per dimension and value (written atomically)."""
     from nqm.io import atomic_write
 
+    _check_table(table, "to_csv")
     frame = table.to_dataframe().reset_index()
     with atomic_write(path, "w") as f:
         frame.to_csv(f, index=False, float_format="%.10g")
 
 
 def format_table(table: xr.Dataset) -> str:
-    """The summary as aligned text, one line per panel."""
-    frame = table[["t_star", "best_lr", "best_momentum", "best_steps", "converged", "converged_fraction"]]
-    return frame.to_dataframe().to_string(float_format=lambda x: f"{x:.4g}")
+    """The summary as aligned text, one line per panel, under a header that says what each column is."""
+    _check_table(table, "format_table")
+    frame = table[list(COLUMNS)].to_dataframe()
+    legend = "\n".join(f"  {name}: {text}" for name, text in COLUMNS.items())
+    return f"per panel ({table.attrs.get('cells_per_panel', '?')} cells each):\n{legend}\n" + \
+        frame.to_string(float_format=lambda x: f"{x:.4g}")
+
+
+def _check_table(table, what: str, columns=tuple(COLUMNS)) -> None:
+    """``table`` must be what :func:`summarize` returns (with ``columns`` at least)."""
+    missing = [c for c in columns if c not in table] if isinstance(table, xr.Dataset) else list(columns)
+    if missing:
+        raise NqmError(f"{what} takes the table of nqm.summary.summarize(result); this has no {missing[0]}")

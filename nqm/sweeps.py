@@ -1,13 +1,16 @@
-"""Grids of hyperparameters → the engine → a labelled ``xarray.Dataset``; save, load and resume.
+"""Grids of hyperparameters → the engine → a labelled ``xarray.Dataset``.
 
 A sweep is the Cartesian product of ``lr × momentum × delay × noise × [method hyperparameters] ×
 seed``, the method's own hyperparameters being the fields of its ``hyper`` type beyond lr and
 momentum (AB's ``rho``, DC-ASGD's ``lambda_dc``, …). Each value is a dimension coordinate of the
-result (present even with a single value). ``delay`` holds integers for constant delays, or the
-spec strings of :mod:`nqm.delays` processes (with their long-run ``mean_delay``) when any is random.
-Data variables are ``steps`` (T, or where the run stopped), ``status`` (1 reached the target,
-0 budget exhausted, −1 diverged) and ``loss`` (the loss at ``steps``). Attributes record every
-setting needed to reproduce it.
+result (present even with a single value; schema in :mod:`nqm.results`). ``delay`` holds integers
+for constant delays, or the spec strings of :mod:`nqm.delays` processes (with their long-run
+``mean_delay``) when any is random; an integer still selects its constant there
+(``ds.sel(delay=4)``). Checkpoints and resume are in :mod:`nqm.checkpoint`.
+
+Every entry point (:func:`sweep`, :func:`evaluate`, :func:`nqm.diagnostics.trajectory`, the search
+and the simulated thresholds) checks its settings once into a :class:`Job`, and a delay process,
+parsed once, travels from there to the engine's step.
 """
 
 from __future__ import annotations
@@ -18,9 +21,6 @@ import functools
 import hashlib
 import itertools
 import os
-import signal
-import threading
-import time
 from typing import NamedTuple
 
 import jax
@@ -28,19 +28,61 @@ import numpy as np
 import xarray as xr
 
 import nqm
-from nqm import delays, engine
+from nqm import delays, engine, results
+from nqm.checkpoint import Checkpointer, discard_checkpoint, resume
 from nqm.errors import NqmError
-from nqm.io import atomic_write, check_writable, load, lock, save  # noqa: F401  (part of this API)
-from nqm.validate import coordinates as _coordinates, grid_size, run_config as _run_config
-from nqm.status import MEANING as STATUS_MEANING, t_star  # noqa: F401  (t_star is part of this API)
-from nqm.optimizers import make, methods
-from nqm.optimizers.base import hyperparameters, options as method_options
+from nqm.io import load, lock, save  # noqa: F401  (part of this API)
+from nqm.optimizers import Optimizer, make, methods
+from nqm.optimizers.base import hyperparameters, options as method_options, title
 from nqm.problem import Problem, zhang
+from nqm.status import t_star  # noqa: F401  (part of this API)
+from nqm.validate import coordinates as _coordinates, grid_size, number, representable, run_config as _run_config
 
-DIMS = ("delay", "noise", "rho", "seed", "momentum", "lr")  # the order of dims (with AB's rho)
 BASE_HYPER = ("lr", "momentum")
-_NOT_RUN = engine.RUNNING  # status of cells a checkpoint has not finished yet
 _RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(engine.RunConfig))
+
+
+class Job(NamedTuple):
+    """What a run needs besides its cells' values, checked once at the entry point: the method and
+    its optimizer options, the problem and the run settings."""
+
+    method: str
+    options: dict
+    problem: Problem
+    config: engine.RunConfig
+
+    @property
+    def dtype(self) -> str:
+        """The run's float precision: values it cannot hold are refused, not silently changed."""
+        return "float64" if self.config.x64 else "float32"
+
+    def optimizer(self, process: delays.Process) -> Optimizer:
+        return make(self.method, delay=process, **self.options)
+
+    def run(self, process: delays.Process, values: dict, seed: int, **engine_options) -> engine.Outcome:
+        """Run the cells ``values`` (per-cell arrays of lr, momentum, noise and the method's extra
+        hyperparameters) under ``process`` with ``seed``; see :func:`nqm.engine.simulate`."""
+        optimizer = self.optimizer(process)
+        hyper = {name: values[name] for name in optimizer.hyper._fields}
+        return engine.simulate(self.problem, optimizer, hyper, values["noise"], delay=process, seed=int(seed),
+                               uids=cell_uids(values), config=self.config, **engine_options)
+
+
+def job(method: str, problem: Problem | None, options: dict) -> tuple[Job, dict]:
+    """Check ``method``, ``problem`` and ``options`` (hyperparameters, optimizer options and run
+    settings, see :func:`sweep`) before any work; returns the job and the method's extra
+    hyperparameter values (with their defaults)."""
+    if not isinstance(method, str):
+        raise NqmError(f"method must be a name such as 'sgdm' (see nqm.optimizers.methods()), got {method!r}")
+    grids, opt_options, settings = _split(method, options)
+    config = _run_config(settings)
+    representable(config.target, "target", "float64" if config.x64 else "float32")
+    problem = zhang() if problem is None else problem
+    if not isinstance(problem, Problem):
+        raise NqmError(f"problem must be an nqm Problem (nqm.zhang(N), nqm.loguniform(...), nqm.explicit([...])), "
+                       f"got {problem!r}")
+    engine.check(problem, make(method, **opt_options))  # options, and how they fit the problem
+    return Job(method, opt_options, problem, config), grids
 
 
 def sweep(
@@ -54,6 +96,7 @@ def sweep(
     problem: Problem | None = None,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: float = 30.0,
+    restart: bool = False,
     **options,
 ) -> xr.Dataset:
     """Steps to the target loss for every cell of ``lr × momentum × delay × noise × … × seed``.
@@ -67,6 +110,7 @@ def sweep(
       checkpoint: a netCDF path where finished cells are saved as the sweep goes; if it exists, the
         sweep resumes from it (same settings required) and computes only the missing cells.
       checkpoint_every: seconds between checkpoint writes.
+      restart: discard the checkpoint (once every argument is checked) and start over.
       **options: the method's own hyperparameters as grids (e.g. ``rho`` for AB, default 0.5;
         see its ``hyper`` type), its options (the keyword parameters of its factory, e.g.
         ``dampening``, ``group``, ``micro_steps``), and run settings (fields of
@@ -76,61 +120,60 @@ def sweep(
     Returns:
       an ``xarray.Dataset`` with dims ``delay, noise, [hyperparameters,] seed, momentum, lr``.
     """
-    grids, opt_options, settings = _split(method, options)
-    config = _run_config(settings)
-    coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, **grids)
-    coords["delay"], processes = _delay_coordinate(delay)
+    task, grids = job(method, problem, options)
+    coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype=task.dtype, **grids)
+    coords["delay"], processes = delays.coordinate(delay)
     grid_size(coords)
-    problem = zhang() if problem is None else problem
-    engine.check(problem, make(method, **opt_options))  # options, and how they fit the problem, before any work
-    result = _empty(method, coords, problem, config, opt_options, processes)
+    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+        raise NqmError(f"checkpoint must be a file path, got {checkpoint!r}")
+    if checkpoint is not None and os.path.isdir(checkpoint):
+        raise NqmError(f"checkpoint {os.fspath(checkpoint)} is a directory; give the path of a file (e.g. sweep.partial)")
+    every = number(checkpoint_every, "checkpoint_every")
+    if not (np.isfinite(every) and every >= 0):
+        raise NqmError(f"checkpoint_every must be a number of seconds >= 0, got {checkpoint_every!r}")
+    if not isinstance(restart, (bool, np.bool_)):
+        raise NqmError(f"restart must be True or False, got {restart!r}")
+    result = empty(task, coords, processes)
     with contextlib.ExitStack() as stack:
         if checkpoint is not None:
             stack.enter_context(lock(checkpoint))  # one sweep per checkpoint (and CLI output)
-            result = _resume(result, checkpoint)
-        _run(method, result, coords, processes, problem, config, opt_options, checkpoint, checkpoint_every)
+            if restart:
+                discard_checkpoint(checkpoint)
+            result = resume(result, checkpoint)
+        _run(task, result, coords, processes, Checkpointer(result, checkpoint, every))
     return result
 
 
-def _run(method, result, coords, processes, problem, config, opt_options, checkpoint, checkpoint_every):
+def _run(task: Job, result, coords, processes, writer: Checkpointer):
     from tqdm import tqdm
 
-    writer = _Checkpointer(result, checkpoint, checkpoint_every)
-    dims = list(result.steps.dims)
-    todo = int((result.status.values == _NOT_RUN).sum())
+    todo = int((result.status.values == results.NOT_RUN).sum())
     # One bar over every cell of the sweep (disable=None: none when stderr is not a terminal).
-    bar = tqdm(total=todo, desc=method, unit="cell", dynamic_ncols=True, disable=None if config.progress else True)
+    bar = tqdm(total=todo, desc=task.method, unit="cell", dynamic_ncols=True,
+               disable=None if task.config.progress else True)
     with bar, writer.interruptible():
         for (delay_value, process), seed_value in itertools.product(zip(coords["delay"], processes), coords["seed"]):
-            _run_part(method, result, coords, dims, delay_value, process, seed_value, problem, config, opt_options,
-                      writer, bar)
+            _run_part(task, result, coords, delay_value, process, seed_value, writer, bar)
             writer.flush(force=False)
     writer.flush(force=True)
 
 
-def _run_part(method, result, coords, dims, delay_value, process, seed_value, problem, config, opt_options, writer, bar):
+def _run_part(task: Job, result, coords, delay_value, process, seed_value, writer: Checkpointer, bar):
     """Run the unfinished cells of one (delay, seed), continuing mid-cell from a checkpoint."""
-    part = result.sel(delay=delay_value, seed=seed_value)
-    cell_dims = [d for d in dims if d not in ("delay", "seed")]
-    grid = part.status.transpose(*cell_dims)
-    todo = np.flatnonzero(grid.values.reshape(-1) == _NOT_RUN)
+    cell_dims = [d for d in result.steps.dims if d not in ("delay", "seed")]
+    grid = result.status.sel(delay=delay_value, seed=seed_value).transpose(*cell_dims)
+    todo = np.flatnonzero(grid.values.reshape(-1) == results.NOT_RUN)
     if todo.size == 0:
         return
     key = f"{delay_value}|{seed_value}"
     values = {d: v.reshape(-1)[todo] for d, v in zip(cell_dims, np.meshgrid(*(coords[d] for d in cell_dims), indexing="ij"))}
-    optimizer = make(method, delay=process, **opt_options)
-    hyper = {name: values[name] for name in optimizer.hyper._fields}
 
     def store(ids, outcome):
-        index = np.unravel_index(todo[ids], grid.shape)
-        writer.store(cell_dims, index, delay_value, seed_value, outcome)
+        writer.store(cell_dims, np.unravel_index(todo[ids], grid.shape), delay_value, seed_value, outcome)
 
-    engine.simulate(
-        problem, optimizer, hyper, values["noise"],
-        delay=process, seed=int(seed_value), uids=_cell_uids(values), config=config,
-        on_finished=store, between_chunks=functools.partial(writer.between_chunks, key, todo),
-        resume=writer.resume_point(key, todo), description=f"D={delay_value} seed={seed_value}", bar=bar,
-    )
+    task.run(process, values, seed_value, on_finished=store,
+             between_chunks=functools.partial(writer.between_chunks, key, todo),
+             resume=writer.resume_point(key, todo), description=f"D={delay_value} seed={seed_value}", bar=bar)
     writer.done(key)
 
 
@@ -153,8 +196,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, 
       an ``xarray.Dataset`` with ``steps``, ``status`` and ``loss`` over ``(seed, point)`` and the
       points' values as coordinates over ``point``.
     """
-    grids, opt_options, settings = _split(method, options)
-    config = _run_config(settings)
+    task, grids = job(method, problem, options)
     seeds = _coordinates(seed=seed)["seed"]
     given = dict(lr=lr, momentum=momentum, noise=noise, **grids)
     try:
@@ -162,40 +204,29 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, 
     except (TypeError, ValueError):
         raise NqmError("the points' lr, momentum, noise and hyperparameters must be numbers of one length "
                        f"(or single values): got lengths {[np.size(v) for v in given.values()]}") from None
-    values = _coordinates(distinct=False, **{k: v.ravel() for k, v in zip(given, shaped)})
+    values = _coordinates(distinct=False, dtype=task.dtype, **{k: v.ravel() for k, v in zip(given, shaped)})
     grid_size({"point": values["lr"], "seed": seeds})
-    problem = zhang() if problem is None else problem
     process = delays.process(delay)
-    optimizer = make(method, delay=process, **opt_options)
-    engine.check(problem, optimizer)
-    hyper = {name: values[name] for name in optimizer.hyper._fields}
-    uids = _cell_uids(values)
-    outcomes = [engine.simulate(problem, optimizer, hyper, values["noise"], delay=process, seed=int(s), uids=uids,
-                                config=config, description=f"{method} seed={s}") for s in seeds]
+    outcomes = [task.run(process, values, s, description=f"{method} seed={s}") for s in seeds]
     data = {name: (("seed", "point"), np.stack([getattr(o, name) for o in outcomes])) for name in ("steps", "status", "loss")}
     coords = {"seed": seeds, **{k: ("point", v) for k, v in values.items()}}
     return xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label})
 
 
-class Cell(NamedTuple):
-    """One validated cell: its hyperparameters (each ``(1,)``), optimizer options and noise identity."""
-
-    hyper: dict
-    options: dict
-    uid: np.ndarray
-
-
-def cell(method: str, *, lr, momentum, noise=0.0, seed=0, **options) -> Cell:
-    """Check one cell's settings as :func:`sweep` does (same defaults, same noise identity)."""
-    grids, opt_options, settings = _split(method, options)
-    if settings:
-        raise NqmError(f"option(s) {', '.join(sorted(settings))} do not apply to a single cell")
-    coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, **grids)
+def cell(method: str, *, lr, momentum, noise=0.0, seed=0, problem: Problem | None = None, x64: bool = False,
+         **options) -> tuple[Job, dict]:
+    """Check one cell's settings as :func:`sweep` does (same defaults, same noise identity; values
+    checked in the precision ``x64`` says): returns its job and its values (each ``(1,)``: lr,
+    momentum, noise, the extra hyperparameters)."""
+    task, grids = job(method, problem, options)
+    if any(k in _RUN_OPTIONS for k in options):
+        raise NqmError(f"option(s) {', '.join(sorted(k for k in options if k in _RUN_OPTIONS))} do not apply to a "
+                       "single cell")
+    coords = _coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype="float64" if x64 else "float32",
+                          **grids)
     if any(v.size != 1 for v in coords.values()):
         raise NqmError("a trajectory is one cell: give one value each of lr, momentum, noise, seed, …")
-    make(method, **opt_options)
-    values = {k: v for k, v in coords.items() if k != "seed"}
-    return Cell({k: values[k] for k in hyperparameters(method)._fields}, opt_options, _cell_uids(values))
+    return task, {k: v for k, v in coords.items() if k != "seed"}
 
 
 def _split(method: str, options: dict) -> tuple[dict, dict, dict]:
@@ -232,28 +263,7 @@ def all_hyper_dims() -> tuple[str, ...]:
     return tuple(dict.fromkeys(f for m in methods() for f in hyper_dims(m)))
 
 
-def dims(ds: xr.Dataset) -> tuple[str, ...]:
-    """The dimensions that index panels of a result: all but seed, momentum and lr."""
-    return tuple(d for d in ds.steps.dims if d not in ("seed", "momentum", "lr"))
-
-
-def _delay_coordinate(values) -> tuple[np.ndarray, list]:
-    """The ``delay`` coordinate and its processes: integers when every delay is constant, else the
-    processes' spec strings."""
-    items = list(values) if isinstance(values, (list, tuple, np.ndarray)) else [values]
-    if all(not isinstance(v, (str, delays.Iid, delays.Workers, delays.Constant)) for v in items):
-        coord = _coordinates(delay=items)["delay"]
-        return coord, [delays.constant(int(d)) for d in coord]
-    if not items:
-        raise NqmError("delay is empty: give at least one value")
-    processes = [delays.process(v) for v in items]
-    labels = np.array([p.label for p in processes])
-    if np.unique(labels).size != labels.size:
-        raise NqmError("delay has repeated processes: give each once")
-    return labels, processes
-
-
-def _cell_uids(values: dict) -> np.ndarray:
+def cell_uids(values: dict) -> np.ndarray:
     """A cell's 64-bit identity (two uint32 words) from its hyperparameter values, not its position,
     for independent noise: two cells of a sweep collide with probability about n²/2⁶⁵."""
     names = ["lr", "momentum", "noise"] + sorted(n for n in values if n not in ("lr", "momentum", "noise"))
@@ -262,17 +272,15 @@ def _cell_uids(values: dict) -> np.ndarray:
     return np.frombuffer(digests, dtype="<u4").reshape(-1, 2).copy()
 
 
-# --------------------------------------------------------------------------- result bookkeeping
-
-
-def _empty(method, coords, problem, config, opt_options, processes) -> xr.Dataset:
-    dims = ["delay", "noise", *hyper_dims(method), "seed", "momentum", "lr"]
-    shape = tuple(coords[d].size for d in dims)
-    optimizer = make(method, **opt_options)
+def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
+    """The result of ``task`` over ``coords`` with every cell still to run, its attributes recording
+    every setting (:mod:`nqm.results`)."""
+    config, optimizer = task.config, make(task.method, **task.options)
     attrs = {
-        "method": method,
+        "method": task.method,
+        "method_title": title(task.method),
         **{k: v for k, v in optimizer.config if k != "workers"},
-        **problem.describe(),
+        **task.problem.describe(),
         "target": config.target,
         "max_steps": config.max_steps,
         "diverge_factor": config.diverge_factor,
@@ -280,190 +288,9 @@ def _empty(method, coords, problem, config, opt_options, processes) -> xr.Datase
         "dtype": "float64" if config.x64 else "float32",
         "seed": ",".join(str(s) for s in coords["seed"]),
         "delay_processes": ", ".join(p.label for p in processes),
+        # Each process to the last bit (a pmf's label rounds its weights): what a checkpoint compares.
+        "delay_sha256": hashlib.sha256("\n".join(delays.identity(p) for p in processes).encode()).hexdigest(),
         "nqm_version": nqm.__version__,
         "jax_version": jax.__version__,
     }
-    status = xr.Variable(dims, np.full(shape, _NOT_RUN, np.int8), {"meaning": STATUS_MEANING})
-    return xr.Dataset(
-        {
-            "steps": xr.Variable(dims, np.zeros(shape, np.int32), {"long_name": "steps to target (T)"}),
-            "status": status,
-            "loss": xr.Variable(dims, np.full(shape, np.nan), {"long_name": "loss at the last step"}),
-        },
-        coords={**{d: coords[d] for d in dims}, "mean_delay": ("delay", [p.mean for p in processes])},
-        attrs={k: _attr(v) for k, v in attrs.items()},
-    )
-
-
-def _attr(value):
-    """netCDF attributes hold numbers and strings only."""
-    if value is None:
-        return "none"
-    if isinstance(value, (bool, np.bool_)):
-        return int(value)
-    return value
-
-
-def _resume(result: xr.Dataset, path) -> xr.Dataset:
-    if not os.path.exists(path):
-        check_writable(path)
-        return result
-    try:
-        saved = load(path)
-    except NqmError as exc:
-        raise NqmError(f"checkpoint {path} is damaged ({exc}); run again with --restart (or delete it) to start over") from None
-    same = all(np.array_equal(saved[d].values, result[d].values) for d in result.dims if d in saved.dims)
-    same &= set(saved.dims) == set(result.dims)
-    changed = [k for k, v in result.attrs.items() if k not in ("nqm_version", "jax_version") and str(saved.attrs.get(k)) != str(v)]
-    if not same or changed:
-        what = "grid" if not same else "setting " + changed[0]
-        raise NqmError(f"checkpoint {path} is from a different sweep ({what} differs); delete it or choose another path")
-    return saved.transpose(*result.steps.dims)
-
-
-class _Checkpointer:
-    """Writes finished cells into the result, and the result to disk every so often, with the
-    running cells' state (``<path>.cells.npz``) so that a resumed sweep continues mid-cell. On
-    SIGINT/SIGTERM it saves at the next chunk boundary and stops (a second signal stops at once)."""
-
-    def __init__(self, result: xr.Dataset, path, every: float):
-        self.result, self.path, self.every = result, path, every
-        # The first save comes a couple of seconds in, not only after `every`.
-        self.last, self.dirty, self.stop = time.monotonic() - max(0.0, every - 2.0), False, False
-        self.running = {} if path is None else _load_running(path)
-        self.failed = None  # why the last checkpoint could not be written, if it could not
-
-    @contextlib.contextmanager
-    def interruptible(self):
-        if self.path is None or threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        signals = (signal.SIGINT, signal.SIGTERM)
-        previous = [signal.getsignal(s) for s in signals]
-
-        def request_stop(signum, frame):
-            if self.stop:  # a second signal: stop now
-                raise KeyboardInterrupt
-            self.stop = True
-
-        for s in signals:
-            signal.signal(s, request_stop)
-        try:
-            yield
-        finally:
-            for s, handler in zip(signals, previous):
-                signal.signal(s, handler)
-        if self.stop:
-            raise KeyboardInterrupt
-
-    def resume_point(self, key, todo) -> engine.Snapshot | None:
-        """The saved running cells of part ``key`` that are still to do, as positions in ``todo``."""
-        if key not in self.running:
-            return None
-        t, where, leaves = self.running[key]
-        keep = np.isin(where, todo)  # cells that finished after the snapshot are done already
-        return engine.Snapshot(t, np.searchsorted(todo, where[keep]), [x[keep] for x in leaves])
-
-    def between_chunks(self, key, todo, snapshot):
-        if self.path is None or not (self.stop or time.monotonic() - self.last >= self.every):
-            return
-        snap = snapshot()
-        self.running[key] = (snap.t, todo[snap.index], jax.tree.leaves(snap.cells))
-        self.dirty = True
-        self.flush(force=True)
-        if self.stop:
-            raise KeyboardInterrupt
-
-    def done(self, key):
-        self.running.pop(key, None)
-
-    def store(self, cell_dims, index, delay, seed, outcome: engine.Outcome):
-        full = {"delay": np.full(len(outcome.steps), list(self.result.delay.values).index(delay)),
-                "seed": np.full(len(outcome.steps), list(self.result.seed.values).index(seed))}
-        full.update(zip(cell_dims, index))
-        where = tuple(full[d] for d in self.result.steps.dims)
-        for name in ("steps", "status", "loss"):
-            self.result[name].values[where] = getattr(outcome, name)
-        self.dirty = True
-        self.flush(force=False)
-
-    def flush(self, force: bool):
-        if self.path is None or not self.dirty:
-            return
-        if force or time.monotonic() - self.last >= self.every:
-            try:
-                save(self.result, self.path)
-                _save_running(self.running, self.path)
-                self.failed = None
-            except NqmError as exc:  # keep computing: the cells are in memory, the caller saves them
-                self.failed = str(exc)
-            self.last, self.dirty = time.monotonic(), False
-
-
-def _save_running(running: dict, path) -> None:
-    """The running cells' state beside the checkpoint, written atomically (removed when none)."""
-    target = os.fspath(path) + ".cells.npz"
-    if not running:
-        if os.path.exists(target):
-            os.remove(target)
-        return
-    arrays = {"keys": np.array(list(running))}
-    for i, (t, where, leaves) in enumerate(running.values()):
-        arrays.update({f"{i}_t": np.asarray(t), f"{i}_where": where, **{f"{i}_{j}": x for j, x in enumerate(leaves)}})
-    with atomic_write(target, "wb") as f:
-        np.savez(f, **arrays)
-
-
-def _load_running(path) -> dict:
-    target = os.fspath(path) + ".cells.npz"
-    if not (os.path.exists(target) and os.path.exists(path)):
-        return {}
-    try:
-        with np.load(target) as f:
-            running = {}
-            for i, key in enumerate(f["keys"]):
-                count = sum(1 for name in f.files if name.startswith(f"{i}_") and name[len(f"{i}_"):].isdigit())
-                running[str(key)] = (int(f[f"{i}_t"]), f[f"{i}_where"], [f[f"{i}_{j}"] for j in range(count)])
-            return running
-    except Exception:  # a damaged file: numpy and zipfile raise many types
-        raise NqmError(f"cannot read the checkpoint's running cells {target}; run again with --restart "
-                       "(or delete it) to start those cells over") from None
-
-
-def threshold_of(ds: xr.Dataset, method: str, delay) -> np.ndarray:
-    """``x*(m)`` over the result's momenta for one delay (constant or iid; NaN for worker pools)."""
-    from nqm import stability
-
-    pmf = delays.pmf(delays.process(delay))
-    if pmf is None:
-        return np.full(ds.momentum.size, np.nan)
-    return stability.threshold(method, momentum=ds.momentum.values, dampening=bool(ds.attrs.get("dampening", 0)), pmf=pmf)
-
-
-def linear_stability_agreement(ds: xr.Dataset, band: float = 0.03) -> dict:
-    """How often the simulation agrees with the linear stability threshold (DESIGN.md §3).
-
-    For every cell with ``lr`` outside ``η*(D, m)·[1 − band, 1 + band]`` the linear theory
-    predicts convergence (below) or divergence (above); a cell agrees when its status is not −1
-    below, and −1 above. ``η* = x*/λ_max`` for the sweep's method (SGDM or shifted momentum;
-    AB is compared with SGDM's threshold) and momentum convention; iid delays use their pmf
-    (Giladi et al.'s mean dynamics), worker pools are not compared.
-
-    Returns:
-      ``{"fraction": agreeing / compared, "compared": …, "in_band": …, "stable": …, "unstable": …}``.
-    """
-    method = "shifted" if ds.attrs.get("method") == "shifted" else "sgdm"
-    eta = np.stack([threshold_of(ds, method, d) for d in ds.delay.values])
-    eta_star = xr.DataArray(eta / float(ds.attrs["lam_max"]), coords={"delay": ds.delay, "momentum": ds.momentum})
-    ratio = ds.lr / eta_star
-    stable, unstable = ratio < 1 - band, ratio > 1 + band
-    diverged = ds.status == engine.DIVERGED
-    agree = (stable & ~diverged) | (unstable & diverged)
-    compared = int((stable | unstable).sum())
-    return {
-        "fraction": float(agree.sum()) / compared if compared else float("nan"),
-        "compared": compared,
-        "in_band": int(ds.status.size - compared),
-        "stable": int(stable.broadcast_like(ds.status).sum()),
-        "unstable": int(unstable.broadcast_like(ds.status).sum()),
-    }
+    return results.empty(coords, hyper_dims(task.method), attrs, [p.mean for p in processes])

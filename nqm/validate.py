@@ -6,16 +6,24 @@ checks; each failure is one :class:`NqmError` line that says what is wrong and h
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from nqm.errors import NqmError
 
-MAX_STEPS = 10**8  # the delay schedule holds 8 bytes per step of the budget
-MAX_DELAY = 10**6  # the weight ring holds delay + 1 copies of w per cell
-MAX_VALUES = 10**6  # values in one grid axis
-MAX_CELLS = 10**8  # cells in one sweep
+# The bounds of every size, delay and budget, whatever its spelling: a CLI option, a delay spec
+# (``constant:D``, ``uniform:A:B``, ``gaussian:MU``, ``pmf:…``, ``workers:K``), an API argument.
+BOUNDS = {
+    "steps": 10**8,  # a step budget: the delay schedule holds 8 bytes per step
+    "delay": 10**6,  # a delay: the weight ring holds delay + 1 copies of w per cell
+    "workers": 10**6,  # workers of a pool: one snapshot of w each per cell
+    "pmf": 10**6 + 1,  # entries of a delay pmf (its largest delay + 1)
+    "dim": 10**7,  # N, the problem's dimension
+    "values": 10**6,  # values in one grid axis
+    "cells": 10**8,  # cells in one sweep
+    "elements": 2**28,  # cells × N of a benchmark's arrays (2 GiB of float32 w and v)
+    "trace_bytes": 8 * 2**30,  # a trajectory's recorded values on the host
+}
+MAX_STEPS, MAX_DELAY, MAX_VALUES, MAX_CELLS = (BOUNDS[k] for k in ("steps", "delay", "values", "cells"))
 
 _RULES = {
     "lr": ("a learning rate > 0", lambda x: x > 0, float),
@@ -27,9 +35,14 @@ _RULES = {
 _HYPER_RULE = ("a number >= 0", lambda x: x >= 0, float)  # ρ, λ_dc, …
 
 
-def coordinates(distinct: bool = True, **grids) -> dict[str, np.ndarray]:
+def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndarray]:
     """Each grid as a 1-D array of valid values (lr, momentum, delay, noise, seed, and any method
-    hyperparameter, which must be >= 0), distinct unless ``distinct`` is false (lists of points)."""
+    hyperparameter, which must be >= 0), distinct unless ``distinct`` is false (lists of points).
+
+    With ``dtype`` (the run's float precision), a value the run would not see as given — ``lr =
+    1e-320`` or ``momentum = 0.99999999999`` in float32, which run as 0 and 1 — is refused
+    rather than silently changed (:func:`representable`), and so are two values that become one.
+    """
     coords = {}
     for name, values in grids.items():
         if values is None and name in ("lr", "momentum"):
@@ -37,10 +50,7 @@ def coordinates(distinct: bool = True, **grids) -> dict[str, np.ndarray]:
         if values is None:
             continue
         what, ok, kind = _RULES.get(name, _HYPER_RULE)
-        try:
-            array = np.atleast_1d(np.asarray(values, dtype=np.float64))
-        except (TypeError, ValueError):
-            raise NqmError(f"{name} must be numbers, got {values!r}") from None
+        array = _floats(values, name)
         if array.ndim != 1 or array.size == 0:
             raise NqmError(f"{name} is empty: give at least one value")
         bad = array[~(np.isfinite(array) & ok(array))]
@@ -48,8 +58,50 @@ def coordinates(distinct: bool = True, **grids) -> dict[str, np.ndarray]:
             raise NqmError(f"{name}={bad[0]:g} is invalid: each value must be {what}")
         if distinct and np.unique(array).size != array.size:
             raise NqmError(f"{name} has repeated values: give each value once")
+        if dtype is not None and kind is float:
+            for x in array:
+                representable(x, name, dtype, below=1.0 if name == "momentum" else None)
+            if distinct and np.unique(array.astype(dtype)).size != array.size:
+                raise NqmError(f"{name} has values that are one number in {np.dtype(dtype).name} (the run's "
+                               "precision): give them further apart, or run in float64 (x64=True, --x64)")
         coords[name] = array.astype(np.int64 if kind is int else np.float64)
     return coords
+
+
+def _floats(values, name: str) -> np.ndarray:
+    """``values`` as a float64 array; strings (even ``"0.1"``), bools and None are refused."""
+    try:
+        raw = np.asarray(values)
+        bad = raw.dtype.kind in "USbMm" or (raw.dtype.kind == "O" and any(
+            isinstance(x, (str, bytes, bool, np.bool_)) or x is None for x in raw.ravel()))
+        array = None if bad else np.atleast_1d(raw.astype(np.float64))
+    except (TypeError, ValueError, OverflowError):
+        array = None
+    if array is None:
+        raise NqmError(f"{name} must be numbers, got {values!r}")
+    return array
+
+
+def representable(value: float, name: str, dtype, *, below: float | None = None) -> float:
+    """``value`` if the run's precision ``dtype`` holds it: 0, or a normal number (a value that
+    would round to 0, be a denormal, overflow, or — with ``below`` — round up to ``below``, is
+    refused)."""
+    dtype = np.dtype(dtype)
+    with np.errstate(over="ignore", under="ignore"):
+        cast = dtype.type(value)
+    changed = value != 0 and not (np.isfinite(cast) and abs(cast) >= np.finfo(dtype).tiny)
+    if changed or (below is not None and cast >= below):
+        precision = f"{dtype.name} (the run's precision)"
+        hint = "" if dtype == np.float64 else ", or run in float64 (x64=True, --x64)"
+        raise NqmError(f"{name}={float(value)!r} is {float(cast):g} in {precision}: give a value that {dtype.name} holds{hint}")
+    return value
+
+
+def number(value, name: str) -> float:
+    """A real number (not a string, a bool or None), as a float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise NqmError(f"{name} must be a number, got {value!r}")
+    return float(value)
 
 
 def grid_size(coords: dict) -> int:
@@ -60,38 +112,51 @@ def grid_size(coords: dict) -> int:
     return cells
 
 
+_FLAGS = ("independent_noise", "x64", "compaction", "progress")
+
+
 def run_config(settings: dict):
-    """A :class:`nqm.engine.RunConfig` from checked settings."""
+    """A :class:`nqm.engine.RunConfig` from checked settings (each of its type: a string, a float
+    count or a NaN is one error line, never a traceback later)."""
+    import dataclasses
+
     from nqm import engine
 
     config = engine.RunConfig(**settings)
-    if not (_real(config.target) and np.isfinite(config.target) and config.target > 0):
-        raise NqmError(f"target must be a number > 0, got {config.target!r}")
-    count(config.max_steps, "max_steps", high=MAX_STEPS)
-    count(config.chunk_steps, "chunk_steps", high=MAX_STEPS)
-    if config.devices is not None:
-        count(config.devices, "devices")
-    if config.memory_budget is not None and not (_real(config.memory_budget) and np.isfinite(config.memory_budget)
-                                                 and config.memory_budget > 0):
-        raise NqmError(f"memory_budget must be a number of bytes > 0, got {config.memory_budget}")
-    if not (_real(config.diverge_factor) and np.isfinite(config.diverge_factor) and config.diverge_factor > 1):
-        raise NqmError(f"diverge_factor must be a number > 1, got {config.diverge_factor!r}")
-    return config
-
-
-def _real(value) -> bool:
-    """A real number (int, float, numpy scalar): not a string, a bool or None."""
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    target = number(config.target, "target")
+    if not (np.isfinite(target) and target > 0):
+        raise NqmError(f"target must be a number > 0, got {config.target}")
+    counts = {"max_steps": count(config.max_steps, "max_steps", high=MAX_STEPS),
+              "chunk_steps": count(config.chunk_steps, "chunk_steps", high=MAX_STEPS)}
+    for name in ("devices", "block_cells", "batch_cells"):
+        if getattr(config, name) is not None:
+            counts[name] = count(getattr(config, name), name)
+    budget = config.memory_budget
+    if budget is not None and not (np.isfinite(number(budget, "memory_budget")) and budget > 0):
+        raise NqmError(f"memory_budget must be a number of bytes > 0, got {budget}")
+    factor = number(config.diverge_factor, "diverge_factor")
+    if not (np.isfinite(factor) and factor > 1):
+        raise NqmError(f"diverge_factor must be a number > 1, got {config.diverge_factor}")
+    for name in _FLAGS:
+        if not isinstance(getattr(config, name), (bool, np.bool_)):
+            raise NqmError(f"{name} must be True or False, got {getattr(config, name)!r}")
+    return dataclasses.replace(config, target=target, diverge_factor=factor, **counts)
 
 
 def count(value, name: str, *, low: int = 1, high: int | None = None) -> int:
-    """An integer option (a dimension, a number of steps, cells, …) within bounds."""
-    try:
-        ok = (_real(value) and float(value) == int(value) and int(value) >= low
-              and (high is None or int(value) <= high))
-    except (TypeError, ValueError, OverflowError):
-        ok = False
+    """An integer option (a dimension, a number of steps, cells, …) within bounds: an ``int`` (a
+    float such as ``1.0``, a string or a bool is refused: a count is a whole number by type)."""
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+        and int(value) >= low and (high is None or int(value) <= high)
     if not ok:
-        bound = f">= {low}" if high is None else f"between {low} and {high:,}"
+        bound = f">= {low:,}" if high is None else f"between {low:,} and {high:,}"
         raise NqmError(f"{name} must be an integer {bound}, got {value!r}")
     return int(value)
+
+
+def format_bytes(size: float) -> str:
+    """A size in the unit that reads best: ``512 bytes``, ``3.1 MiB``, ``2.50 GiB``."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{int(size)} bytes"

@@ -5,44 +5,47 @@ not publish its delay, noise or grid; the defaults here are where the contrast s
 README). Sizes:
 
     --smoke   N = 100, 6 × 6 grid, 2 000 steps          (seconds; CI)
-    (default) N = 10⁴, 24 × 24 grid, 100 000 steps      (the committed figure)
-    --paper   N = 10⁴, 32 × 32 grid, 500 000 steps      (the paper's scale)
+    (default) N = 10⁴, 24 × 24 grid, 100 000 steps      (the committed figure; about 41 min on 2 cores)
+    --paper   N = 10⁴, 32 × 32 grid, 500 000 steps      (the paper's scale; hours)
 
 The sweep is checkpointed next to the output: an interrupted run resumes where it stopped.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
-import time
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.colors as mcolors  # noqa: E402
-import matplotlib.patches as mpatches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-import nqm  # noqa: E402
-from nqm.plots.heatmap import draw_heatmap  # noqa: E402
-from nqm.sweeps import t_star  # noqa: E402
+from nqm.plots.heatmap import draw_panels  # noqa: E402
+from nqm.plots.script import FigureScript, suptitle  # noqa: E402
+from nqm.status import REACHED, t_star  # noqa: E402
 
 SIZES = {
     "smoke": dict(dim=100, side=6, max_steps=2_000),
     "default": dict(dim=10_000, side=24, max_steps=100_000),
     "paper": dict(dim=10_000, side=32, max_steps=500_000),
 }
+OPTIONS = {
+    "--paper": dict(action="store_true", help="the paper's scale: 32 × 32 cells, 500,000 steps"),
+    "--delay": dict(type=int, default=4, help="the delayed rows' D (default 4)"),
+    "--noise": dict(type=float, default=0.05, help="the noisy rows' σ (default 0.05)"),
+    "--rho": dict(type=float, default=0.5, help="AB's ρ (default 0.5)"),
+    "--no-progress": dict(action="store_true", help="no progress bar"),
+}
 
 
-def run(size: str, delay: int, noise: float, rho: float, out: str, progress: bool = True):
+def compute(smoke, paper=False, delay=4, noise=0.05, rho=0.5, no_progress=False, checkpoint=None):
+    import nqm
+
+    size = "smoke" if smoke else os.environ.get("NQM_FIG1_SIZE", "paper" if paper else "default")
     s = SIZES[size]
-    data = os.path.splitext(out)[0] + ".nc"
-    start = time.perf_counter()
-    ds = nqm.sweep(
+    return nqm.sweep(
         "ab",
         lr=np.geomspace(0.01, 4.0, s["side"]),
         momentum=np.linspace(0.0, 0.98, s["side"]),
@@ -51,67 +54,42 @@ def run(size: str, delay: int, noise: float, rho: float, out: str, progress: boo
         rho=[0.0, rho],  # ρ = 0 is SGDM, bit for bit
         problem=nqm.zhang(s["dim"]),
         max_steps=s["max_steps"],
-        checkpoint=data + ".partial",
-        progress=progress,
-    )
-    elapsed = time.perf_counter() - start
-    nqm.save(ds, data)
-    os.remove(data + ".partial")
-    ds.attrs["wall_seconds"] = elapsed
-    return ds, elapsed
+        checkpoint=checkpoint,
+        progress=not no_progress,
+    ).assign_attrs(fig1_size=size)
 
 
-def figure(ds, rho: float):
-    rows = [(d, n) for d in ds.delay.values for n in ds.noise.values]
-    fig, axes = plt.subplots(len(rows), 2, figsize=(9.2, 3.0 * len(rows) + 1.0), sharex=True, sharey=True,
-                             layout="constrained", squeeze=False)
-    reached = ds.steps.values[ds.status.values == nqm.REACHED]
-    norm = mcolors.LogNorm(vmin=max(1, reached.min()), vmax=reached.max()) if reached.size else mcolors.LogNorm(1, 10)
-    for (delay, noise), row in zip(rows, axes):
-        for ax, r, name in zip(row, (0.0, rho), ("SGDM", f"AB, ρ = {rho:g}")):
-            panel = ds.sel(delay=delay, noise=noise, rho=r, seed=ds.seed.values[0])
-            mesh = draw_heatmap(ax, panel, norm)
-            ts = t_star(panel)
-            converged = int((panel.status == nqm.REACHED).sum())
-            ax.set_title(f"{name}: D = {delay}, σ = {noise:g}\nT* = {ts:,.0f}, {converged} cells converge"
-                         if np.isfinite(ts) else f"{name}: D = {delay}, σ = {noise:g}\nno cell converges", fontsize=9.5)
-    for ax in axes[-1]:
-        ax.set_xlabel("learning rate η")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("momentum m")
-    fig.colorbar(mesh, ax=axes, shrink=0.6, pad=0.02).set_label("steps to target T")
-    fig.legend(handles=[mpatches.Patch(facecolor="black", label="diverged"),
-                        mpatches.Patch(facecolor="white", edgecolor="0.5", label="not converged in budget"),
-                        plt.Line2D([], [], marker="*", color="white", markeredgecolor="black", markersize=10,
-                                   linestyle="none", label="fastest cell")],
-               loc="outside lower center", ncols=3, frameon=False, fontsize=9)
+def _name(rho):
+    return "SGDM" if rho == 0 else f"AB ρ = {rho:g}"
+
+
+def draw(ds):
+    panels = {f"{_name(r)}, D = {d}, σ = {n:g}": ds.sel(delay=d, noise=n, rho=r).isel(seed=0)
+              for d in ds.delay.values for n in ds.noise.values for r in ds.rho.values}
+    fig, axes = plt.subplots(ds.sizes["delay"] * ds.sizes["noise"], ds.sizes["rho"],
+                             figsize=(4.6 * ds.sizes["rho"] + 1.0, 3.2 * ds.sizes["delay"] * ds.sizes["noise"] + 1.2),
+                             sharex=True, sharey=True, layout="constrained", squeeze=False)
+    draw_panels(fig, axes, panels, shrink=0.6)
     a = ds.attrs
-    fig.suptitle(f"Steps to loss < {a['target']:g} on the NQM, {a['spectrum']}, budget {a['max_steps']:,} steps\n"
-                 f"{ds.sizes['lr']}×{ds.sizes['momentum']} grid; T* = 1st percentile of T over converged cells",
-                 fontsize=10.5)
+    suptitle(fig, f"Steps to loss < {a['target']:g} on the NQM, {a['spectrum']}, budget {int(a['max_steps']):,} steps, "
+                  f"{ds.sizes['lr']} × {ds.sizes['momentum']} grid (lr × m), seed {ds.seed.values[0]}\n"
+                  "T* = 1st percentile of T over the cells that converge")
     return fig
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--smoke", action="store_const", dest="size", const="smoke")
-    size.add_argument("--paper", action="store_const", dest="size", const="paper")
-    parser.add_argument("--delay", type=int, default=4, help="the delayed rows' D (default 4)")
-    parser.add_argument("--noise", type=float, default=0.05, help="the noisy rows' σ (default 0.05)")
-    parser.add_argument("--rho", type=float, default=0.5)
-    parser.add_argument("--out", default="figures/fig1_heatmaps.png")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    size = args.size or os.environ.get("NQM_FIG1_SIZE", "default")
-    if os.environ.get("NQM_SMOKE") == "1":
-        size = "smoke"
-    ds, elapsed = run(size, args.delay, args.noise, args.rho, args.out, progress=not args.no_progress)
-    fig = figure(ds, args.rho)
-    fig.savefig(args.out, dpi=150)
-    panels = ds.sizes["delay"] * ds.sizes["noise"] * ds.sizes["rho"]
-    print(f"wrote {args.out} ({size}: {elapsed:.0f} s, {elapsed / panels:.0f} s per panel)")
+def claims(ds):
+    out = {}
+    for d in ds.delay.values:
+        for n in ds.noise.values:
+            for r in ds.rho.values:
+                panel = ds.sel(delay=d, noise=n, rho=r).isel(seed=0)
+                key = f"{'sgdm' if r == 0 else 'ab'}_d{d}_s{n:g}"
+                out[f"{key}_converged"] = int((panel.status == REACHED).sum())
+                out[f"{key}_t_star"] = t_star(panel)
+    return out
 
+
+main = FigureScript("fig1_heatmaps", compute, draw, claims, doc=__doc__, options=OPTIONS, checkpoint=True).main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -5,26 +5,25 @@ micro-steps (Algorithm 10: the velocity update split into S parts, each braked a
 updated velocity). Learning rates reach far beyond SGDM's stability limit 2(1 + m)/λ_max.
 """
 
-import argparse
-import os
-
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.colors as mcolors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-import nqm  # noqa: E402
-from nqm.plots.heatmap import draw_heatmap  # noqa: E402
-from nqm.sweeps import t_star  # noqa: E402
+from nqm.plots.heatmap import draw_panels, grid_panel  # noqa: E402
+from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
+from nqm.status import REACHED, t_star  # noqa: E402
 
 RHO = 1.0
 MICRO_STEPS = (1, 4, 16)
 
 
 def panels(side, dim, steps):
+    """``{title: sweep}``: SGDM and AB with S micro-steps, on one lr × momentum grid."""
+    import nqm
+
     kw = dict(lr=np.geomspace(0.1, 30.0, side), momentum=np.linspace(0, 0.98, side), problem=nqm.zhang(dim),
               target=0.01, max_steps=steps, progress=False)
     out = {"SGDM": nqm.sweep("sgdm", **kw)}
@@ -33,33 +32,50 @@ def panels(side, dim, steps):
     return out
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--out", default="figures/fig_ab13_microsteps.png")
-    args = parser.parse_args(argv)
-    smoke = args.smoke or os.environ.get("NQM_SMOKE") == "1"
+def compute(smoke):
     side, dim, steps = (6, 50, 1_000) if smoke else (28, 1000, 10_000)
     results = panels(side, dim, steps)
-    fig, axes = plt.subplots(1, len(results), figsize=(4.5 * len(results), 4.6), sharey=True, layout="constrained")
-    reached = np.concatenate([ds.steps.values[ds.status.values == 1] for ds in results.values()])
-    reached = reached if reached.size else np.array([1, 10])
-    norm = mcolors.LogNorm(vmin=max(1, reached.min()), vmax=reached.max())
-    for ax, (name, ds) in zip(axes, results.items()):
-        panel = ds.isel(delay=0, noise=0, seed=0).squeeze(drop=True)
-        mesh = draw_heatmap(ax, panel, norm)
-        ts, area = t_star(panel), int((panel.status == 1).sum())
-        largest = float(panel.lr.where(panel.status == 1).max())
-        ax.set_title(f"{name}\nT* = {ts:,.0f}, {area} cells converge, largest η = {largest:.3g}", fontsize=10)
-        ax.set_xlabel("learning rate η")
-        print(f"{name}: T* = {ts:.0f}, converged {area}, largest converging lr {largest:.3g}")
-    axes[0].set_ylabel("momentum m")
-    fig.colorbar(mesh, ax=axes, shrink=0.9).set_label("steps to target T")
-    fig.suptitle(f"AB paper Fig. 13: micro-stepping, zhang N = {dim}, no noise or delay, loss < 0.01, "
-                 f"budget {steps:,} (black: diverged, white: not converged)", fontsize=10)
-    fig.savefig(args.out, dpi=150)
-    print(f"wrote {args.out}")
+    data = stack({key: grid_panel(ds) for key, ds in zip(_keys(), results.values())}, "panel")
+    return data.assign_coords(title=("panel", list(results))).assign_attrs(rho=RHO, delay=0, noise=0.0)
 
+
+def _keys():
+    return ["sgdm"] + [f"ab_s{s}" for s in MICRO_STEPS]
+
+
+def draw(data):
+    fig, axes = plt.subplots(1, data.sizes["panel"], figsize=(4.5 * data.sizes["panel"], 5.0), sharey=True,
+                             layout="constrained")
+    draw_panels(fig, axes, {str(p.title.values): p for p in _panels(data)})
+    for ax, panel in zip(axes, _panels(data)):
+        ax.set_title(ax.get_title() + f"\nlargest converging η = {largest_lr(panel):.3g}", fontsize=9.5)
+    a = data.attrs
+    suptitle(fig, f"AB paper Fig. 13: micro-stepping (AB at ρ = {a['rho']:g}) on {a['spectrum']}, no noise or delay: "
+                  f"steps to loss < {a['target']:g}, budget {int(a['max_steps']):,}")
+    return fig
+
+
+def _panels(data):
+    return [data.sel(panel=key) for key in data.panel.values]
+
+
+def largest_lr(panel):
+    return float(panel.lr.where(panel.status == REACHED).max())
+
+
+def claims(data):
+    out = {}
+    for panel in _panels(data):
+        key = str(panel.panel.values)
+        out[f"{key}_t_star"] = t_star(panel)
+        out[f"{key}_converged"] = int((panel.status == REACHED).sum())
+        out[f"{key}_largest_lr"] = largest_lr(panel)
+    stars = [out[f"{key}_t_star"] for key in data.panel.values]
+    return {**out, "t_star_min": min(stars), "t_star_max": max(stars),
+            "ab_s16_largest_lr_over_sgdm": out["ab_s16_largest_lr"] / out["sgdm_largest_lr"]}
+
+
+main = FigureScript("fig_ab13_microsteps", compute, draw, claims, doc=__doc__).main
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -6,23 +6,21 @@ largest-eigenvalue component; right: the relative energy decay E/E_SGDM per comp
 mean over the run; below 1, AB removes that component's energy faster than an SGDM step would).
 """
 
-import argparse
-import os
-
 import matplotlib
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import xarray as xr  # noqa: E402
 
-import nqm  # noqa: E402
-from nqm import diagnostics  # noqa: E402
+from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 
 # Found by a sweep (lr 16 × m 12 on zhang N = 1000, σ = 0.05, D = 0): at target 0.01 no cell
 # separates the two; at target 0.003 this one does (AB T ≈ 11k, SGDM never within 20k steps).
 CELL = dict(lr=0.02223009569218283, momentum=0.98, delay=0, noise=0.05, seed=0)
 TARGET = 0.003
+RHOS = (0.0, 0.5)
 
 
 def _smooth(x, y, width=50):
@@ -32,47 +30,65 @@ def _smooth(x, y, width=50):
 
 
 def runs(dim, steps, stride):
-    problem = nqm.zhang(dim)
+    """``{ρ: trace}`` of SGDM (ρ = 0) and AB from the same state and noise."""
+    import nqm
+    from nqm import diagnostics
+
     kw = dict(CELL, steps=steps, stride=stride, record=("loss", "component_loss"), summaries=True, target=TARGET)
-    return {rho: diagnostics.trajectory(problem, "ab", rho=rho, **kw) for rho in (0.0, 0.5)}
+    return {rho: diagnostics.trajectory("ab", problem=nqm.zhang(dim), rho=rho, **kw) for rho in RHOS}
 
 
-def figure(out, dim, steps, stride):
+def compute(smoke):
+    dim, steps, stride = (50, 500, 5) if smoke else (1000, 20_000, 10)
     results = runs(dim, steps, stride)
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), layout="constrained")
-    for rho, ds in results.items():
+    ab = results[0.5]
+    return xr.Dataset(
+        {"loss": (("rho", "step"), np.stack([ds.loss.values for ds in results.values()])),
+         "top_component_loss": (("rho", "step"),
+                                np.stack([ds.component_loss.isel(component=0).values for ds in results.values()])),
+         "steps_to_target": ("rho", [int(ds.steps_to_target) for ds in results.values()]),
+         "relative_energy_decay": ("component", ab.relative_energy_decay.values)},
+        coords={"rho": list(RHOS), "step": ab.step.values, "eigenvalue": ("component", ab.eigenvalue.values)},
+        attrs={**CELL, "dim": dim, "spectrum": ab.attrs["spectrum"], "steps": steps, "stride": stride,
+               "target": TARGET, "dtype": ab.attrs.get("dtype", "float32")},
+    )
+
+
+def draw(data):
+    a = data.attrs
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), layout="constrained")
+    for rho in data.rho.values:
+        run = data.sel(rho=rho)
         name = "SGDM (AB ρ = 0)" if rho == 0 else f"AB ρ = {rho:g}"
-        reached = int(ds.steps_to_target)
-        label = f"{name}: " + (f"T = {reached:,}" if reached else f"not below {TARGET:g} in {steps:,} steps")
-        for ax, y, text in ((axes[0], ds.loss.values, label), (axes[1], ds.component_loss.isel(component=0).values, name)):
-            line, = ax.semilogy(ds.step, y, lw=0.5, alpha=0.35)
-            ax.semilogy(*_smooth(ds.step.values, y), color=line.get_color(), lw=1.8, label=text + " (running mean)")
-        if rho:
-            axes[2].semilogx(ds.eigenvalue, ds.relative_energy_decay, ".", ms=3)
-        print(label)
-    axes[0].axhline(TARGET, color="grey", ls=":", label=f"target {TARGET:g}")
+        reached = int(run.steps_to_target)
+        label = f"{name}: " + (f"T = {reached:,}" if reached else f"not below {a['target']:g} in {int(a['steps']):,} steps")
+        for ax, y, text in ((axes[0], run.loss.values, label), (axes[1], run.top_component_loss.values, name)):
+            line, = ax.semilogy(data.step, y, lw=0.5, alpha=0.35)
+            ax.semilogy(*_smooth(data.step.values, y), color=line.get_color(), lw=1.8, label=text + " (running mean)")
+    axes[2].semilogx(data.eigenvalue, data.relative_energy_decay, ".", ms=3)
+    axes[0].axhline(a["target"], color="grey", ls=":", label=f"target {a['target']:g}")
     axes[0].set(title="total loss", xlabel="step", ylabel="L(w)")
-    axes[1].set(title="largest-eigenvalue component (λ = 1)", xlabel="step", ylabel="½ λ u²")
+    axes[1].set(title=f"largest-eigenvalue component (λ = {float(data.eigenvalue[0]):g})", xlabel="step",
+                ylabel="½ λ u²")
     axes[2].axhline(1.0, color="grey", ls=":")
     axes[2].set(title="relative energy decay of AB against SGDM", xlabel="eigenvalue λ",
                 ylabel="E / E_SGDM (geometric mean; < 1: damped faster)")
     for ax in axes[:2]:
         ax.legend(fontsize=8)
-    c = CELL
-    fig.suptitle(f"AB paper Fig. 2: noise, no delay — zhang N = {dim}, η = {c['lr']:.4g}, m = {c['momentum']:g}, "
-                 f"σ = {c['noise']:g}, D = 0, seed {c['seed']}; traced every {stride} steps", fontsize=10)
-    fig.savefig(out, dpi=150)
-    print(f"wrote {out}")
+    suptitle(fig, f"AB paper Fig. 2: noise, no delay — {a['spectrum']}, η = {a['lr']:.4g}, m = {a['momentum']:g}, "
+                  f"σ = {a['noise']:g}, D = {a['delay']}, seed {a['seed']}; traced every {a['stride']} steps")
+    return fig
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--out", default="figures/fig_ab2_noise.png")
-    args = parser.parse_args(argv)
-    smoke = args.smoke or os.environ.get("NQM_SMOKE") == "1"
-    figure(args.out, *((50, 500, 5) if smoke else (1000, 20_000, 10)))
+def claims(data):
+    decay = data.relative_energy_decay
+    small = decay.where(data.eigenvalue < 0.05, drop=True)
+    return {"ab_t": int(data.steps_to_target.sel(rho=0.5)), "sgdm_t": int(data.steps_to_target.sel(rho=0.0)),
+            "steps": int(data.attrs["steps"]), "ab_energy_decay_top": float(decay[0]),
+            "ab_energy_decay_max_deviation_below_0.05": float(np.abs(small - 1).max())}
 
+
+main = FigureScript("fig_ab2_noise", compute, draw, claims, doc=__doc__).main
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

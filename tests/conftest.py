@@ -1,5 +1,11 @@
 import os
+import pathlib
 
 # Two CPU devices even on a one-core machine, so the multi-device path is always exercised.
 os.environ.setdefault("NQM_CPU_DEVICES", "2")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Compiled programs shared by every test and every subprocess a test starts (scripts, notebooks, the
+# command line, several hosts): the same program is compiled once per machine, not once per process.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                      str(pathlib.Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax-compilation"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")

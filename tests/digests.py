@@ -75,7 +75,7 @@ def run_sweep(name):
 def run_trace(name):
     kwargs = dict(TRACES[name])
     method = kwargs.pop("method")
-    ds = diagnostics.trajectory(problem(), method, record=TRACED, summaries=True, **kwargs)
+    ds = diagnostics.trajectory(method, problem=problem(), record=TRACED, summaries=True, **kwargs)
     out = {n: digest(ds[n].values) for n in TRACED}
     out["relative_energy_decay"] = digest(ds.relative_energy_decay.values)
     out["alpha_histogram"] = digest(ds.alpha_histogram.values)

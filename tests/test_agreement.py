@@ -5,7 +5,7 @@ import pytest
 
 import nqm
 from nqm import stability
-from nqm.sweeps import linear_stability_agreement
+from nqm.linear.agreement import agreement
 
 
 def test_two_eigenvalue_sgdm_converges_below_and_diverges_above_threshold():
@@ -29,6 +29,6 @@ def test_sweep_status_agrees_with_linear_prediction_outside_the_band(method, dam
     lr = np.geomspace(0.5 * x.min(), 1.6 * x.max(), 28)  # λ_max = 1: η* = x*
     ds = nqm.sweep(method, lr=lr, momentum=momentum, delay=[1, 4, 8], problem=problem, dampening=dampening,
                    target=1e-8, max_steps=100_000, chunk_steps=10_000, progress=False)
-    report = linear_stability_agreement(ds, band=0.03)
+    report = agreement(ds, band=0.03)
     assert report["stable"] > 100 and report["unstable"] > 100
     assert report["fraction"] >= 0.99, report

@@ -16,8 +16,20 @@ from nqm.optimizers import make
 TINY = ["--dim", "8", "--max-steps", "50", "--no-progress"]
 
 
+def _unless_given(base, extra):
+    """The options of ``base`` (each with its values) that ``extra`` does not give: an option is
+    given once (twice is itself an error, with cases of its own below)."""
+    kept, given = [], False
+    for token in base:
+        if token.startswith("--"):
+            given = token in extra
+        if not given:
+            kept.append(token)
+    return kept
+
+
 def _sweep(*extra, lr=("0.1",), momentum=("0.5",)):
-    return ["sweep", "--lr", *lr, "--momentum", *momentum, *TINY, *extra]
+    return ["sweep", "--lr", *lr, "--momentum", *momentum, *_unless_given(TINY, extra), *extra]
 
 
 SWEEP_CASES = (
@@ -55,7 +67,7 @@ SWEEP_CASES = (
 
 
 def _trace(*extra):
-    return ["trace", "--lr", "0.1", "--momentum", "0.5", "--dim", "8", "--steps", "20", *extra]
+    return ["trace", *_unless_given(["--lr", "0.1", "--momentum", "0.5", "--dim", "8", "--steps", "20"], extra), *extra]
 
 
 TRACE_CASES = (
@@ -69,12 +81,37 @@ TRACE_CASES = (
 
 THRESHOLD_CASES = [
     ["threshold", "--method", "adam"], ["threshold", "--momentum", "1"], ["threshold", "--delay", "-1"],
-    ["threshold", "--delay-dist", "uniform:3:1"], ["threshold", "--delay", "1", "--delay-dist", "uniform:1:4"],
+    ["threshold", "--delay-dist", "uniform:3:1"], ["threshold", "--delay", "1", "--delay-dist", "workers:4"],
     ["threshold", "--method", "sgd", "--momentum", "0.5"], ["threshold", "--momentum", "nan"],
     ["threshold", "--delay", "x"], ["threshold", "--delay-dist", "poisson:2"],
 ]
 BENCH_CASES = [["bench", "--cells", "0"], ["bench", "--steps", "0"], ["bench", "--dim", "0"], ["bench", "--cells", "x"],
                ["bench", "--steps", "-3"]]
+
+_EXPECTED = ["expected", "--lr", "0.1", "--momentum", "0.5", "--dim", "8"]
+# An option given twice is refused (argparse alone would keep the last silently); OUT, FIG, CSV
+# and TNC stand for the pre-existing files of the `outputs` fixture.
+TWICE_CASES = [
+    _sweep("--lr", "0.2"), _sweep("--momentum", "0.5"), _sweep("--target", "0.01", "--target", "0.02"),
+    _sweep("--max-steps", "50", "--max-steps", "60"), _sweep("--x64", "--x64"), _sweep("--method", "ab", "--method", "ab"),
+    _sweep("--method", "ab", "--mode", "both", "--ab-mode", "vel-only"), _sweep("--method", "ab", "--rho", "0.5", "--rho", "0.7"),
+    _sweep("--delay-dist", "uniform:1:4", "--delay-dist", "gaussian:2"), _sweep("--dim", "8", "--dim", "9"),
+    _sweep("--plot", "FIG", "--plot", "FIG"), _sweep("--out", "OUT", "--out", "OUT"), _sweep("--memory-budget", "1", "--memory-budget", "2"),
+    _trace("--noise", "0", "--noise", "0.1"), _trace("--steps", "20", "--steps", "30"), _trace("--target", "0.01", "--target", "0.02"),
+    _trace("--plot", "FIG", "--plot", "FIG"), _trace("--delay", "1", "--delay", "2"),
+    [*_EXPECTED, "--bins", "4", "--bins", "8", "--out", "OUT"], [*_EXPECTED, "--lr", "0.2", "--out", "OUT"],
+    [*_EXPECTED, "--max-steps", "50", "--max-steps", "60", "--out", "OUT"], [*_EXPECTED, "--out", "OUT", "--out", "OUT"],
+    ["plot", "OUT", "--out", "FIG", "--out", "FIG"], ["plot", "OUT", "--out", "FIG", "--threshold", "--threshold"],
+    ["summary", "OUT", "--csv", "CSV", "--csv", "CSV"], ["summary", "OUT", "--spread", "--spread"],
+    ["threshold", "--momentum", "0.5", "--momentum", "0.9"], ["threshold", "--method", "sgd", "--method", "sgdm"],
+    ["threshold", "--dampening", "--dampening"], ["bench", "--cells", "4", "--cells", "8"], ["bench", "--quick", "--quick"],
+]
+# Two outputs, or an output and an input, that are one file (see test_cli for ./x and symlinks).
+SAME_FILE_CASES = [
+    _sweep("--out", "FIG", "--plot", "FIG"), _sweep("--out", "OUT", "--plot", "OUT"), _trace("--out", "FIG", "--plot", "FIG"),
+    [*_EXPECTED, "--out", "FIG", "--plot", "FIG"], ["plot", "FIG", "--out", "FIG"], ["plot", "OUT", "--out", "OUT"],
+    ["summary", "CSV", "--csv", "CSV"], ["summary", "OUT", "--csv", "OUT"],
+]
 
 
 @pytest.fixture
@@ -86,7 +123,7 @@ def outputs(tmp_path):
     return files
 
 
-def _run(argv, files, capsys):
+def _run(argv, files, capsys) -> str:
     before = {p: p.read_bytes() for p in files.values()}
     code = main(argv)
     err = capsys.readouterr().err.strip().splitlines()
@@ -94,10 +131,14 @@ def _run(argv, files, capsys):
     assert len(err) == 1 and err[0].startswith("nqm: error: "), err
     assert "Traceback" not in err[0]
     assert {p: p.read_bytes() for p in files.values()} == before
+    return err[0]
+
+
+_FILES = {"OUT": "out.nc", "FIG": "fig.png", "CSV": "table.csv", "TNC": "t.nc"}
 
 
 def _with_outputs(argv, files):
-    argv = [str(files["out.nc"]) if a == "OUT" else a for a in argv]
+    argv = [str(files[_FILES[a]]) if a in _FILES else a for a in argv]
     if argv[0] in ("sweep", "trace") and "--out" not in argv:
         argv += ["--out", str(files["out.nc" if argv[0] == "sweep" else "t.nc"])]
     if argv[0] == "threshold":
@@ -108,6 +149,17 @@ def _with_outputs(argv, files):
 @pytest.mark.parametrize("argv", SWEEP_CASES + TRACE_CASES + THRESHOLD_CASES + BENCH_CASES, ids=" ".join)
 def test_cli_bad_input(argv, outputs, capsys):
     _run(_with_outputs(argv, outputs), outputs, capsys)
+
+
+@pytest.mark.parametrize("argv", TWICE_CASES, ids=" ".join)
+def test_cli_option_given_twice(argv, outputs, capsys):
+    assert "given more than once" in _run(_with_outputs(argv, outputs), outputs, capsys)
+
+
+@pytest.mark.parametrize("argv", SAME_FILE_CASES, ids=" ".join)
+def test_cli_same_file_twice(argv, outputs, capsys):
+    err = _run(_with_outputs(argv, outputs), outputs, capsys)
+    assert "name the same file" in err or "would overwrite" in err
 
 
 def test_cli_bad_paths(outputs, tmp_path, capsys):
@@ -135,6 +187,7 @@ def test_cli_bad_paths(outputs, tmp_path, capsys):
     for argv in cases:
         _run(argv, outputs, capsys)
     assert len(cases) + len(SWEEP_CASES + TRACE_CASES + THRESHOLD_CASES + BENCH_CASES) >= 150
+    assert len(TWICE_CASES + SAME_FILE_CASES) >= 35
 
 
 # ------------------------------------------------------------------------------- Python API
@@ -167,24 +220,24 @@ def test_api_sweep_bad_input(kwargs, tmp_path):
 
 
 OTHER_API = [
-    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=-1, momentum=0.5),
-    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=2),
-    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, delay=1.5),
-    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, steps=0),
-    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, stride=0),
-    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, record=("nope",)),
-    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=[0.1, 0.2], momentum=0.5),
-    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, rho=0.5),
-    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, target=-1),
-    lambda: diagnostics.trajectory(nqm.zhang(8), "sgdm", lr=0.1, momentum=0.5, max_steps=10),
+    lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=-1, momentum=0.5),
+    lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=0.1, momentum=2),
+    lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=0.1, momentum=0.5, delay=1.5),
+    lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=0.1, momentum=0.5, steps=0),
+    lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=0.1, momentum=0.5, stride=0),
+    lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=0.1, momentum=0.5, record=("nope",)),
+    lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=[0.1, 0.2], momentum=0.5),
+    lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=0.1, momentum=0.5, rho=0.5),
+    lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=0.1, momentum=0.5, target=-1),
+    lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=0.1, momentum=0.5, max_steps=10),
     lambda: delays.process("-1"), lambda: delays.process("workers:0"), lambda: delays.process("pmf:0,0"),
     lambda: delays.process(None), lambda: delays.constant(-2), lambda: delays.workers(3, 2.0, 1.0),
     lambda: make("adam"), lambda: make("sgdm", group="element"), lambda: make("ab", micro_steps=-1),
     lambda: make("ab", group=np.array([-1, 0])),
     lambda: stability.threshold("adam"), lambda: stability.threshold("sgdm", delay=-1),
     lambda: stability.threshold("sgdm", momentum=1.0), lambda: stability.threshold("sgd", momentum=0.5),
-    lambda: stability.threshold("sgdm", delay=1, pmf=[0.5, 0.5]), lambda: stability.uniform_pmf(3, 1),
-    lambda: stability.gaussian_pmf(0),
+    lambda: stability.threshold("sgdm", delay=1, pmf=[0.5, 0.5]), lambda: delays.uniform_pmf(3, 1),
+    lambda: delays.gaussian_pmf(0),
     lambda: nqm.load("/nonexistent/x.nc"), lambda: nqm.zhang(0), lambda: nqm.loguniform(4, lo=0),
     lambda: nqm.loguniform(4, lo=2, hi=1),
     lambda: summary.summarize(xr.Dataset({"x": ("a", [1])})),

@@ -7,15 +7,20 @@ from nqm.cli import main
 
 
 def test_bench_prints_a_json_summary_last(capsys):
-    assert main(["bench", "--quick"]) == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert main(["bench", "--quick", "--check"]) == 0  # no verdict, so no miss either
+    out = capsys.readouterr().out
+    last = out.strip().splitlines()[-1]
     result = json.loads(last)
     for key in ("probe_elem_steps_per_s", "numpy_elem_steps_per_s", "sgdm_elem_steps_per_s", "ab_elem_steps_per_s",
                 "sgdm_vs_probe", "ab_vs_probe", "sgdm_vs_numpy", "early_exit_efficiency", "devices", "backend"):
         assert key in result
     assert result["devices"] == 2 and result["backend"] == "cpu"
-    assert 0 < result["early_exit_efficiency"] and all(result[k] > 0 for k in result if k.endswith("_per_s"))
-    assert result["targets_missed"] == bench.missed_targets(result)
+    assert 0 < result["early_exit_efficiency"] <= 1 and all(result[k] > 0 for k in result if k.endswith("_per_s"))
+    for name in ("iid", "workers", "slow_workers"):
+        assert result[f"{name}_vs_constant"] > 0
+    # targets hold at the default size only: a quick run gives ratios without verdicts
+    assert result["verdicts"] is False and result["targets_missed"] == []
+    assert "no verdicts" in out
 
 
 def test_check_names_each_missed_target():

@@ -99,8 +99,212 @@ def test_threshold_table(tmp_path, capsys):
     assert main(["threshold", "--momentum", "0.5", "--delay", "-1"]) == 2
 
 
+def test_threshold_answers_for_every_method(capsys):
+    """Derived from the update for the linear methods (refused, pointing at --simulate, for the
+    others), simulated by bisection for any method."""
+    from nqm.optimizers import make, methods
+
+    out = ""
+    for method in methods():
+        derived = main(["threshold", "--method", method, "--delay", "2", "--momentum", "0.5"])
+        printed = capsys.readouterr()
+        assert derived == (0 if make(method).linear else 2)
+        assert make(method).linear or "--simulate" in printed.err
+        assert main(["threshold", "--method", method, "--delay", "2", "--momentum", "0.5", "--simulate",
+                     "--steps", "1500", "--tol", "0.05"]) == 0
+        out += printed.out + capsys.readouterr().out
+    assert out.count("simulated thresholds") == len(methods()) and out.count("mean thresholds") == 7
+    assert main(["threshold", "--delay-dist", "workers:3", "--momentum", "0.5"]) == 2  # a pool has no pmf
+    assert main(["threshold", "--steps", "10"]) == 2  # a simulation option without --simulate
+    assert main(["threshold", "--simulate", "--criterion", "mean-square"]) == 2
+
+
+def test_the_overlay_is_the_methods_own_threshold_or_a_given_table(tmp_path):
+    """--threshold draws the result's own derived threshold; for a method that is not linear it
+    draws none (never another method's) unless a table is given, e.g. a simulated one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from nqm.plots.heatmap import plot_heatmaps
+
+    kw = dict(lr=np.geomspace(0.05, 1.5, 5), momentum=[0.0, 0.5, 0.8], delay=2, problem=nqm.zhang(8), max_steps=300,
+              progress=False)
+    red = lambda fig: [line for ax in fig.axes for line in ax.get_lines() if line.get_color() == "red"]
+    sgdm = nqm.sweep("sgdm", **kw)
+    line = red(plot_heatmaps(sgdm, threshold=True))[0]
+    from nqm import linear
+
+    np.testing.assert_allclose(line.get_xdata()[[0, -1]], linear.threshold("sgdm", delay=2, momentum=[0.0, 0.8]), rtol=1e-9)
+    ab = nqm.sweep("ab", rho=0.5, **kw)
+    fig = plot_heatmaps(ab, threshold=True)
+    assert not red(fig) and "no derived threshold" in fig._suptitle.get_text()
+    table = tmp_path / "ab.nc"
+    assert main(["threshold", "--method", "ab", "--rho", "0.5", "--delay", "2", "--momentum", "0", "0.5", "0.8",
+                 "--simulate", "--steps", "1000", "--tol", "0.05", "--out", str(table)]) == 0
+    result = tmp_path / "ab_result.nc"
+    nqm.save(ab, result)
+    assert main(["plot", str(result), "--out", str(tmp_path / "ab.png"), "--threshold", str(table)]) == 0
+    assert red(plot_heatmaps(ab, threshold=nqm.io.load_dataset(table)))
+
+
 def test_python_dash_m_reports_errors_without_traceback(tmp_path):
     run = subprocess.run([sys.executable, "-m", "nqm", "sweep", "--lr", "-1", "--momentum", "0.5",
                           "--out", str(tmp_path / "r.nc")], capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stderr.strip() == "nqm: error: lr=-1 is invalid: each value must be a learning rate > 0"
+
+
+# ------------------------------------------------------------------ one parser, shared groups
+
+import argparse
+import dataclasses
+import os
+import re
+
+from nqm import engine
+from nqm.cli import COMMANDS, build_parser, groups
+from nqm.cli.parser import Parser
+
+
+def _parser(name) -> argparse.ArgumentParser:
+    """The full parser of one command, as ``nqm NAME`` builds it."""
+    module = next(m for m in COMMANDS if m.NAME == name)
+    return module.add_parser(Parser(prog="nqm").add_subparsers(parser_class=Parser))
+
+
+def _options(name) -> set[str]:
+    return {flag for action in _parser(name)._actions for flag in action.option_strings}
+
+
+def _help_entries(name) -> dict[str, str]:
+    """Each option's entry of ``nqm NAME --help``, its wrapped lines joined."""
+    entries, current = {}, None
+    for line in _parser(name).format_help().splitlines():
+        if re.match(r"  -", line):
+            current = line.split()[0].rstrip(",")
+            entries[current] = line
+        elif current and line.startswith("   "):
+            entries[current] += " " + line.strip()
+        else:
+            current = None
+    return {k: " ".join(v.split()) for k, v in entries.items()}
+
+
+@pytest.mark.parametrize("name", [m.NAME for m in COMMANDS])
+def test_every_help_shows_each_default_once(name, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "60")  # narrow: defaults wrap across lines
+    entries = _help_entries(name)
+    assert len(entries) >= 3
+    for option, entry in entries.items():
+        assert entry.count("default") <= 1, entry
+        assert not re.search(r"default:? None\b", entry), entry
+    for action in _parser(name)._actions:
+        if action.option_strings and action.default is not None and not isinstance(action.default, bool) \
+                and action.default is not argparse.SUPPRESS:
+            shown = " ".join(map(str, action.default)) if isinstance(action.default, list) else str(action.default)
+            assert f"(default: {shown})" in entries[action.option_strings[0]], entries[action.option_strings[0]]
+
+
+@pytest.mark.parametrize("name, required", [
+    ("sweep", ["--lr", "1", "--momentum", "0", "--out", "x.nc"]),
+    ("trace", ["--lr", "1", "--momentum", "0", "--steps", "5", "--out", "x.nc"]),
+    ("expected", ["--lr", "1", "--momentum", "0", "--out", "x.nc"]),
+])
+def test_run_settings_default_to_run_config(name, required, monkeypatch):
+    args = build_parser(name).parse_args([name, *required])
+    settings = groups.settings(args)
+    assert "target" in settings and engine.RunConfig(**settings) == engine.RunConfig()
+    assert args.target == engine.RunConfig().target
+
+    @dataclasses.dataclass(frozen=True)
+    class Changed(engine.RunConfig):
+        target: float = 0.125
+        max_steps: int = 777
+
+    monkeypatch.setattr(engine, "RunConfig", Changed)  # the CLI follows: no default of its own
+    args = build_parser(name).parse_args([name, *required])
+    assert args.target == 0.125 and getattr(args, "max_steps", 777) == 777
+
+
+def test_commands_share_the_grid_problem_and_method_groups():
+    from nqm import expected
+    from nqm.optimizers import methods
+    from nqm.optimizers.base import options
+    from nqm.sweeps import all_hyper_dims
+
+    grid = {"--lr", "--momentum", "--delay", "--noise"}
+    problem = {"--spectrum", "--dim", "--lo", "--hi", "--eigenvalues", "--rotate"}
+    registry = {"--method", *("--" + n.replace("_", "-") for m in methods() for n in options(m)),
+                *("--" + n.replace("_", "-") for n in all_hyper_dims())}
+    sweep, trace, expected_ = _options("sweep"), _options("trace"), _options("expected")
+    for options_ in (sweep, trace, expected_):
+        assert grid | problem | {"--target", "--out"} <= options_
+    assert registry | {"--seed", "--ab-mode"} <= sweep & trace
+    assert "--delay-dist" in sweep and not (registry - {"--method", "--dampening"}) & expected_
+    args = build_parser("expected").parse_args(["expected", "--lr", "1", "--momentum", "0", "--out", "x.nc", "--bins"])
+    assert args.bins == expected.DEFAULT_BINS and args.method == groups.default_of(expected.sweep, "method")
+    assert next(a for a in _parser("expected")._actions if a.dest == "method").choices == expected.METHODS
+    assert next(a for a in _parser("threshold")._actions if a.dest == "method").choices == sorted((*methods(), "sgd"))
+
+
+def test_commands_that_need_no_simulation_do_not_import_jax(tmp_path):
+    result = tmp_path / "r.nc"
+    nqm.save(nqm.sweep("sgdm", lr=[0.1, 0.3], momentum=[0, 0.5], problem=nqm.zhang(8), max_steps=200, progress=False),
+             result)
+    script = ("import sys\nfrom nqm.cli import main\ntry:\n    code = main(sys.argv[1:])\nexcept SystemExit as e:\n"
+              "    code = e.code\nassert 'jax' not in sys.modules, 'imported jax'\nsys.exit(code)")
+    for argv in (["summary", str(result)], ["--help"], ["plot", str(result), "--out", str(tmp_path / "f.png")],
+                 ["summary", "--help"], ["summary", str(result), "--spread", "2"]):
+        run = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True)
+        assert run.returncode == (2 if "2" in argv else 0) and "imported jax" not in run.stderr, (argv, run.stderr)
+
+
+def test_two_names_of_one_file_are_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    result = tmp_path / "r.nc"
+    nqm.save(nqm.sweep("sgdm", lr=[0.1, 0.3], momentum=[0, 0.5], problem=nqm.zhang(8), max_steps=200, progress=False),
+             result)
+    before = result.read_bytes()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.png").symlink_to(result)
+    (tmp_path / "dangling.png").symlink_to(tmp_path / "new.png")  # a link to a file not written yet
+    os.link(result, tmp_path / "hard.nc")
+    cell = ["--lr", "0.1", "--momentum", "0", "--dim", "8"]
+    cases = {
+        ("plot", "r.nc", "--out", "./r.nc"): "--out would overwrite the input result",
+        ("plot", str(result), "--out", "link.png"): "--out would overwrite the input result",
+        ("summary", "r.nc", "--csv", "hard.nc"): "--csv would overwrite the input result",
+        ("summary", "r.nc", "--csv", "sub/../r.nc"): "--csv would overwrite the input result",
+        ("sweep", *cell, "--out", "new.png", "--plot", "dangling.png"): "--out and --plot name the same file",
+        ("sweep", *cell, "--out", "r.png", "--plot", "r.png"): "--out and --plot name the same file",
+        ("trace", *cell, "--steps", "5", "--out", "t.png", "--plot", "./t.png"): "--out and --plot name the same file",
+        ("expected", *cell, "--out", "x", "--plot", "x"): "--out and --plot name the same file",
+    }
+    for argv, message in cases.items():
+        assert main(list(argv)) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("nqm: error: ") and message in err[0], (argv, err)
+    assert result.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling.png", "hard.nc", "link.png", "r.nc", "sub"]
+
+
+def test_best_prints_its_answer_last_and_sweep_gives_it_again(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "best.nc"
+    common = ["--delay", "2", "--dim", "30", "--max-steps", "3000", "--no-progress"]
+    assert main(["best", "--method", "ab", "--lr", "0.02:1.5", "--momentum", "0:0.9", "--rho", "0.5", "--seeds", "2",
+                 "--noise", "0.01", "--robust", "0.05", "--max-cells", "600", *common, "--json", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    found = json.loads(printed[-1])
+    assert set(found) == {"t_star", "point", "robust_t_star", "robust_point", "seeds", "cells"}
+    assert found["cells"] <= 600 and found["point"]["rho"] == 0.5 and any("T*_best" in line for line in printed)
+    point = found["point"]
+    again = nqm.sweep("ab", lr=point["lr"], momentum=point["momentum"], rho=0.5, delay=2, noise=0.01, seed=[0, 1],
+                      problem=nqm.zhang(30), max_steps=3000, progress=False)
+    assert np.median(again.steps.values) == found["seeds"]["median"] == found["t_star"]
+    assert main(["best", "--lr", "1:2:3", "--momentum", "0.5", "--out", str(tmp_path / "x.nc")]) == 2
+    assert main(["best", "--lr", "0.1", "--momentum", "0.5", "--delay", "1", "--delay-dist", "uniform:0:2",
+                 "--out", str(tmp_path / "x.nc")]) == 2
+    assert main(["best", "--method", "ab", "--lr", "0.1:1", "--momentum", "0.5", "--expected",
+                 "--out", str(tmp_path / "x.nc")]) == 2

@@ -5,15 +5,112 @@ import dataclasses
 import numpy as np
 import pytest
 
+import nqm
+
 from nqm import delays, engine
 from nqm.errors import NqmError
 from nqm.optimizers import make
 from nqm.problem import zhang
-from nqm.stability import gaussian_pmf, uniform_pmf
+from nqm.delays import History, gaussian_pmf, uniform_pmf
+
+import reference
+from nqm import diagnostics
 
 PROBLEM = zhang(64)
 CONFIG = engine.RunConfig(target=1e-3, max_steps=600, chunk_steps=64, progress=False)
 PROCESSES = ["3", "uniform:1:4", "gaussian:3", "pmf:0.5,0,0.5", "workers:4", "workers:4:slow=0.25:5"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Alternating:
+    """A toy process registered from this file: delays alternate A, B, A, … (round-robin workers).
+    Adding a process is this class and its registration: the contract tests below and a sweep pick
+    it up."""
+
+    a: int
+    b: int
+
+    @property
+    def label(self):
+        return f"alternating:{self.a}:{self.b}"
+
+    @property
+    def mean(self):
+        return (self.a + self.b) / 2
+
+    @property
+    def workers(self):
+        return max(self.a, self.b) + 1
+
+    def pmf(self):
+        return None  # not independent from step to step
+
+    def schedule(self, seed, steps):
+        t = np.arange(steps)
+        delay = np.where(t % 2 == 0, self.a, self.b).astype(np.int32)
+        return delay, ((t - delay) % self.workers).astype(np.int32)
+
+    def history(self, delays):
+        return History(self.workers)
+
+
+@delays.register("alternating", syntax="alternating:A:B", help="delays A, B, A, B, …", example="alternating:1:3")
+def _alternating(rest):
+    a, b = rest.split(":")
+    return Alternating(int(a), int(b))
+
+
+FAMILIES = {family.name: family for family in delays.families()}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_contract_of_every_registered_family(name):
+    family = FAMILIES[name]
+    process = delays.process(family.example)
+    assert delays.process(process.label) == process  # the label is a spec of the same process
+    assert family.syntax in delays.syntax()
+    delay, worker = process.schedule(4, 3000)
+    assert delay.dtype == worker.dtype == np.int32 and delay.shape == worker.shape == (3000,)
+    for a, b in zip(process.schedule(4, 700), (delay, worker)):
+        np.testing.assert_array_equal(a, b[:700])  # a longer budget extends the same schedule
+    assert delay.min() >= 0 and worker.min() >= 0 and worker.max() < process.workers
+    history = process.history(delay)
+    if history.by_worker:  # each worker's snapshot is the weights of iteration t − τ_t
+        fetched = np.zeros(process.workers, int)
+        for t, (tau, k) in enumerate(zip(delay, worker)):
+            assert fetched[k] == t - tau
+            fetched[k] = t + 1
+    else:
+        assert delay.max() < history.slots  # no delay reaches past the ring
+    pmf = process.pmf()
+    if pmf is not None:
+        assert pmf.min() >= 0 and abs(pmf.sum() - 1) < 1e-12 and abs(np.arange(pmf.size) @ pmf - process.mean) < 1e-12
+        freq = np.bincount(delay, minlength=pmf.size) / delay.size
+        assert np.all(np.abs(freq - pmf) <= 5 * np.sqrt(pmf * (1 - pmf) / delay.size) + 1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+@pytest.mark.parametrize("method", ["dana", "staleness"])
+def test_every_registered_family_runs_as_its_schedule_says(name, method):
+    """The engine under any registered process equals a plain numpy loop over its schedule (DANA:
+    per-worker velocities and look-ahead weights; staleness-aware SGDM: the delay itself)."""
+    spec, problem = FAMILIES[name].example, zhang(6)
+    process = delays.process(spec)
+    ds = diagnostics.trajectory(method, problem=problem, lr=0.05, momentum=0.5, delay=spec, seed=2, steps=300,
+                                record=("loss",), x64=True)
+    expected = reference.run_scheduled(method, problem.eigenvalues, 0.05, 0.5, process.schedule(2, 300),
+                                       workers=process.workers)
+    np.testing.assert_allclose(ds.loss.values, expected, rtol=1e-10)
+
+
+def test_a_registered_family_gets_a_sweep():
+    ds = nqm.sweep("shifted", lr=[0.05, 0.2], momentum=[0.0, 0.5], delay=[2, "alternating:1:3"], problem=zhang(8),
+                   max_steps=400, progress=False)
+    assert list(ds.delay.values) == ["2", "alternating:1:3"] and ds.mean_delay.values.tolist() == [2.0, 2.0]
+    assert (ds.status.sel(delay="alternating:1:3") != engine.RUNNING).all()
+    np.testing.assert_array_equal(ds.steps.sel(delay=2).values, nqm.sweep(
+        "shifted", lr=[0.05, 0.2], momentum=[0.0, 0.5], delay=2, problem=zhang(8), max_steps=400,
+        progress=False).steps.sel(delay=2).values)
 
 
 @pytest.mark.parametrize("spec", PROCESSES)

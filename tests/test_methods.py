@@ -110,6 +110,6 @@ def test_contract_jit_vmap_dtypes_processes_and_compile_once(method):
         single = engine.simulate(problem, optimizer, {k: v[2:3] for k, v in hyper.items()}, [0.0], delay=spec, seed=1,
                                  config=dataclasses.replace(CONFIG, max_steps=60), record={"loss": diagnostics.loss})
         np.testing.assert_array_equal(single.trace["loss"][0], run(True).trace["loss"][2])
-        before = engine._advance._cache_size()
+        before = engine.loop.advance._cache_size()
         run(True, {k: v * 0.9 for k, v in hyper.items()})
-        assert engine._advance._cache_size() == before, "new hyperparameter values recompiled"
+        assert engine.loop.advance._cache_size() == before, "new hyperparameter values recompiled"

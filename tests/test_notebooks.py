@@ -1,5 +1,7 @@
-"""Notebooks and figure scripts run at their smoke size, so they cannot rot."""
+"""Notebooks and figure scripts run at their smoke size, so they cannot rot; a figure script writes
+its data beside the PNG and redraws the same figure from that data alone."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -7,14 +9,29 @@ import sys
 
 import jupytext
 import pytest
+import xarray as xr
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
 SCRIPTS = sorted((ROOT / "scripts").glob("fig*.py"))
 
+# Runs a script with --redraw, then fails unless it exited cleanly without ever importing JAX (so
+# nothing was simulated: the engine cannot run without it).
+REDRAW = """
+import runpy, sys
+script, out = sys.argv[1:]
+sys.argv = [script, "--redraw", "--out", out]
+try:
+    runpy.run_path(script, run_name="__main__")
+except SystemExit as exc:
+    assert exc.code in (0, None), exc.code
+assert "jax" not in sys.modules, "--redraw imported JAX"
+"""
+
 
 def _run(args, tmp_path):
-    env = dict(os.environ, NQM_SMOKE="1", MPLBACKEND="Agg", NQM_CPU_DEVICES="2")
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)  # this checkout's nqm
+    env = dict(os.environ, NQM_SMOKE="1", MPLBACKEND="Agg", NQM_CPU_DEVICES="2", PYTHONPATH=path)
     result = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
@@ -33,8 +50,29 @@ def test_paired_ipynb_is_in_sync(notebook):
     assert sources(jupytext.read(paired)) == sources(jupytext.read(notebook))
 
 
+def _regime(data_path):
+    if data_path.suffix == ".nc":
+        with xr.open_dataset(data_path, engine="h5netcdf") as ds:
+            return dict(ds.attrs)
+    return json.loads(data_path.read_text())["regime"]
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_figure_script_runs_at_smoke_size(script, tmp_path):
+def test_figure_script_runs_at_smoke_size_and_redraws_from_its_data(script, tmp_path):
     out = tmp_path / f"{script.stem}.png"
     _run([str(script), "--smoke", "--out", str(out)], tmp_path)
     assert out.stat().st_size > 5_000
+    data = [out.with_suffix(s) for s in (".nc", ".json") if out.with_suffix(s).exists()]
+    assert len(data) == 1, "one data file beside the PNG"
+    regime = _regime(data[0])
+    assert regime["figure"] == script.stem and regime["size"] == "smoke" and regime["wall_seconds"] >= 0
+    claims_path = tmp_path / f"{script.stem}.claims.json"
+    claims = json.loads(claims_path.read_text())
+    assert claims["figure"] == script.stem and claims["data"] == data[0].name
+
+    drawn = out.read_bytes()
+    out.unlink()
+    claims_path.unlink()
+    _run(["-c", REDRAW, str(script), str(out)], tmp_path)
+    assert out.read_bytes() == drawn  # the figure is always drawn from the data as written
+    assert json.loads(claims_path.read_text()) == claims

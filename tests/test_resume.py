@@ -45,14 +45,86 @@ def test_a_sweep_killed_mid_cell_resumes_where_it_stopped(sig, uninterrupted, tm
     assert child.returncode != 0
     saved_t = int(np.load(running)["0_t"])
     starts = []
-    advance = engine._advance
+    advance = engine.loop.advance
 
     def spy(spec, cells, inputs, model, noise, schedule, row, t0, *rest):
         starts.append(int(t0))
         return advance(spec, cells, inputs, model, noise, schedule, row, t0, *rest)
 
-    with mock.patch.object(engine, "_advance", spy):
+    with mock.patch.object(engine.loop, "advance", spy):
         resumed = nqm.sweep("sgdm", checkpoint=checkpoint, **GRID)
     assert starts[0] == saved_t > 0  # the first part went on from where it was, not from step 0
     for name in ("steps", "status", "loss"):
         np.testing.assert_array_equal(resumed[name].values, uninterrupted[name].values)
+
+
+# ------------------------------------------------------------------ a checkpoint resumes only the same sweep, intact
+
+SMALL = dict(lr=[0.05, 0.1, 0.2], momentum=[0.0, 0.9], target=1e-3, max_steps=20_000, progress=False)
+LAM = list(np.geomspace(1.0, 0.01, 10))
+
+
+def test_a_changed_ninth_eigenvalue_is_another_sweep(tmp_path):
+    """The spectrum's label shows eight eigenvalues: the check compares all of them, by digest."""
+    from nqm.checkpoint import StaleCheckpoint
+
+    path = tmp_path / "c.partial"
+    old = nqm.sweep("sgdm", problem=nqm.explicit(LAM), checkpoint=path, **SMALL)
+    changed = list(LAM)
+    changed[8] *= 0.7
+    assert nqm.explicit(changed).spectrum == nqm.explicit(LAM).spectrum
+    with pytest.raises(StaleCheckpoint, match="eigenvalues") as info:
+        nqm.sweep("sgdm", problem=nqm.explicit(changed), checkpoint=path, **SMALL)
+    assert "\n" not in str(info.value) and "delete" in str(info.value)
+    direct = nqm.sweep("sgdm", problem=nqm.explicit(changed), **SMALL)
+    assert (direct.steps.values != old.steps.values).any()  # resuming would have returned wrong numbers
+    restarted = nqm.sweep("sgdm", problem=nqm.explicit(changed), checkpoint=path, restart=True, **SMALL)
+    np.testing.assert_array_equal(restarted.steps.values, direct.steps.values)
+
+
+def test_flipped_bits_in_a_checkpoints_steps_are_refused(tmp_path):
+    import h5py
+
+    from nqm.checkpoint import StaleCheckpoint
+
+    path = tmp_path / "c.partial"
+    nqm.sweep("sgdm", problem=nqm.zhang(8), checkpoint=path, **SMALL)
+    with h5py.File(path, "r+") as f:  # one bit of one cell's T, as a bad disk would
+        steps = f["steps"][...]
+        steps.flat[3] ^= 1 << 2
+        f["steps"][...] = steps
+    with pytest.raises(nqm.NqmError, match="damaged"):
+        nqm.load(path)
+    with pytest.raises(StaleCheckpoint, match="damaged"):
+        nqm.sweep("sgdm", problem=nqm.zhang(8), checkpoint=path, **SMALL)
+
+
+def test_damaged_running_cells_are_refused(tmp_path, monkeypatch):
+    from nqm import checkpoint as checkpoints
+
+    path = tmp_path / "c.partial"
+    store, calls = checkpoints.Checkpointer.store, []
+
+    def store_then_die(self, *args):
+        store(self, *args)
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoints.Checkpointer, "store", store_then_die)
+    kw = dict(SMALL, lr=list(np.geomspace(0.002, 0.2, 6)), chunk_steps=100, problem=nqm.zhang(64))
+    with pytest.raises(KeyboardInterrupt):
+        nqm.sweep("sgdm", checkpoint=path, checkpoint_every=0.0, **kw)
+    monkeypatch.setattr(checkpoints.Checkpointer, "store", store)
+    running = pathlib.Path(str(path) + ".cells.npz")
+    with np.load(running) as f:
+        arrays = {name: f[name] for name in f.files}
+    leaf = next(name for name in arrays if name.startswith("0_") and name[2:].isdigit())
+    arrays[leaf] = arrays[leaf].copy()
+    arrays[leaf].flat[0] += 1  # one weight changed, the saved checksum kept
+    np.savez(running, **arrays)
+    with pytest.raises(checkpoints.StaleCheckpoint, match="running cells .* damaged"):
+        nqm.sweep("sgdm", checkpoint=path, **kw)
+    running.write_bytes(running.read_bytes()[:100])  # truncated
+    with pytest.raises(checkpoints.StaleCheckpoint, match="cannot read the checkpoint's running cells"):
+        nqm.sweep("sgdm", checkpoint=path, **kw)

@@ -5,12 +5,12 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from nqm import stability
+from nqm import delays, stability
+from nqm.delays import gaussian_pmf, uniform_pmf, validate_pmf
 from nqm.errors import NqmError
 from nqm.stability import (
-    char_poly, fit_inverse_threshold, gaussian_pmf, lr_threshold, mean_delay, parse_delay_dist,
-    schur_cohn_stable, sgd_inverse_threshold_approx, sgd_threshold_closed_form, spectral_radius,
-    threshold, threshold_dataset, uniform_pmf, validate_pmf,
+    char_poly, fit_inverse_threshold, lr_threshold, mean_delay, schur_cohn_stable, sgd_inverse_threshold_approx,
+    sgd_threshold_closed_form, spectral_radius, threshold, threshold_dataset,
 )
 
 MOMENTA = np.array([0.0, 0.3, 0.6, 0.9, 0.999])
@@ -236,8 +236,8 @@ def test_gaussian_pmf_follows_appendix_c():
 
 def test_pmfs_and_parser():
     np.testing.assert_allclose(uniform_pmf(2, 5), [0, 0, 0.25, 0.25, 0.25, 0.25])
-    np.testing.assert_allclose(parse_delay_dist("uniform:2:5"), uniform_pmf(2, 5))
-    np.testing.assert_allclose(parse_delay_dist(" gaussian:7 "), gaussian_pmf(7))
+    np.testing.assert_allclose(delays.pmf("uniform:2:5"), uniform_pmf(2, 5))
+    np.testing.assert_allclose(delays.pmf(" gaussian:7 "), gaussian_pmf(7))
     np.testing.assert_allclose(validate_pmf([2, 0, 6, 0, 0]), [0.25, 0, 0.75])
     assert mean_delay(uniform_pmf(1, 8)) == pytest.approx(4.5)
 
@@ -253,15 +253,15 @@ def test_dataset_constant_delay():
 
 
 def test_dataset_delay_distributions():
-    ds = threshold_dataset("sgd", delays=[1, 4, 8], delay_dist="uniform:1")
-    assert ds.threshold.dims == ("b", "momentum")
+    ds = threshold_dataset("sgd", delays=[f"uniform:1:{b}" for b in (1, 4, 8)])
+    assert ds.threshold.dims == ("delay", "momentum")
     np.testing.assert_allclose(ds.mean_delay, [1, 2.5, 4.5])
-    assert float(ds.threshold.sel(b=4, momentum=0)) == float(threshold(pmf=uniform_pmf(1, 4)))
-    one = threshold_dataset("sgdm", momenta=[0.0, 0.9], delay_dist="gaussian:6", dampening=True)
-    assert one.threshold.dims == ("mu", "momentum") and one.mu.values.tolist() == [6]
-    np.testing.assert_allclose(one.threshold[0], threshold("sgdm", momentum=[0.0, 0.9], dampening=True,
-                                                           pmf=gaussian_pmf(6)))
-    assert threshold_dataset("sgd", delay_dist="gaussian").sizes["mu"] == 30
+    assert float(ds.threshold.sel(delay="uniform:1:4", momentum=0)) == float(threshold(pmf=uniform_pmf(1, 4)))
+    mixed = threshold_dataset("sgdm", delays=[2, "gaussian:6", "pmf:0.5,0,0.5"], momenta=[0.0, 0.9], dampening=True)
+    assert mixed.delay.values.tolist() == ["2", "gaussian:6", "pmf:0.5,0,0.5"]
+    np.testing.assert_allclose(mixed.threshold[1], threshold("sgdm", momentum=[0.0, 0.9], dampening=True,
+                                                             pmf=gaussian_pmf(6)))
+    np.testing.assert_array_equal(mixed.threshold[0], threshold("sgdm", 2, [0.0, 0.9], dampening=True))
 
 
 def test_lr_threshold():
@@ -282,12 +282,13 @@ def test_lr_threshold():
     lambda: threshold("sgd", pmf=[0.0, 0.0]),
     lambda: threshold("sgd", pmf=[0.5, np.inf]),
     lambda: threshold_dataset("sgdm", momenta=[]),
-    lambda: threshold_dataset("sgd", delays=[3], delay_dist="uniform:1:4"),
+    lambda: threshold_dataset("sgd", delays=[3, 3]),
+    lambda: threshold_dataset("sgd", delays=["workers:4"]),
     lambda: uniform_pmf(5, 2),
     lambda: gaussian_pmf(0),
-    lambda: parse_delay_dist("uniform:3"),
-    lambda: parse_delay_dist("gaussian:1.5"),
-    lambda: parse_delay_dist("poisson:4"),
+    lambda: delays.process("uniform:3"),
+    lambda: delays.process("gaussian:1.5"),
+    lambda: delays.process("poisson:4"),
     lambda: lr_threshold(1.0, 0.0),
 ])
 def test_bad_input_raises_one_line_nqm_error(call):
@@ -299,7 +300,7 @@ def test_bad_input_raises_one_line_nqm_error(call):
 
 def test_parse_error_shows_the_syntax():
     with pytest.raises(NqmError, match="uniform:A:B.*gaussian:MU"):
-        parse_delay_dist("uniform")
+        delays.process("uniform")
 
 
 def test_threshold_figure_renders(tmp_path):
@@ -307,7 +308,7 @@ def test_threshold_figure_renders(tmp_path):
 
     from nqm.plots.stability import threshold_figure
 
-    ds = threshold_dataset("sgd", delays=[1, 2, 3], delay_dist="uniform:1")
+    ds = threshold_dataset("sgd", delays=["uniform:1:1", "uniform:1:2", "uniform:1:3"])
     fig = threshold_figure(ds, "smoke", against="mean_delay", asymptote=True, residual=True,
                            constant=threshold_dataset("sgd", delays=[0, 1, 2]))
     assert "no momentum" in fig.axes[0].get_title()

@@ -24,7 +24,7 @@ def _synthetic():
 
 def test_the_summary_is_what_each_panel_says():
     ds = _synthetic()
-    table = summary.summarize(ds)
+    table = summary.summarize(ds, by_seed=True)
     for d, s in [(0, 1), (4, 2)]:
         panel = ds.sel(delay=d, noise=0.0, seed=s)
         row = table.sel(delay=d, noise=0.0, seed=s)
@@ -40,7 +40,7 @@ def test_the_summary_is_what_each_panel_says():
 
 
 def test_the_csv_round_trips(tmp_path):
-    table = summary.summarize(_synthetic())
+    table = summary.summarize(_synthetic(), by_seed=True)
     summary.to_csv(table, tmp_path / "t.csv")
     import pandas as pd
 
@@ -50,7 +50,7 @@ def test_the_csv_round_trips(tmp_path):
 
 
 def test_spread_over_seeds_is_min_median_max():
-    table = summary.summarize(_synthetic())
+    table = summary.summarize(_synthetic(), by_seed=True)
     out = summary.spread(table)
     np.testing.assert_array_equal(out.converged_max, table.converged.max("seed"))
     np.testing.assert_array_equal(out.converged_min, table.converged.min("seed"))
@@ -82,3 +82,30 @@ def test_summary_cli(tmp_path, capsys):
     assert main(["summary", str(path), "--csv", str(tmp_path / "s.csv"), "--spread"]) == 0
     out = capsys.readouterr().out
     assert "t_star" in out and "t_star_median" in out and (tmp_path / "s.csv").exists()
+
+
+def test_one_t_star_in_the_closing_lines_the_summary_and_the_figure(tmp_path, capsys):
+    """A panel's T* is one number wherever it is printed: the sweep's closing lines, `nqm summary`
+    and the heatmap's title (several seeds combined the same way everywhere)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from nqm.plots.heatmap import plot_heatmaps
+    from nqm.status import format_t_star
+
+    path = tmp_path / "r.nc"
+    assert main(["sweep", "--lr", "geom:0.05:1.5:6", "--momentum", "0", "0.6", "--delay", "0", "3", "--noise", "0.02",
+                 "--seed", "0", "1", "--dim", "16", "--max-steps", "3000", "--no-progress", "--out", str(path)]) == 0
+    closing = capsys.readouterr().out
+    assert main(["summary", str(path)]) == 0
+    printed = capsys.readouterr().out
+    ds = nqm.load(path)
+    table = summary.summarize(ds)
+    titles = [ax.get_title() for ax in plot_heatmaps(ds).axes if ax.get_title()]
+    for delay, title in zip(ds.delay.values, titles):
+        t = float(table.t_star.sel(delay=delay).squeeze())
+        assert format_t_star(t) in title
+        row = [line for line in printed.splitlines() if line.split()[:1] == [str(delay)]]
+        assert row and f"{t:.4g}" in row[0] and row[0] in closing  # the same row in both tables
+        assert t >= float(table.best_steps.sel(delay=delay).squeeze())  # a percentile is not below the minimum
+    assert "1st percentile of T over the panel's converged cells" in printed

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import nqm
-from nqm import engine, sweeps as sweep_module
+from nqm import checkpoint as checkpoint_module, engine
 from nqm.optimizers import make
 
 PROBLEM = nqm.zhang(300)
@@ -75,7 +75,7 @@ def test_interrupted_sweep_resumes_without_lost_or_repeated_cells(tmp_path, monk
               problem=PROBLEM, max_steps=1500, chunk_steps=50, progress=False)
     uninterrupted = nqm.sweep("sgdm", **kw)
     path = tmp_path / "partial.nc"
-    original_store = sweep_module._Checkpointer.store
+    original_store = checkpoint_module.Checkpointer.store
     calls = {"n": 0}
 
     def store_then_die(self, *args):
@@ -84,10 +84,10 @@ def test_interrupted_sweep_resumes_without_lost_or_repeated_cells(tmp_path, monk
         if calls["n"] == 3:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(sweep_module._Checkpointer, "store", store_then_die)
+    monkeypatch.setattr(checkpoint_module.Checkpointer, "store", store_then_die)
     with pytest.raises(KeyboardInterrupt):
         nqm.sweep("sgdm", checkpoint=path, checkpoint_every=0.0, **kw)
-    monkeypatch.setattr(sweep_module._Checkpointer, "store", original_store)
+    monkeypatch.setattr(checkpoint_module.Checkpointer, "store", original_store)
     saved = nqm.load(path)
     finished = int((saved.status.values != engine.RUNNING).sum())
     assert 0 < finished < saved.status.size
@@ -141,7 +141,7 @@ def test_bad_input_is_a_one_line_error(kwargs, message):
 
 def test_bad_problems_are_refused():
     for make_problem, message in [(lambda: nqm.explicit([1.0, -0.1]), "> 0"), (lambda: nqm.explicit([]), "non-empty"),
-                                  (lambda: nqm.zhang(0), "positive integer"), (lambda: nqm.loguniform(4, 1, 0.1), "lo <= hi"),
+                                  (lambda: nqm.zhang(0), "dim must be an integer"), (lambda: nqm.loguniform(4, 1, 0.1), "lo <= hi"),
                                   (lambda: nqm.zhang(10_000).with_rotation(0), "dense")]:
         with pytest.raises(nqm.NqmError, match=message):
             make_problem()
@@ -185,10 +185,10 @@ def test_problem_loss_is_rotation_invariant_and_splits_by_component():
 
 
 def test_independent_noise_cell_identities_do_not_collide():
-    from nqm.sweeps import _cell_uids
+    from nqm.sweeps import cell_uids
 
     lr, m = np.meshgrid(np.geomspace(1e-4, 10, 1000), np.linspace(0, 0.99, 300))
-    uids = _cell_uids({"lr": lr.ravel(), "momentum": m.ravel(), "noise": np.full(lr.size, 0.01)})
+    uids = cell_uids({"lr": lr.ravel(), "momentum": m.ravel(), "noise": np.full(lr.size, 0.01)})
     assert uids.shape == (lr.size, 2)
     # 300,000 cells: a 32-bit identity would collide with probability ~ n²/2³³ ≈ 1 - e^-10.
     assert np.unique(uids, axis=0).shape[0] == lr.size

@@ -128,9 +128,9 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     coords = validate.coordinates(lr=lr, momentum=momentum, delay=delay, noise=noise, seed=0)
     validate.grid_size(coords)
     problem, bins = _checked(method, coords["momentum"], problem, bins)
-    result = sweeps._empty("sgdm" if method == "sgd" else method, coords, problem, config,
-                           {"dampening": dampening} if method != "sgd" else {},
-                           [nqm.delays.constant(int(d)) for d in coords["delay"]])
+    job = sweeps.Job("sgdm" if method == "sgd" else method, {"dampening": dampening} if method != "sgd" else {},
+                     problem, config)
+    result = sweeps.empty(job, coords, [nqm.delays.constant(int(d)) for d in coords["delay"]])
     result.attrs.update(method=method, mode="exact expected dynamics", bins=-1 if bins is None else bins)
     steady_loss = np.empty(result.steps.shape)
     m, lr_ = (x.ravel() for x in np.meshgrid(coords["momentum"], coords["lr"], indexing="ij"))

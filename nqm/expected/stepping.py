@@ -160,7 +160,9 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
     u = min(p, UNROLL)
     devices = jax.devices()[: 1 if len(cells) * comps < ONE_DEVICE else None]
     queue, lock = iter(cells), threading.Lock()
-    slots = max(1, min(slot_size // comps, -(-len(cells) // len(devices))))
+    # A power of two, at least 8: a few compiled shapes however many cells a run steps (the bits do
+    # not depend on the slots), so that a search's many small lists of points compile a few times.
+    slots = max(1, min(slot_size // comps, 1 << (max(8, -(-len(cells) // len(devices))) - 1).bit_length()))
 
     def take() -> Iterator:
         while True:

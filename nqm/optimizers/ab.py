@@ -10,7 +10,7 @@ import numpy as np
 
 from nqm.errors import NqmError
 from nqm.optimizers.base import Optimizer, convention, momentum_coefficient, register
-from nqm.optimizers.sgdm import VelocityState, velocity
+from nqm.optimizers.base import VelocityState, velocity
 
 MODES = ("both", "vel-only", "weight-only")
 
@@ -21,7 +21,7 @@ class BrakingHyper(NamedTuple):
     rho: Any = 0.5  # the braking coefficient ρ (swept; 0 is SGDM)
 
 
-@register("ab")
+@register("ab", title="Adaptive Braking")
 def adaptive_braking(
     *,
     group="global",

@@ -22,8 +22,11 @@ import functools
 import inspect
 from typing import Any, Callable, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from nqm.conventions import convention, momentum_coefficient  # noqa: F401  (part of this API)
 from nqm.errors import NqmError
 
 
@@ -81,16 +84,25 @@ class MomentumHyper(NamedTuple):
 
 
 _REGISTRY: dict[str, Callable[..., Optimizer]] = {}
+_TITLES: dict[str, str] = {}
 
 
-def register(name: str):
-    """Decorator: make a factory ``f(*, workers, **options) -> Optimizer`` available by name."""
+def register(name: str, *, title: str | None = None):
+    """Decorator: make a factory ``f(*, workers, **options) -> Optimizer`` available by name
+    (``title``: how figures and results name the method; default the name)."""
 
     def deco(factory):
         _REGISTRY[name] = factory
+        _TITLES[name] = title or name
         return factory
 
     return deco
+
+
+def title(method: str) -> str:
+    """The method's name in figures and result attributes (e.g. "Adaptive Braking")."""
+    options(method)  # an unknown method is an error
+    return _TITLES[method]
 
 
 def methods() -> tuple[str, ...]:
@@ -162,10 +174,62 @@ def _thawed(value):
     return np.asarray(value) if isinstance(value, _Labels) else value
 
 
-def momentum_coefficient(momentum, dampening: bool):
-    """The gradient's weight in the velocity: ``1`` (AB paper) or ``1 − m`` (dampened, Giladi et al.)."""
-    return 1.0 - momentum if dampening else 1.0
+class VelocityState(NamedTuple):
+    velocity: Any
 
 
-def convention(dampening: bool) -> str:
-    return "dampened: v = m v + (1-m) g" if dampening else "undampened: v = m v + g"
+class WorkerVelocities(NamedTuple):
+    velocities: Any  # (workers, N): each worker's own velocity
+
+
+def heavy_ball(name: str, hyper: type = MomentumHyper, *, dampening: bool = False, gradient=None, keep=None,
+               rate=None, nesterov: bool = False, info=None, linear: bool = False) -> Optimizer:
+    """The heavy-ball family, one velocity whoever computed the gradient:
+
+        ĝ = gradient(hyper, w, g, ctx),   v_{t+1} = m · keep(g, v_t) + c ĝ,
+        w_{t+1} = w_t − rate(hyper, ctx, dtype) · v_{t+1}      (Nesterov: · (c ĝ + m v_{t+1}))
+
+    with ``c = 1``, or ``1 − m`` with ``dampening``. Left out, ``gradient`` is ``g``, ``keep`` is
+    ``v_t`` and ``rate`` is ``η``: plain SGDM. ``info(g, v_t)`` gives the step's diagnostics."""
+
+    def init(w0):
+        return VelocityState(jnp.zeros_like(w0))
+
+    def step(hyper, state, w, g, ctx):
+        c = momentum_coefficient(hyper.momentum, dampening)
+        g_hat = g if gradient is None else gradient(hyper, w, g, ctx)
+        v = hyper.momentum * (state.velocity if keep is None else keep(g, state.velocity)) + c * g_hat
+        direction = c * g_hat + hyper.momentum * v if nesterov else v
+        step_size = hyper.lr if rate is None else rate(hyper, ctx, w.dtype)
+        return w - step_size * direction, VelocityState(v), {} if info is None else info(g, state.velocity)
+
+    config = (("dampening", dampening), ("convention", convention(dampening)))
+    return Optimizer(name, hyper, init, step, config, velocity=velocity, linear=linear)
+
+
+def worker_momentum(name: str, *, dampening: bool = False, workers: int = 1, sent=None) -> Optimizer:
+    """One velocity per worker: the worker ``k`` that computed ``g_t`` continues its own,
+
+        v^k ← m v^k + c g_t,   w_{t+1} = w_t − η v^k,
+
+    and workers receive ``sent(hyper, state, w_{t+1})`` (default ``w_{t+1}``)."""
+
+    def init(w0):
+        return WorkerVelocities(jnp.zeros((workers,) + w0.shape, w0.dtype))
+
+    def own(state, ctx):
+        return jax.lax.dynamic_index_in_dim(state.velocities, ctx.worker, keepdims=False)
+
+    def step(hyper, state, w, g, ctx):
+        v = hyper.momentum * own(state, ctx) + momentum_coefficient(hyper.momentum, dampening) * g
+        velocities = jax.lax.dynamic_update_index_in_dim(state.velocities, v, ctx.worker, 0)
+        return w - hyper.lr * v, WorkerVelocities(velocities), {}
+
+    config = (("dampening", dampening), ("convention", convention(dampening)), ("workers", workers))
+    return Optimizer(name, MomentumHyper, init, step, config, velocity=own, sent=sent, workers=workers, linear=True)
+
+
+def velocity(state, ctx):
+    """The single velocity of the heavy-ball families."""
+    del ctx
+    return state.velocity

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import jax
-
-from nqm.optimizers.base import MomentumHyper, Optimizer, convention, momentum_coefficient, register
-from nqm.optimizers.shifted import WorkerVelocities
+from nqm.optimizers.base import Optimizer, register, worker_momentum
 
 
-@register("dana")
+def _look_ahead(hyper, state, w_next):
+    """``ŵ_{t+1} = w_{t+1} − η m Σ_j v^j``: the master's estimate of the future weights."""
+    return w_next - hyper.lr * hyper.momentum * state.velocities.sum(0)
+
+
+@register("dana", title="DANA")
 def dana(*, dampening: bool = False, workers: int = 1) -> Optimizer:
     """DANA: worker ``k`` keeps its own velocity, and workers compute gradients at the master's
     estimate of the future weights (AB paper, Algorithms 6–7):
@@ -22,20 +24,4 @@ def dana(*, dampening: bool = False, workers: int = 1) -> Optimizer:
       dampening: weight the gradient by ``c = 1 − m`` instead of 1.
       workers: how many workers (and velocities) the delay process has.
     """
-
-    def init(w0):
-        return WorkerVelocities(jax.numpy.zeros((workers,) + w0.shape, w0.dtype))
-
-    def velocity(state, ctx):
-        return jax.lax.dynamic_index_in_dim(state.velocities, ctx.worker, keepdims=False)
-
-    def step(hyper, state, w, g, ctx):
-        v = hyper.momentum * velocity(state, ctx) + momentum_coefficient(hyper.momentum, dampening) * g
-        velocities = jax.lax.dynamic_update_index_in_dim(state.velocities, v, ctx.worker, 0)
-        return w - hyper.lr * v, WorkerVelocities(velocities), {}
-
-    def sent(hyper, state, w_next):
-        return w_next - hyper.lr * hyper.momentum * state.velocities.sum(0)
-
-    config = (("dampening", dampening), ("convention", convention(dampening)), ("workers", workers))
-    return Optimizer("dana", MomentumHyper, init, step, config, velocity=velocity, sent=sent, workers=workers, linear=True)
+    return worker_momentum("dana", dampening=dampening, workers=workers, sent=_look_ahead)

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import jax.numpy as jnp
-
-from nqm.optimizers.base import Optimizer, convention, momentum_coefficient, register
-from nqm.optimizers.sgdm import VelocityState, velocity
+from nqm.optimizers.base import Optimizer, heavy_ball, register
 
 
 class CompensationHyper(NamedTuple):
@@ -16,7 +13,12 @@ class CompensationHyper(NamedTuple):
     lambda_dc: Any = 0.04  # λ_dc, the variance-control parameter (swept like AB's ρ)
 
 
-@register("dc-asgd")
+def _compensated(hyper, w, g, ctx):
+    """``g + λ_dc g ⊙ g ⊙ (w_t − w_{t−τ_t})``: the stale gradient moved along a diagonal Hessian estimate."""
+    return g + hyper.lambda_dc * g * g * (w - ctx.stale)
+
+
+@register("dc-asgd", title="DC-ASGD")
 def dc_asgd(*, dampening: bool = False, workers: int = 1) -> Optimizer:
     """The stale gradient corrected by a diagonal Hessian estimate, then an SGDM step:
 
@@ -31,14 +33,4 @@ def dc_asgd(*, dampening: bool = False, workers: int = 1) -> Optimizer:
       workers: unused (the stale weights come with each gradient).
     """
     del workers
-
-    def init(w0):
-        return VelocityState(jnp.zeros_like(w0))
-
-    def step(hyper, state, w, g, ctx):
-        corrected = g + hyper.lambda_dc * g * g * (w - ctx.stale)
-        v = hyper.momentum * state.velocity + momentum_coefficient(hyper.momentum, dampening) * corrected
-        return w - hyper.lr * v, VelocityState(v), {}
-
-    config = (("dampening", dampening), ("convention", convention(dampening)))
-    return Optimizer("dc-asgd", CompensationHyper, init, step, config, velocity=velocity)
+    return heavy_ball("dc-asgd", CompensationHyper, dampening=dampening, gradient=_compensated)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import jax.numpy as jnp
-
-from nqm.optimizers.base import MomentumHyper, Optimizer, convention, momentum_coefficient, register
-from nqm.optimizers.sgdm import VelocityState, velocity
+from nqm.optimizers.base import Optimizer, heavy_ball, register
 
 
-@register("nesterov")
+@register("nesterov", title="Nesterov momentum")
 def nesterov(*, dampening: bool = False, workers: int = 1) -> Optimizer:
     """Nesterov momentum: ``v_{t+1} = m v_t + c g_t``, ``w_{t+1} = w_t − η (c g_t + m v_{t+1})``.
 
@@ -20,15 +17,4 @@ def nesterov(*, dampening: bool = False, workers: int = 1) -> Optimizer:
       workers: unused (one velocity, whoever computed the gradient).
     """
     del workers
-
-    def init(w0):
-        return VelocityState(jnp.zeros_like(w0))
-
-    def step(hyper, state, w, g, ctx):
-        del ctx
-        c = momentum_coefficient(hyper.momentum, dampening)
-        v = hyper.momentum * state.velocity + c * g
-        return w - hyper.lr * (c * g + hyper.momentum * v), VelocityState(v), {}
-
-    config = (("dampening", dampening), ("convention", convention(dampening)))
-    return Optimizer("nesterov", MomentumHyper, init, step, config, velocity=velocity, linear=True)
+    return heavy_ball("nesterov", dampening=dampening, nesterov=True, linear=True)

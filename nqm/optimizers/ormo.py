@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from nqm.optimizers.base import MomentumHyper, Optimizer, register
-from nqm.optimizers.sgdm import VelocityState, velocity
+from nqm.optimizers.base import VelocityState, velocity
 
 
 def _ormo(name: str, workers: int, adaptive: bool) -> Optimizer:
@@ -51,7 +51,7 @@ def _ormo(name: str, workers: int, adaptive: bool) -> Optimizer:
     return Optimizer(name, MomentumHyper, init, step, config, velocity=velocity, workers=k_workers, linear=True)
 
 
-@register("ormo")
+@register("ormo", title="OrMo")
 def ormo(*, workers: int = 1) -> Optimizer:
     """Ordered momentum (OrMo paper, Algorithm 2): see :func:`_ormo` for the exact rules.
 
@@ -61,7 +61,7 @@ def ormo(*, workers: int = 1) -> Optimizer:
     return _ormo("ormo", workers, adaptive=False)
 
 
-@register("ormo-da")
+@register("ormo-da", title="OrMo-DA")
 def ormo_da(*, workers: int = 1) -> Optimizer:
     """OrMo with the delay-adaptive learning rate ``η_t = η · min(1, K / τ_t)`` (OrMo-DA).
 

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from nqm.optimizers.base import MomentumHyper, Optimizer, convention, momentum_coefficient, register
-from nqm.optimizers.sgdm import VelocityState, velocity
+from nqm.optimizers.base import Optimizer, heavy_ball, register
 
 
-@register("restart")
+def _kept(g, v):
+    """The velocity, reset to 0 when it opposes the gradient."""
+    return jnp.where(jnp.vdot(g, v) < 0, 0, v)
+
+
+def _restarted(g, v):
+    return {"restart": jnp.vdot(g, v) < 0}
+
+
+@register("restart", title="SGDM with adaptive restart")
 def restart(*, dampening: bool = False, workers: int = 1) -> Optimizer:
     """Adaptive restart: the velocity is reset when it opposes the gradient,
 
@@ -21,15 +29,4 @@ def restart(*, dampening: bool = False, workers: int = 1) -> Optimizer:
       workers: unused (one velocity, whoever computed the gradient).
     """
     del workers
-
-    def init(w0):
-        return VelocityState(jnp.zeros_like(w0))
-
-    def step(hyper, state, w, g, ctx):
-        del ctx
-        kept = jnp.where(jnp.vdot(g, state.velocity) < 0, 0, state.velocity)
-        v = hyper.momentum * kept + momentum_coefficient(hyper.momentum, dampening) * g
-        return w - hyper.lr * v, VelocityState(v), {"restart": jnp.vdot(g, state.velocity) < 0}
-
-    config = (("dampening", dampening), ("convention", convention(dampening)))
-    return Optimizer("restart", MomentumHyper, init, step, config, velocity=velocity)
+    return heavy_ball("restart", dampening=dampening, keep=_kept, info=_restarted)

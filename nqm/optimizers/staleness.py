@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from nqm.optimizers.base import MomentumHyper, Optimizer, convention, momentum_coefficient, register
-from nqm.optimizers.sgdm import VelocityState, velocity
+from nqm.optimizers.base import Optimizer, heavy_ball, register
 
 
-@register("staleness")
+def _stale_rate(hyper, ctx, dtype):
+    """``η / max(1, τ_t)``."""
+    return hyper.lr / jnp.maximum(1, ctx.delay).astype(dtype)
+
+
+@register("staleness", title="staleness-aware SGDM")
 def staleness(*, dampening: bool = False, workers: int = 1) -> Optimizer:
     """SGDM whose step is divided by the staleness of the gradient it applies:
 
@@ -21,13 +25,4 @@ def staleness(*, dampening: bool = False, workers: int = 1) -> Optimizer:
       workers: unused (the staleness comes with each gradient).
     """
     del workers
-
-    def init(w0):
-        return VelocityState(jnp.zeros_like(w0))
-
-    def step(hyper, state, w, g, ctx):
-        v = hyper.momentum * state.velocity + momentum_coefficient(hyper.momentum, dampening) * g
-        return w - (hyper.lr / jnp.maximum(1, ctx.delay).astype(w.dtype)) * v, VelocityState(v), {}
-
-    config = (("dampening", dampening), ("convention", convention(dampening)))
-    return Optimizer("staleness", MomentumHyper, init, step, config, velocity=velocity, linear=True)
+    return heavy_ball("staleness", dampening=dampening, rate=_stale_rate, linear=True)

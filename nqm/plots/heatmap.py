@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import textwrap
 
 import matplotlib.colors as mcolors
 import matplotlib.patches as mpatches
@@ -12,20 +11,18 @@ import numpy as np
 import xarray as xr
 
 from nqm.errors import NqmError
-from nqm.status import BUDGET, DIVERGED, REACHED, format_t_star, t_star
+from nqm.plots.script import suptitle
+from nqm.results import combine_seeds
+from nqm.status import DIVERGED, REACHED, format_t_star, t_star
 
-METHOD_NAMES = {"sgdm": "SGDM", "ab": "Adaptive Braking", "shifted": "shifted momentum"}
 
-
-def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
-    """One (steps, status) per cell over seeds: reached only if every seed reached (T = median),
-    diverged if any seed diverged, otherwise budget exhausted."""
-    if "seed" not in ds.dims:
-        return ds
-    status = xr.where((ds.status == DIVERGED).any("seed"), DIVERGED,
-                      xr.where((ds.status == REACHED).all("seed"), REACHED, BUDGET))
-    steps = ds.steps.where(ds.status == REACHED).median("seed")
-    return ds.drop_dims("seed").assign(steps=steps.fillna(0).astype(np.int64), status=status.astype(np.int8))
+def grid_panel(ds: xr.Dataset) -> xr.Dataset:
+    """The lr × momentum panel of a sweep with a single value of every other dimension (those
+    coordinates dropped)."""
+    extra = [d for d in ds.steps.dims if d not in ("momentum", "lr")]
+    if any(ds.sizes[d] != 1 for d in extra):
+        raise NqmError(f"grid_panel needs one value of {', '.join(extra)}; select a panel first")
+    return ds.isel({d: 0 for d in extra}, drop=True).drop_vars([c for c in ds.coords if c in extra], errors="ignore")
 
 
 def panel_keys(ds: xr.Dataset) -> list[dict]:
@@ -36,7 +33,7 @@ def panel_keys(ds: xr.Dataset) -> list[dict]:
 
 def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
     """Draw one lr × momentum panel: T coloured on a log scale, diverged black, over budget white."""
-    panel = panel.transpose("momentum", "lr")
+    panel = panel[["steps", "status"]].transpose("momentum", "lr")
     lr_edges = _edges(panel.lr.values, log=True)
     m_edges = _edges(panel.momentum.values, log=False)
     m_edges[-1] = min(m_edges[-1], 1.0)  # momentum < 1: do not draw cells past it
@@ -60,7 +57,7 @@ def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
     return mesh
 
 
-def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool = False,
+def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool | xr.Dataset = False,
                   ncols: int | None = None, cmap: str = "viridis", spread: xr.Dataset | None = None):
     """Heatmaps of T over learning rate × momentum, one panel per (delay, noise, ρ).
 
@@ -71,8 +68,9 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
     Args:
       ds: a result of :func:`nqm.sweep`.
       title: the figure title (default: method, problem and budget).
-      threshold: overlay the linear-stability threshold ``η*(m) = x*(D, m)/λ_max`` (SGDM and
-        shifted momentum; for AB the SGDM threshold is drawn for reference).
+      threshold: ``True``: overlay the stability threshold ``η*(m) = x*(D, m)/λ_max`` derived from
+        the result's own method (linear methods; none for the others, and the title says so);
+        or a threshold table (``nqm threshold … --out``, e.g. simulated) to overlay instead.
       ncols: panels per row (default: one row per (delay, noise), one column per ρ).
       cmap: colormap of T.
       spread: a :func:`nqm.summary.robustness` (or :func:`nqm.summary.spread`) result for the
@@ -90,15 +88,13 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
     nrows = -(-len(keys) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 1.2, 3.5 * nrows + 0.9),
                              squeeze=False, sharex=True, sharey=True, layout="constrained")
-    reached = ds.steps.values[ds.status.values == REACHED]
-    vmin, vmax = (reached.min(), reached.max()) if reached.size else (1, 10)
-    norm = mcolors.LogNorm(vmin=max(vmin, 1), vmax=max(vmax, vmin + 1))
-    mesh = None
+    norm = steps_norm(ds)
+    mesh, drawn = None, False
     for ax, key in zip(axes.flat, keys):
         panel = ds.sel(key)
         mesh = draw_heatmap(ax, panel, norm, cmap)
-        if threshold:
-            overlay_threshold(ax, ds, key)
+        if threshold is not False and threshold is not None:
+            drawn = overlay_threshold(ax, ds, key, None if threshold is True else threshold) or drawn
         ts = t_star(panel)
         label = ", ".join(_format(k, v) for k, v in key.items())
         if spread is not None:
@@ -112,20 +108,81 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool =
         ax.set_xlabel("learning rate η")
     for ax in axes[:, 0]:
         ax.set_ylabel("momentum m")
-    cbar = fig.colorbar(mesh, ax=axes, shrink=min(0.9, 2.0 / nrows), pad=0.02)
-    cbar.set_label("steps to target T")
-    legend = [mpatches.Patch(facecolor="black", label="diverged"),
-              mpatches.Patch(facecolor="white", edgecolor="0.5", label="target not reached in budget")]
-    fig.legend(handles=legend, loc="outside lower center", ncols=2, frameon=False, fontsize=9)
-    # Wrapped to the figure's width (about 0.55 em per character), so it is never clipped.
-    width = int(fig.get_figwidth() * 72 / (11 * 0.55))
-    fig.suptitle(textwrap.fill(title or default_title(ds, seeds), width), fontsize=11)
+    steps_colorbar(fig, mesh, axes, shrink=min(0.9, 2.0 / nrows))
+    status_legend(fig, star=False)
+    missing = "" if drawn or threshold is False or threshold is None else \
+        f" — no derived threshold ({ds.attrs.get('method')} is not linear, or no pmf): see nqm threshold --simulate"
+    suptitle(fig, (title or default_title(ds, seeds)) + missing, fontsize=11)
     return fig
+
+
+def steps_norm(*datasets: xr.Dataset) -> mcolors.LogNorm:
+    """One log colour scale of T over the cells that reached the target in all ``datasets``."""
+    reached = np.concatenate([np.ravel(ds.steps.values[ds.status.values == REACHED]) for ds in datasets])
+    vmin, vmax = (reached.min(), reached.max()) if reached.size else (1, 10)
+    return mcolors.LogNorm(vmin=max(vmin, 1), vmax=max(vmax, vmin + 1))
+
+
+def steps_colorbar(fig, mesh, axes, shrink: float = 0.9):
+    """The colour bar of T shared by ``axes``."""
+    cbar = fig.colorbar(mesh, ax=axes, shrink=shrink, pad=0.02)
+    cbar.set_label("steps to target T")
+    return cbar
+
+
+def status_legend(fig, star: bool = True):
+    """Below the panels: what black, white (and the star) mean."""
+    handles = [mpatches.Patch(facecolor="black", label="diverged"),
+               mpatches.Patch(facecolor="white", edgecolor="0.5", label="target not reached in budget")]
+    if star:
+        handles.append(plt.Line2D([], [], marker="*", color="white", markeredgecolor="black", markersize=10,
+                                  linestyle="none", label="fastest cell"))
+    return fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False, fontsize=9)
+
+
+def panel_summary(panel: xr.Dataset) -> str:
+    """T* and the converged area of one lr × momentum panel, as its title's last line."""
+    converged = int((panel.status == REACHED).sum())
+    if not converged:
+        return f"none of {panel.status.size} cells reached the target"
+    return f"{format_t_star(t_star(panel))}, {converged} of {panel.status.size} cells converge"
+
+
+def draw_panels(fig, axes, panels: dict, *, norm=None, shrink: float = 0.9) -> mcolors.LogNorm:
+    """Heatmaps of several lr × momentum panels on one colour scale, titled by name and
+    :func:`panel_summary`, with axis labels on the outer axes, one colour bar and the legend.
+
+    Args:
+      fig: the figure (or subfigure) holding ``axes``.
+      axes: one axes per panel (any shape; extra axes are hidden).
+      panels: ``{title: panel}``, each panel a Dataset over (momentum, lr) only.
+      norm: the colour scale (default :func:`steps_norm` of the panels).
+      shrink: the colour bar's length relative to the axes.
+
+    Returns:
+      the colour scale used.
+    """
+    grid = np.asarray(axes).reshape(-1, np.shape(axes)[-1])  # a row of axes is a one-row grid
+    norm = norm or steps_norm(*panels.values())
+    mesh = None
+    for ax, (name, panel) in zip(grid.flat, panels.items()):
+        mesh = draw_heatmap(ax, panel, norm)
+        ax.set_title(f"{name}\n{panel_summary(panel)}", fontsize=9.5)
+    for ax in grid[-1]:
+        ax.set_xlabel("learning rate η")
+    for ax in grid[:, 0]:
+        ax.set_ylabel("momentum m")
+    axes = grid
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    steps_colorbar(fig, mesh, list(axes.flat), shrink=shrink)
+    status_legend(fig)
+    return norm
 
 
 def default_title(ds: xr.Dataset, seeds: int = 1) -> str:
     a = ds.attrs
-    method = METHOD_NAMES.get(a.get("method"), a.get("method", "?"))
+    method = a.get("method_title", a.get("method", "?"))
     extra = f", median of {seeds} seeds" if seeds > 1 else ""
     return (f"{method} on {a.get('spectrum', '?')}: steps to loss < {a.get('target', '?'):g} "
             f"(budget {int(a.get('max_steps', 0)):,}{extra})")
@@ -149,21 +206,21 @@ def _edges(values: np.ndarray, log: bool) -> np.ndarray:
     return np.exp(edges) if log else edges
 
 
-def overlay_threshold(ax, ds, key):
-    """Draw the linear-stability threshold η*(m) of the panel `key` of `ds` (a dashed red line)."""
-    from nqm import delays, stability
+def overlay_threshold(ax, ds, key, table: xr.Dataset | None = None) -> bool:
+    """Draw the stability threshold η*(m) of panel ``key`` of ``ds`` (a dashed red line): derived
+    from the result's own method where it is linear, or read from ``table`` (e.g. simulated by
+    ``nqm threshold --simulate``). Returns whether there was one to draw (never another method's)."""
+    from nqm.linear.agreement import panel_threshold
 
-    method = ds.attrs.get("method")
-    pmf = delays.pmf(delays.process(key.get("delay", 0)))
-    if pmf is None:  # a worker pool: no linearised threshold
-        return
-    momenta = np.linspace(ds.momentum.values.min(), ds.momentum.values.max(), 200)
-    dampened = bool(ds.attrs.get("dampening", 0))
-    x_star = stability.threshold("shifted" if method == "shifted" else "sgdm", momentum=momenta,
-                                 dampening=dampened, pmf=pmf)
-    eta = np.asarray(x_star) / float(ds.attrs["lam_max"])
+    momenta = np.linspace(ds.momentum.values.min(), ds.momentum.values.max(), 60) if ds.momentum.size > 1 else \
+        ds.momentum.values
+    eta = panel_threshold(ds, key, momenta, table)
+    if eta is None:
+        return False
+    label = "stability η*(m)" + (f" ({table.attrs.get('criterion', 'table')})" if table is not None else ", derived")
     if ds.momentum.size == 1:  # one momentum: η* is one value, drawn across the panel
-        ax.axvline(eta[0], color="red", lw=1.6, ls="--", label="linear stability η*(m)")
+        ax.axvline(eta[0], color="red", lw=1.6, ls="--", label=label)
     else:
-        ax.plot(eta, momenta, color="red", lw=1.6, ls="--", label="linear stability η*(m)")
+        ax.plot(eta, momenta, color="red", lw=1.6, ls="--", label=label)
     ax.legend(loc="lower left", fontsize=8, framealpha=0.8)
+    return True

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from nqm.stability import sgd_inverse_threshold_approx
+from nqm.stability import sgd_inverse_threshold_approx, threshold_dataset
 
 STYLE = {"font.size": 12, "axes.titlesize": 13, "legend.fontsize": 10, "axes.grid": True, "grid.alpha": 0.3}
 Y_LABEL = r"$1/x^* = 1/(a\,\eta^*)$"
@@ -58,12 +54,16 @@ def threshold_figure(ds: xr.Dataset, title: str, *, against: str = "delay", labe
       against: "delay" or "mean_delay".
       label: legend entry of a single-momentum curve.
       asymptote: add the SGD line ``(2τ + 1)/π``.
-      constant: constant-delay SGD dataset drawn for comparison (grey).
+      constant: constant-delay SGD dataset drawn for comparison (grey); by default the
+        ``constant_threshold`` variable of ``ds`` if it has one (:func:`with_constant_delay`).
       residual: add a lower panel with numeric minus ``(2τ + 1)/π`` (single-momentum data).
 
     Returns:
       the matplotlib Figure.
     """
+    if constant is None and "constant_threshold" in ds:
+        constant = xr.Dataset({"threshold": ds.constant_threshold.rename(constant_delay="delay")})
+        ds = ds.drop_vars("constant_threshold")
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(2 if residual else 1, 1, figsize=(7.5, 7.5 if residual else 5.6), sharex=True,
                                  squeeze=False, gridspec_kw={"height_ratios": [3, 1.2] if residual else [1]})
@@ -75,7 +75,8 @@ def threshold_figure(ds: xr.Dataset, title: str, *, against: str = "delay", labe
         if asymptote:
             plot_sgd_asymptote(ax, ds[against].values)
         ax.legend(loc="upper left", ncol=2 if ds.sizes["momentum"] > 4 else 1)
-        law = "" if ds.attrs["delay_dist"] == "constant" else f";  delay ~ {ds.attrs['delay_dist']}"
+        labels = ds.delay.values
+        law = "" if labels.dtype.kind in "iuf" else f";  delays {labels[0]}" + (f" … {labels[-1]}" if labels.size > 1 else "")
         ax.set_title(f"{title}\n{ds.attrs['convention']}{law}")
         if residual:
             err = 1 / ds.threshold.isel(momentum=0) - sgd_inverse_threshold_approx(ds[against])
@@ -88,22 +89,8 @@ def threshold_figure(ds: xr.Dataset, title: str, *, against: str = "delay", labe
     return fig
 
 
-def figure_script(stem: str, description: str, make_figure):
-    """Command line of a figure script: ``--smoke``, ``--undampened``, ``--out``.
-
-    Args:
-      stem: file stem; the default output is ``figures/<stem>.png``.
-      description: the ``--help`` text.
-      make_figure: ``(smoke: bool, dampening: bool) -> Figure``.
-    """
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--smoke", action="store_true", help="tiny grid; writes to a temp dir unless --out")
-    parser.add_argument("--undampened", action="store_true",
-                        help="momentum v = m v + g instead of the paper's v = m v + (1-m) g")
-    parser.add_argument("--out", type=Path, default=None, help=f"PNG path (default figures/{stem}.png)")
-    args = parser.parse_args()
-    out = args.out or (Path(tempfile.gettempdir()) if args.smoke else Path("figures")) / f"{stem}.png"
-    fig = make_figure(args.smoke, not args.undampened)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=150)
-    print(f"wrote {out}")
+def with_constant_delay(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` (random-delay SGD thresholds) with the constant-delay SGD thresholds for
+    τ = 0 … max E[τ] as ``constant_threshold`` over ``constant_delay``, for :func:`threshold_figure`."""
+    constant = threshold_dataset("sgd", delays=np.arange(int(ds.mean_delay.max()) + 1))
+    return ds.assign(constant_threshold=constant.threshold.drop_vars("mean_delay").rename(delay="constant_delay"))

@@ -8,7 +8,10 @@ import xarray as xr
 
 
 def plot_trace(ds: xr.Dataset):
-    """Six panels of a dataset written by ``nqm trace``; the settings go in the title."""
+    """Six panels of a trace: a dataset written by ``nqm trace``, or what
+    ``nqm.diagnostics.trajectory(..., record=nqm.diagnostics.TRACE, summaries=True)`` returns (the
+    variables under their :data:`nqm.diagnostics.RECORDERS` names; ``target`` adds T). The settings
+    go in the title."""
     fig, ax = plt.subplots(2, 3, figsize=(14, 7.5), layout="constrained")
     step = ds.step.values
     ax[0, 0].semilogy(step, ds.loss.values)
@@ -22,7 +25,7 @@ def plot_trace(ds: xr.Dataset):
     ax[0, 1].plot(step, ds.alpha.values, lw=0.8)
     ax[0, 1].set(title="braking factor α (mean over parameters)", xlabel="step", ylabel="α")
     ax[0, 2].semilogy(step, ds.velocity_norm.values, label="‖v‖ = ‖Δw‖/η")
-    ax[0, 2].semilogy(step, ds.gvr.values, label="‖g‖ / ‖v‖")
+    ax[0, 2].semilogy(step, ds.gradient_velocity_ratio.values, label="‖g‖ / ‖v‖")
     ax[0, 2].set(title="velocity and gradient/velocity ratio", xlabel="step")
     ax[0, 2].legend(fontsize=8)
     ax[1, 0].plot(step, ds.update_alignment.values, lw=0.8, label="cos(−Δw, g)")

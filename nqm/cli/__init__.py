@@ -1,0 +1,70 @@
+"""The ``nqm`` command (also ``python -m nqm``): ``nqm sweep | trace | expected | plot | summary |
+threshold | bench``.
+
+One module per command, each with ``NAME``, ``HELP``, ``add_parser(subparsers)`` (its options,
+mostly the shared groups of :mod:`nqm.cli.groups`) and ``run(args) -> int | None``; a new command
+is one module and one line in :data:`COMMANDS`. Only the command being run builds its options
+(some read their defaults off modules that import JAX), so that ``nqm threshold``, ``nqm summary``,
+``nqm plot`` and ``nqm --help`` start without JAX.
+
+Rules every command follows: bad input ends with one line ``nqm: error: …`` on stderr and exit
+status 2, never a traceback and before any work; an option given twice is refused; no two of a
+command's files (outputs, or an output and an input) are the same file; every output is locked
+(by the file it resolves to) while the command runs, and written atomically (:mod:`nqm.io`).
+A module may define ``interrupted(args) -> str | None``: what an interrupted run leaves behind.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from nqm.cli import bench, best, expected, output, plot, summary, sweep, threshold, trace
+from nqm.cli.parser import Parser, values
+from nqm.errors import NqmError
+
+COMMANDS = (sweep, best, trace, expected, plot, summary, threshold, bench)
+
+__all__ = ["COMMANDS", "build_parser", "main", "values"]
+
+
+def build_parser(command: str | None = None) -> Parser:
+    """The ``nqm`` parser, with the options of ``command`` (the others are listed by name only)."""
+    from nqm import __version__
+
+    parser = Parser(prog="nqm", description="Noisy Quadratic Model under gradient delay: sweeps, traces, "
+                    "summaries and stability thresholds. Value lists take numbers, geom:START:STOP:NUM or "
+                    "lin:START:STOP:NUM.")
+    parser.add_argument("--version", action="version", version=f"nqm {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for module in COMMANDS:
+        if module.NAME == command:
+            module.add_parser(subparsers)
+        else:
+            subparsers.add_parser(module.NAME, help=module.HELP)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Run ``nqm`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    module = args = None
+    try:
+        argv = sys.argv[1:] if argv is None else list(argv)
+        command = next((a for a in argv if not a.startswith("-")), None)
+        args = build_parser(command).parse_args(argv)
+        module = next(m for m in COMMANDS if m.NAME == args.command)
+        output.distinct_files(args)
+        with output.locked(args):  # every file the command writes, by the file it resolves to
+            return module.run(args) or 0
+    except NqmError as exc:
+        print(f"nqm: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `nqm threshold ... | head`: the reader left, nothing is wrong
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        # Only a command that keeps something says what (the sweep: its checkpoint, if written).
+        after = module.interrupted(args) if hasattr(module, "interrupted") and args is not None else None
+        print("nqm: interrupted" + (f"; {after}" if after else ""), file=sys.stderr)
+        return 130

@@ -1,0 +1,227 @@
+"""Argument groups the commands share, and reading them back as API arguments.
+
+Each fact is written once, where it belongs: the run settings default to the fields of
+:class:`nqm.engine.RunConfig`, the method and its options are read off the optimizer registry,
+the problem's sizes off :mod:`nqm.problem`. The groups that import JAX (run settings, method) are
+built only for the command being run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+from nqm import validate
+from nqm.cli.parser import RANGES, InputFile, OutputFile, joined, positive
+from nqm.errors import NqmError
+
+GIB = 2**30
+_ALIASES = {"mode": ("--ab-mode",)}  # earlier names of method options
+
+# RunConfig field → (type, help) of its option; the default is RunConfig's own.
+_RUN = {
+    "target": (float, "stop a cell once its loss is below this"),
+    "max_steps": (int, "step budget per cell"),
+    "x64": (bool, "simulate in float64"),
+    "independent_noise": (bool, "noise drawn per cell, not shared"),
+    "chunk_steps": (int, "steps per compiled call (progress, checkpoints)"),
+    "devices": (int, "devices to shard over (default: all devices)"),
+    "memory_budget": (float, "GiB of simulation state held at once; larger grids run in groups "
+                             "(default: half the accelerator memory, or 4 GiB on CPU)"),
+    "progress": (bool, "no progress bar"),
+}
+
+
+def default_of(function, name: str):
+    """The default of ``function``'s parameter ``name`` (so that the CLI never restates it)."""
+    return inspect.signature(function).parameters[name].default
+
+
+def grid(parser, *, one_cell: bool = False, delay_processes: bool = False, seeds: bool = True):
+    """``--lr``, ``--momentum``, ``--delay`` (and ``--delay-dist``), ``--noise`` (and ``--seed``):
+    value lists, or with ``one_cell`` the values of one cell (a list there is an error of the API)."""
+    from nqm import delays
+
+    title = "the cell (one value each)" if one_cell else f"grid (each takes {RANGES})"
+    group = parser.add_argument_group(title)
+    what = ("learning rate", "momentum", "gradient-noise scale", "noise (and delay) seed") if one_cell else \
+        ("learning rates", "momenta", "gradient-noise scales", "noise (and delay) seeds")
+    group.add_argument("--lr", nargs="+", required=True, metavar="V", help=f"{what[0]} η > 0")
+    group.add_argument("--momentum", nargs="+", required=True, metavar="V", help=f"{what[1]} m in [0, 1)")
+    if one_cell:
+        group.add_argument("--delay", default="0", metavar="D", help=f"a constant delay or a process: {delays.syntax()}")
+    elif delay_processes:
+        group.add_argument("--delay", nargs="+", default=None, metavar="D",
+                           help="constant delays (default: 0, or none when --delay-dist is given)")
+        group.add_argument("--delay-dist", nargs="+", default=None, metavar="SPEC",
+                           help=f"delay processes: {delays.syntax()}")
+    else:
+        group.add_argument("--delay", nargs="+", default=["0"], metavar="D", help="constant delays")
+    group.add_argument("--noise", nargs="+", default=["0"], metavar="S", help=f"{what[2]} σ >= 0")
+    if seeds:
+        group.add_argument("--seed", nargs="+", default=["0"], metavar="S", help=what[3])
+    return group
+
+
+def delays(args, default=(0,)) -> list:
+    """``--delay`` (constants) and ``--delay-dist`` (processes) as one list for the delay dimension
+    (``default`` when neither is given)."""
+    processes = getattr(args, "delay_dist", None) or []
+    return [*(joined(args.delay) or ([] if processes else list(default))), *processes]
+
+
+def method(parser, grid_group, aliases: tuple = ()) -> None:
+    """``--method`` (with ``aliases``, e.g. sgd for the analyses), each family's swept
+    hyperparameters (in ``grid_group``) and its options, read off the registry: a new family needs
+    no edit here."""
+    from nqm.optimizers import methods
+    from nqm.optimizers.base import hyperparameters
+    from nqm.sweeps import all_hyper_dims, sweep
+
+    parser.add_argument("--method", choices=sorted((*methods(), *aliases)), default=default_of(sweep, "method"),
+                        help="optimizer" + (f" ({', '.join(aliases)}: sgdm at momentum 0)" if aliases else ""))
+    for name in all_hyper_dims():
+        owners = [m for m in methods() if name in hyperparameters(m)._fields]
+        default = hyperparameters(owners[0])._field_defaults.get(name)
+        shown = "" if default is None else f" (default: {default:g})"
+        grid_group.add_argument("--" + name.replace("_", "-"), nargs="+", default=None, metavar="V",
+                                help=f"{', '.join(owners)} hyperparameter{shown}")
+    method_option_flags(parser)
+
+
+def method_option_flags(parser) -> None:
+    """Each family's options (``--dampening``, ``--group``, …), read off the registry."""
+    from nqm.optimizers import methods
+    from nqm.optimizers.base import documentation, options
+
+    group = parser.add_argument_group("method options (each applies to the methods named)")
+    seen = {}
+    for name_ in methods():
+        docs = documentation(name_)
+        for name, parameter in options(name_).items():
+            seen.setdefault(name, (parameter, docs.get(name, ""), []))[2].append(name_)
+    for name, (parameter, doc, owners) in seen.items():
+        flags = ["--" + name.replace("_", "-"), *_ALIASES.get(name, ())]
+        default = parameter.default
+        # The family's default goes in the text: the option's own default is None ("not given"),
+        # so that an option given to a method without it is an error rather than ignored.
+        shown = "" if isinstance(default, bool) else f"; default: {'unset' if default is None else default}"
+        text = f"{doc} [{', '.join(owners)}{shown}]".replace("``", "").replace("%", "%%").strip()
+        if isinstance(default, bool):
+            group.add_argument(*flags, dest=name, action="store_true", default=None, help=text)
+        else:
+            annotation = str(parameter.annotation)
+            kind = type(default) if isinstance(default, (int, float)) else (
+                float if "float" in annotation else int if "int" in annotation else str)
+            group.add_argument(*flags, dest=name, type=kind, default=None, metavar=name.upper(), help=text)
+
+
+def method_options(args, grids: bool = True) -> dict:
+    """The method's options and (``grids``) hyperparameter grids given on the command line."""
+    from nqm.optimizers import methods
+    from nqm.optimizers.base import options
+    from nqm.sweeps import all_hyper_dims
+
+    given = {n: getattr(args, n) for m in methods() for n in options(m)}
+    if grids:
+        given.update({n: joined(getattr(args, n)) for n in all_hyper_dims()})
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def problem(parser, default: str | None = None) -> None:
+    """The quadratic: ``--spectrum``, ``--dim``, ``--lo``/``--hi``, ``--eigenvalues``, ``--rotate``
+    (``default``: what a command uses when none is given, if not zhang's)."""
+    from nqm import problem as problems
+
+    group = parser.add_argument_group("problem" + (f" (default: {default})" if default else ""))
+    group.add_argument("--spectrum", choices=("zhang", "loguniform"), default="zhang", help="eigenvalue spectrum")
+    group.add_argument("--dim", type=int, default=None,
+                       help=f"N (default: {default_of(problems.zhang, 'dim')}; not with --eigenvalues)")
+    for bound, what in (("lo", "smallest"), ("hi", "largest")):
+        group.add_argument(f"--{bound}", type=float, default=None,
+                           help=f"{what} eigenvalue of loguniform (default: {default_of(problems.loguniform, bound):g})")
+    group.add_argument("--eigenvalues", nargs="+", type=float, default=None, metavar="E", help="explicit spectrum")
+    group.add_argument("--rotate", type=int, default=None, metavar="SEED",
+                       help="random rotation of H (default: no rotation, axis-aligned)")
+
+
+def problem_given(args) -> bool:
+    """Whether any option of the problem group was given."""
+    return any(getattr(args, k) is not None for k in ("dim", "lo", "hi", "eigenvalues", "rotate")) or \
+        args.spectrum != "zhang"
+
+
+def problem_from(args):
+    """The :class:`nqm.problem.Problem` the problem group describes."""
+    import numpy as np
+
+    from nqm import problem as problems
+
+    if args.eigenvalues is not None and (args.dim is not None or args.spectrum != "zhang"):
+        raise NqmError("--eigenvalues gives the whole spectrum: drop --dim and --spectrum")
+    if args.spectrum != "loguniform" and (args.lo is not None or args.hi is not None):
+        raise NqmError("--lo and --hi set the loguniform spectrum: add --spectrum loguniform or drop them")
+    if args.rotate is not None and args.rotate < 0:
+        raise NqmError(f"--rotate takes a seed >= 0, got {args.rotate}")
+    dim = validate.count(default_of(problems.zhang, "dim") if args.dim is None else args.dim, "--dim", high=validate.BOUNDS["dim"])
+    if args.eigenvalues is not None:
+        lam = np.asarray(args.eigenvalues)
+        if not (np.isfinite(lam).all() and (lam > 0).all()):
+            raise NqmError("--eigenvalues must be finite numbers > 0")
+        p = problems.explicit(lam)
+    elif args.spectrum == "loguniform":
+        p = problems.loguniform(dim, **{k: getattr(args, k) for k in ("lo", "hi") if getattr(args, k) is not None})
+    else:
+        p = problems.zhang(dim)
+    return p.with_rotation(args.rotate)
+
+
+def run_settings(parser, *names: str, help: dict | None = None):
+    """Options for the named fields of :class:`nqm.engine.RunConfig`, with its defaults (``help``:
+    a command's own wording of some); returns the group, for a command's own run options."""
+    from nqm.engine import RunConfig
+
+    defaults, texts = RunConfig(), {name: text for name, (_, text) in _RUN.items()} | (help or {})
+    group = parser.add_argument_group("run")
+    for name in names:
+        kind, default = _RUN[name][0], getattr(defaults, name)
+        flag = "--" + name.replace("_", "-")
+        if name == "progress":
+            group.add_argument("--no-progress", dest=name, action="store_false", default=default, help=texts[name])
+        elif kind is bool:
+            group.add_argument(flag, action="store_true", default=default, help=texts[name])
+        elif name == "memory_budget":
+            group.add_argument(flag, type=float, default=None if default is None else default / GIB, metavar="GIB",
+                               help=texts[name])
+        else:
+            group.add_argument(flag, type=kind, default=default, help=texts[name])
+    return group
+
+
+def settings(args) -> dict:
+    """The run settings of ``args`` as :class:`nqm.engine.RunConfig` fields (memory in bytes)."""
+    from nqm.engine import RunConfig
+
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunConfig) if hasattr(args, f.name)}
+    if given.get("memory_budget") is not None:
+        given["memory_budget"] = positive(given["memory_budget"], "--memory-budget") * GIB
+    return given
+
+
+def outputs(parser, out: str, *, required: bool = True, plot: str | None = None, threshold: str | None = None):
+    """``--out`` (what it holds), and if described ``--plot FIGURE`` and ``--threshold``."""
+    parser.add_argument("--out", type=OutputFile, required=required, default=None, help=out)
+    if plot:
+        parser.add_argument("--plot", type=OutputFile, default=None, metavar="FIGURE", help=plot)
+    if threshold:
+        threshold_option(parser, threshold)
+
+
+THRESHOLD_HELP = ("overlay the stability threshold on the heatmaps: without TABLE, derived from the method's own "
+                  "update (linear methods only); or the table of `nqm threshold ... --out TABLE` (e.g. --simulate)")
+
+
+def threshold_option(parser, help: str = THRESHOLD_HELP) -> None:
+    """``--threshold [TABLE]``: the derived threshold of the result's own method, or a table's."""
+    parser.add_argument("--threshold", nargs="?", const=True, default=None, type=InputFile, metavar="TABLE",
+                        help=help)

@@ -1,0 +1,176 @@
+"""What commands write: distinct files, figures checked before any work, the sweep's closing line."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+
+import numpy as np
+
+from nqm.cli.parser import InputFile, OutputFile
+from nqm.errors import NqmError
+
+
+def distinct_files(args: argparse.Namespace) -> None:
+    """Refuse, before any work, two outputs that are one file, or an output that is an input.
+
+    The files are the options typed :class:`~nqm.cli.parser.OutputFile` and
+    :class:`~nqm.cli.parser.InputFile`; paths are compared resolved (``./x`` and ``x``, a symlink
+    and its target, two hard links are one file).
+    """
+    named = []  # (label, path, is_output)
+    for dest, value in vars(args).items():
+        if isinstance(value, (InputFile, OutputFile)):
+            output = isinstance(value, OutputFile)
+            named.append(("--" + dest.replace("_", "-") if output else dest, os.fspath(value), output))
+    for i, (label, path, output) in enumerate(named):
+        for other, other_path, other_output in named[:i]:
+            if (output or other_output) and _same_file(path, other_path):
+                if output and other_output:
+                    raise NqmError(f"{other} and {label} name the same file ({path}); give each output its own file")
+                written, read = (label, other) if output else (other, label)
+                raise NqmError(f"{written} would overwrite the input {read} ({path}); write to another file")
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+def check_figure(path: str | None, threshold: bool = False) -> None:
+    """A figure's path and format, checked before any work (``threshold``: an overlay is asked for)."""
+    if path is None:
+        if threshold:
+            raise NqmError("--threshold draws on the figure: give --plot FIGURE too")
+        return
+    if isinstance(threshold, str) and not os.path.isfile(threshold):
+        raise NqmError(f"cannot read threshold table {threshold}: no such file (write one with nqm threshold --out)")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from nqm.io import check_writable
+
+    check_writable(path)
+    kind = os.path.splitext(path)[1].lstrip(".").lower()
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if kind not in formats:
+        raise NqmError(f"cannot write figure {path}: unknown format {kind!r}; use one of {', '.join(sorted(formats))}")
+
+
+def locked(args: argparse.Namespace) -> contextlib.ExitStack:
+    """Locks on every output of the command (:func:`nqm.io.lock`: by the file a path resolves to,
+    so a second run through a symlink is refused too), each checked writable first."""
+    from nqm.io import lock
+
+    stack = contextlib.ExitStack()
+    with stack:
+        for value in vars(args).values():
+            if isinstance(value, OutputFile):
+                stack.enter_context(lock(value))
+        return stack.pop_all()
+
+
+def save_figure(fig, path: str) -> None:
+    """Write a figure (150 dpi) atomically (:func:`nqm.io.save_figure`); a failed write is one
+    line and leaves the previous figure as it was."""
+    from nqm.io import save_figure as write
+
+    write(fig, path, dpi=150)
+    print(f"wrote {path}")
+
+
+def rescue(ds, out: str, checkpoint: str | None = None, what: str = "every computed cell") -> str:
+    """Keep ``ds`` once ``out`` could not be written, trying in this order: a file beside ``out``,
+    the ``checkpoint`` (which a second run of the same command resumes from), the temporary
+    directory; returns one line saying where, or plainly that nothing could be saved. A rescued
+    file is compressed when that makes it smaller (a file-size limit may still let it through)."""
+    import tempfile
+
+    from nqm import io
+
+    data = min(io.to_bytes(ds), io.to_bytes(ds, compress=True), key=len)
+    stem, ext = os.path.splitext(out)
+    beside = f"{stem}.rescued{ext or '.nc'}"
+    if os.path.lexists(beside):  # an earlier rescue is not overwritten
+        beside = f"{stem}.rescued-{os.getpid()}{ext or '.nc'}"
+    try:
+        io.write_bytes(beside, data)
+        return f"{what} is saved in {beside}: move it to {out} once that can be written"
+    except NqmError:
+        pass
+    if checkpoint is not None:
+        again = f"run the same command again once {out} can be written: it writes them without computing anything"
+        if _holds(checkpoint, ds):
+            return f"{what} is kept in the checkpoint {checkpoint}: {again}"
+        try:
+            io.write_bytes(checkpoint, data)
+            return f"{what} is saved in the checkpoint {checkpoint}: {again}"
+        except NqmError:
+            pass
+    elsewhere = os.path.join(tempfile.gettempdir(), f"nqm-rescued-{os.getpid()}-{os.path.basename(out)}")
+    try:
+        io.write_bytes(elsewhere, data)
+        return f"{what} is saved in {elsewhere}: move it to {out} once that can be written"
+    except NqmError:
+        pass
+    places = ", ".join(filter(None, (beside, checkpoint and f"the checkpoint {checkpoint}", elsewhere)))
+    return f"nothing could be saved ({places} could not be written either): the computed results are lost"
+
+
+def _holds(checkpoint: str, ds) -> bool:
+    """Whether the checkpoint already holds every value of ``ds``."""
+    from nqm.io import load
+
+    try:
+        saved = load(checkpoint).transpose(*ds.steps.dims)
+        return all(np.array_equal(saved[v].values, ds[v].values, equal_nan=v == "loss") for v in ("steps", "status", "loss"))
+    except (NqmError, KeyError, ValueError):
+        return False
+
+
+def plot_result(ds, path: str, threshold) -> None:
+    """The heatmaps of a sweep (or expected) result, with the stability threshold if asked
+    (``True``: derived for the result's method; a path: that threshold table's)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from nqm.io import check_writable
+    from nqm.plots.heatmap import plot_heatmaps
+
+    check_writable(path)
+    missing = [k for k in ("lam_max", "method") if threshold and k not in ds.attrs]
+    if missing:
+        raise NqmError(f"--threshold needs the result's attribute(s) {', '.join(missing)} (the problem's largest "
+                       "eigenvalue and the method), which nqm sweep writes; this file lacks them")
+    if threshold not in (None, True, False):
+        from nqm.io import load_dataset
+
+        threshold = load_dataset(threshold)
+        if "threshold" not in threshold or "momentum" not in threshold.dims:
+            raise NqmError("--threshold TABLE takes a table written by nqm threshold --out (a threshold over momentum)")
+    save_figure(plot_heatmaps(ds, threshold=bool(threshold) if threshold in (None, True, False) else threshold), path)
+
+
+def report(ds, panels: int = 24) -> None:
+    """The closing lines of a sweep: how many cells reached, diverged or ran out, then per panel its
+    T* and fastest cell — the numbers its figure's titles give (the summary table, up to ``panels``
+    rows; ``nqm summary`` prints any size)."""
+    import numpy as np
+
+    from nqm import summary
+    from nqm.status import BUDGET, DIVERGED, REACHED, plural
+
+    status = ds.status.values
+    print(f"{plural(status.size, 'cell')}: {int((status == REACHED).sum()):,} reached the target, "
+          f"{int((status == DIVERGED).sum()):,} diverged, {int((status == BUDGET).sum()):,} ran out of budget")
+    table = summary.summarize(ds)
+    rows = int(np.prod([table.sizes[d] for d in table.t_star.dims]))
+    print(summary.format_table(table) if rows <= panels else
+          f"{rows} panels: `nqm summary` prints each one's T* (1st percentile of T over its converged cells)")

@@ -1,0 +1,59 @@
+"""``nqm sweep``: steps to target over a hyperparameter grid → netCDF (+ heatmap), checkpointed."""
+
+from __future__ import annotations
+
+import os
+
+from nqm.cli import groups, output
+from nqm.cli.parser import joined
+from nqm.errors import NqmError
+
+NAME = "sweep"
+HELP = "steps to target over a hyperparameter grid → netCDF (+ heatmap)"
+
+
+def interrupted(args) -> str | None:
+    """What an interrupted sweep leaves: its checkpoint, once one was written."""
+    partial = args.out + ".partial"
+    if os.path.exists(partial):
+        return f"the checkpoint {partial} holds the finished and running cells: run the same command again to resume"
+    return None
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
+    grid = groups.grid(parser, delay_processes=True)
+    groups.method(parser, grid)
+    groups.problem(parser)
+    run = groups.run_settings(parser, "target", "max_steps", "x64", "independent_noise", "chunk_steps", "devices",
+                              "memory_budget", "progress")
+    run.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
+    groups.outputs(parser, "result file (netCDF)", plot="also write a heatmap (PNG/PDF/SVG)",
+                   threshold=groups.THRESHOLD_HELP)
+    return parser
+
+
+def run(args) -> None:
+    import nqm
+    from nqm.checkpoint import StaleCheckpoint
+    from nqm.io import discard
+
+    output.check_figure(args.plot, args.threshold)
+    partial = args.out + ".partial"
+    try:
+        ds = nqm.sweep(
+            args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
+            noise=joined(args.noise), seed=joined(args.seed), problem=groups.problem_from(args),
+            **groups.method_options(args), **groups.settings(args), checkpoint=partial, restart=args.restart,
+        )
+    except StaleCheckpoint as exc:
+        raise NqmError(f"{exc.reason}; run again with --restart to start over") from None
+    try:
+        nqm.save(ds, args.out)
+    except NqmError as exc:
+        raise NqmError(f"{exc}; {output.rescue(ds, args.out, partial)}") from None
+    discard(partial)
+    output.report(ds)
+    print(f"wrote {args.out}")
+    if args.plot:
+        output.plot_result(ds, args.plot, args.threshold)

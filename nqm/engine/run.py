@@ -1,0 +1,403 @@
+"""The host side of a run: settings, groups of cells, chunks, progress, callbacks and snapshots.
+
+:func:`simulate` draws the delay schedule, lays the cells out (:mod:`nqm.engine.layout`) and runs
+each group chunk by chunk through :func:`nqm.engine.loop.advance`. Between chunks it reads the
+status, updates the progress bar, hands finished cells to a callback (checkpoints), offers a
+snapshot of the running cells, and repacks the cells still running into fewer batches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import math
+import signal
+import threading
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from nqm import delays
+from nqm.engine import layout as layouts
+from nqm.engine import loop
+from nqm.engine.record import Summary, first_view, value_shapes
+from nqm.engine.step import Cells, Inputs, init_cells, model as model_of
+from nqm.errors import NqmError
+from nqm.optimizers import Optimizer
+from nqm.problem import Problem
+from nqm.status import BUDGET, RUNNING
+from nqm.validate import BOUNDS, format_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """How to run a simulation. ``target``, ``max_steps``, ``diverge_factor``, ``independent_noise``
+    and ``x64`` change a cell's result; the others only change how fast it comes — except
+    ``block_cells``, which may change the last bits when set by hand (XLA's float32 reductions round
+    a block of 2 cells differently from one of 4 or 8 below N ≈ 8000; left automatic, the block
+    depends on N alone).
+
+    Attributes:
+      target: stop a cell once ``L(w_t) < target``.
+      max_steps: step budget per cell.
+      diverge_factor: a cell diverged once ``L(w_t)`` is not finite or exceeds
+        ``diverge_factor · L(w₀)``.
+      independent_noise: draw the noise per cell instead of once per step for all cells.
+      x64: simulate in float64 (default float32).
+      chunk_steps: steps per jitted call; progress, compaction and checkpoints happen between chunks.
+      block_cells: cells a device advances together (``None``: fit a CPU cache block; the whole
+        device share on accelerators).
+      batch_cells: cells per jitted call (``None``: automatic). Rounded to whole blocks per device.
+      compaction: repack running cells into fewer batches between chunks.
+      memory_budget: bytes of simulation state held at once; larger grids run in groups
+        (``None``: half of the accelerators' memory, or 4 GiB on CPU).
+      devices: how many devices to shard over (``None``: all of the default backend).
+      progress: show a tqdm progress bar.
+    """
+
+    target: float = 0.01
+    max_steps: int = 100_000
+    diverge_factor: float = 1e6
+    independent_noise: bool = False
+    x64: bool = False
+    chunk_steps: int = 1000
+    block_cells: int | None = None
+    batch_cells: int | None = None
+    compaction: bool = True
+    memory_budget: float | None = None
+    devices: int | None = None
+    progress: bool = True
+
+    RESULT_FIELDS = ("target", "max_steps", "diverge_factor", "independent_noise", "x64")  # change a result
+
+
+class Outcome(NamedTuple):
+    """Per-cell results: ``steps`` (T, or the step at which the run stopped), ``status``, final
+    ``loss``, the recorded ``trace`` (name → ``(C, max_steps // stride, …)``: steps ``stride``,
+    ``2·stride``, …), the finished ``summary`` values (name → ``(C, …)``; both empty unless asked),
+    and ``work``: how many cell-steps the devices computed, useful or not (a block steps all its
+    cells while any of them runs; padding cells count too), so that ``Σ steps / work ≤ 1`` is the
+    fraction of the computation that early exit and repacking leave useful."""
+
+    steps: np.ndarray
+    status: np.ndarray
+    loss: np.ndarray
+    trace: dict = {}
+    summary: dict = {}
+    work: np.ndarray = np.zeros(1, np.int64)
+
+
+class Snapshot(NamedTuple):
+    """The running cells of a run between two chunks: cell ``index[i]`` (its position in the run)
+    has done ``t`` steps and holds the state ``cells[…][i]`` (host arrays; no trace). ``cells``
+    may also be given as its list of leaves (``jax.tree.leaves``), as a checkpoint stores it."""
+
+    t: int
+    index: np.ndarray
+    cells: Any
+
+
+class _Run(NamedTuple):
+    """What every group of a run shares."""
+
+    layout: layouts.Layout
+    model: Any
+    w0: Any
+    limits: Any
+    seed: Any
+    plan: tuple  # the delay schedule (τ_t, k_t) over the budget
+    config: RunConfig
+    dtype: Any
+    outcome: Outcome
+    on_finished: Callable | None
+    between_chunks: Callable | None
+    bar: Any
+    description: str
+
+
+def simulate(
+    problem: Problem,
+    optimizer: Optimizer,
+    hyper: dict[str, np.ndarray],
+    sigma: np.ndarray,
+    *,
+    delay: int | delays.Process = 0,
+    seed: int = 0,
+    uids: np.ndarray | None = None,
+    config: RunConfig = RunConfig(),
+    record: dict[str, Callable | Summary] | None = None,
+    stride: int = 1,
+    on_finished: Callable[[np.ndarray, Outcome], None] | None = None,
+    between_chunks: Callable[[Callable[[], Snapshot]], None] | None = None,
+    resume: Snapshot | None = None,
+    description: str = "nqm",
+    bar=None,
+) -> Outcome:
+    """Run every cell to its target, divergence or budget.
+
+    Args:
+      problem: the quadratic.
+      optimizer: a configured optimizer (``nqm.optimizers.make``), made for ``delay``'s workers.
+      hyper: per-cell hyperparameters by name (the fields of ``optimizer.hyper``), each ``(C,)``.
+      sigma: per-cell noise scale ``(C,)``.
+      delay: the delay process (:mod:`nqm.delays`), or a constant delay ``D ≥ 0``.
+      seed: the noise (and delay) seed.
+      uids: per-cell identities for ``independent_noise``: ``(C,)`` or ``(C, 2)`` ``uint32`` (two
+        words of a 64-bit identity; default ``arange(C)``).
+      config: run settings.
+      record: diagnostics by name (see :mod:`nqm.diagnostics`): a ``recorder(StepView) -> array``
+        is traced every ``stride`` steps (``max_steps // stride`` entries per cell, meaningful up
+        to each cell's ``steps``); a :class:`~nqm.engine.record.Summary` is kept on the device.
+      stride: trace steps ``stride, 2·stride, …`` only.
+      on_finished: called between chunks with the indices of newly finished cells and their
+        results (used for checkpoints).
+      between_chunks: called between chunks with a function that returns a :class:`Snapshot` of
+        the running cells (fetching it costs a copy to the host, so call it only when saving); it
+        may raise to stop the run, e.g. after saving on an interrupt.
+      resume: a snapshot of an earlier run of the same cells, settings and seed: its cells
+        continue from its step with its state, bit-identical to a run never interrupted (their
+        traces hold only the steps run now).
+      description: label of the progress bar.
+      bar: a progress bar over cells shared by several runs (a sweep's): finished cells advance
+        it, and this run's step shows in its postfix. ``None``: a bar over this run's steps.
+
+    Returns:
+      ``Outcome(steps, status, loss, trace, summary)``, ``steps``, ``status`` and ``loss`` ``(C,)``.
+    """
+    sigma = np.asarray(sigma, np.float64).reshape(-1)
+    cells = sigma.size
+    missing = set(optimizer.hyper._fields) - set(hyper)
+    if missing:
+        raise NqmError(f"method {optimizer.name!r} needs hyperparameter(s) {', '.join(sorted(missing))}")
+    hyper = {k: np.broadcast_to(np.asarray(hyper[k], np.float64), (cells,)) for k in optimizer.hyper._fields}
+    uids = np.arange(cells, dtype=np.uint32) if uids is None else np.asarray(uids, np.uint32)
+    uids = np.stack([uids, np.zeros_like(uids)], 1) if uids.ndim == 1 else uids.reshape(cells, 2)
+    record = sorted((record or {}).items())
+    summaries = tuple((n, r) for n, r in record if isinstance(r, Summary))
+    record = tuple((n, r) for n, r in record if not isinstance(r, Summary))
+    if int(stride) != stride or stride < 1:
+        raise NqmError(f"stride must be an integer >= 1, got {stride}")
+    process = delays.process(delay)
+    if optimizer.workers is not None and optimizer.workers != process.workers:
+        raise NqmError(
+            f"the {optimizer.name} optimizer was made for {optimizer.workers} workers but delay {process.label} "
+            f"has {process.workers}; make it with nqm.optimizers.make(..., delay={process.label!r})"
+        )
+    plan = process.schedule(seed, config.max_steps)
+
+    with jax.enable_x64(config.x64):
+        dtype = jnp.float64 if config.x64 else jnp.float32
+        layout = layouts.choose(problem, optimizer, process.history(plan[0]), cells, config, dtype, record, summaries,
+                                int(stride))
+        replicated = NamedSharding(layout.sharding.mesh, PartitionSpec())
+        model = layouts.put(model_of(problem, dtype), replicated)
+        w0 = jnp.asarray(problem.w0, dtype)
+        outcome = _empty_outcome(layout, model, w0, cells, config.max_steps // int(stride))
+        if cells == 0:
+            return outcome
+        limits = layouts.put((
+            np.asarray(config.target, dtype),
+            np.asarray(config.diverge_factor * problem.initial_loss, dtype),
+            np.asarray(config.max_steps, np.int32),
+        ), replicated)
+        seed = layouts.put(np.asarray(seed, np.uint32), replicated)
+        fresh = np.arange(cells) if resume is None else np.setdiff1d(np.arange(cells), resume.index)
+        groups = [(fresh[i:i + layout.group_cells], None) for i in range(0, fresh.size, layout.group_cells)]
+        if resume is not None and resume.index.size:
+            # Resumed cells first, from their step (one group: they stopped together).
+            groups.insert(0, (np.asarray(resume.index), resume))
+        inputs = (hyper, sigma, uids)
+        with contextlib.nullcontext(bar) if bar is not None else _progress(config, description) as bar, \
+                _stop_between_chunks(between_chunks) as between_chunks:
+            run = _Run(layout, model, w0, limits, seed, plan, config, dtype, outcome, on_finished, between_chunks,
+                       bar, description)
+            for number, (index, start) in enumerate(groups):
+                if len(groups) > 1 and getattr(bar, "unit", None) == "step":
+                    bar.set_description(f"{description} [group {number + 1}/{len(groups)}]")
+                _run_group(run, index, inputs, start)
+    return outcome
+
+
+def check(problem: Problem, optimizer: Optimizer) -> None:
+    """Trace one step of ``optimizer`` on ``problem`` abstractly (no computation), so that settings
+    that do not fit the problem (e.g. more AB groups than parameters) fail before any work."""
+    jax.eval_shape(lambda w: first_view(None, optimizer, w)._replace(optimizer=None),
+                   jax.ShapeDtypeStruct((problem.dim,), jnp.float32))
+
+
+def _empty_outcome(layout, model, w0, cells: int, entries: int) -> Outcome:
+    spec = layout.spec
+    traces, totals = value_shapes(model, spec.optimizer, w0, spec.record, spec.summaries)
+
+    size = sum(cells * entries * math.prod(s.shape) * s.dtype.itemsize for s in traces.values())
+    if size > BOUNDS["trace_bytes"]:
+        raise NqmError(f"the trace of {cells:,} cell(s) over {entries:,} recorded steps needs {format_bytes(size)}, "
+                       f"more than {format_bytes(BOUNDS['trace_bytes'])}; record every K-th step (stride) or fewer "
+                       "recorders")
+
+    def finished(summary, like):  # one cell's result: its shape and dtype
+        return summary.result(jax.tree.map(lambda x: x[None], summary.zeros(like)), np.ones(1))[0]
+
+    return Outcome(
+        np.zeros(cells, np.int32), np.zeros(cells, np.int8), np.zeros(cells, np.float64),
+        {name: np.full((cells, entries) + s.shape, np.nan if s.dtype.kind in "fc" else 0, s.dtype)
+         for name, s in traces.items()},
+        {name: np.zeros((cells,) + finished(r, totals[name]).shape, finished(r, totals[name]).dtype)
+         for name, r in spec.summaries},
+        np.zeros(1, np.int64),
+    )
+
+
+def _run_group(run: _Run, index, inputs, start: Snapshot | None):
+    """Advance one group of cells chunk by chunk until all are done (from a snapshot's step and
+    state when ``start`` is one)."""
+    spec, size, config = run.layout.spec, run.layout.batch_cells, run.config
+    hyper, sigma, uids = inputs
+    # Pad to whole batches with copies of the first cell marked done; they never reach a result.
+    padded = np.concatenate([index, np.full(-len(index) % size, -1)])
+    owner = padded.reshape(-1, size)
+    take = np.where(padded < 0, index[0], padded)
+    inputs = Inputs(
+        spec.optimizer.hyper(**{k: v[take].astype(run.dtype) for k, v in hyper.items()}),
+        sigma[take].astype(run.dtype),
+        uids[take],
+    )
+    cells = init_cells(spec, run.model, run.w0, padded >= 0)
+    t, chunk = 0, 0
+    if start is not None:
+        t, row = int(start.t), np.where(padded < 0, 0, np.arange(padded.size))  # saved cells in index order
+        saved = start.cells
+        if isinstance(saved, (list, tuple)) and not isinstance(saved, Cells):  # leaves, as written to disk
+            saved = jax.tree.unflatten(jax.tree.structure(cells._replace(trace={})), saved)
+        cells = cells._replace(**{f: jax.tree.map(lambda x: np.asarray(x)[row], getattr(saved, f))
+                                  for f in Cells._fields if f != "trace"})
+        cells = cells._replace(status=np.where(padded >= 0, cells.status, BUDGET).astype(np.int8))
+    sharding = run.layout.sharding
+    batches = [tuple(layouts.split(tree, i * size, size, sharding) for tree in (cells, inputs)) for i in range(len(owner))]
+    bar = run.bar
+    by_step = getattr(bar, "unit", None) == "step"  # a disabled bar has no unit, and shows nothing anyway
+    if by_step:
+        bar.reset(total=config.max_steps)
+        bar.update(t)
+    window, window_t0 = None, 0  # noise and schedule of steps window_t0 … window_t0 + chunk_steps − 1
+    replicated = NamedSharding(spec.mesh, PartitionSpec())
+    outcome = run.outcome
+    while batches and t < config.max_steps:
+        # The first chunks are short, so that cells which stop early (often most divergent
+        # ones) are compacted away soon; the length is an argument, not a new compilation.
+        length = min(max(1, spec.chunk_steps >> max(0, 4 - chunk)), config.max_steps - t)
+        if window is None or t + length > window_t0 + spec.chunk_steps:
+            # Drawn a chunk ahead and shared by the short chunks it covers: never drawn twice.
+            window_t0 = t
+            rows = slice(t, t + spec.chunk_steps)
+            schedule = layouts.put(tuple(np.resize(x[rows], spec.chunk_steps) for x in run.plan), replicated)
+            noise = None if spec.independent_noise else loop.common_noise(run.seed, jnp.int32(t), run.model,
+                                                                          spec.chunk_steps, spec.mesh)
+            window = (noise, schedule)
+        batches = [
+            (loop.advance(spec, cells_b, inputs_b, run.model, *window, jnp.int32(t - window_t0), jnp.int32(t),
+                          jnp.int32(length), run.seed, run.limits), inputs_b)
+            for cells_b, inputs_b in batches
+        ]
+        if spec.record:
+            _collect_trace(outcome.trace, batches, owner, t, length, spec.stride)
+        t, chunk = t + length, chunk + 1
+        status = np.stack(layouts.fetch([cells_b.status for cells_b, _ in batches]))
+        finished = (status != RUNNING) & (owner >= 0)
+        steps = np.stack(layouts.fetch([c.steps for c, _ in batches])) if finished.any() else None
+        outcome.work[0] += _work(run.layout, owner, finished, steps, t - length, length)
+        if finished.any():
+            loss = np.stack(layouts.fetch([c.loss for c, _ in batches]))
+            ids = owner[finished]
+            outcome.steps[ids], outcome.status[ids], outcome.loss[ids] = steps[finished], status[finished], loss[finished]
+            if spec.summaries:
+                totals = jax.tree.map(lambda *xs: np.stack(xs), *layouts.fetch([c.summary for c, _ in batches]))
+                for name, summary in spec.summaries:
+                    done = jax.tree.map(lambda x: x[finished], totals[name])
+                    outcome.summary[name][ids] = summary.result(done, steps[finished])
+            if run.on_finished is not None:
+                run.on_finished(ids, Outcome(steps[finished], status[finished], loss[finished]))
+            owner = np.where(finished, -1, owner)
+        running = int((owner >= 0).sum())
+        if by_step:
+            bar.update(t - bar.n)
+            bar.set_postfix_str(f"running {running}/{len(index)} cells", refresh=False)
+        else:
+            bar.update(int(finished.sum()))
+            bar.set_postfix_str(f"{run.description}: step {t:,}/{config.max_steps:,}, {running} running", refresh=False)
+        if running == 0:
+            break
+        if run.between_chunks is not None:
+            run.between_chunks(functools.partial(_snapshot, batches, owner, t))
+        if config.compaction and layouts.worth_compacting(owner, run.layout):
+            batches, owner = layouts.compact(batches, owner, run.layout)
+
+
+def _work(layout, owner, finished, steps, t0: int, length: int) -> int:
+    """Cell-steps computed by a chunk from ``t0``: a block runs ``length`` steps while any of its
+    cells still runs, up to its last finisher's step if all finished in the chunk, none otherwise."""
+    live, done = layouts.blocks(owner >= 0, layout), layouts.blocks(finished, layout)
+    ran = np.where(live.any(-1) & ~(live == done).all(-1), length, 0)
+    if steps is not None:
+        last = np.where(done, layouts.blocks(steps, layout) - t0, 0).max(-1)
+        ran = np.where(live.any(-1) & (live == done).all(-1), last, ran)
+    return int(ran.sum()) * layout.spec.block_cells
+
+
+def _snapshot(batches, owner, t) -> Snapshot:
+    cells = jax.tree.map(lambda *xs: np.concatenate(xs), *layouts.fetch([c._replace(trace={}) for c, _ in batches]))
+    live = owner.reshape(-1) >= 0
+    return Snapshot(t, owner.reshape(-1)[live], jax.tree.map(lambda x: x[live], cells))
+
+
+def _collect_trace(trace: dict, batches, owner, t0: int, length: int, stride: int):
+    """Copy the chunk's recorded values of every live cell into the host arrays."""
+    first, end = t0 // stride, (t0 + length) // stride  # entries of steps first·stride … end·stride
+    for (cells_b, _), ids in zip(batches, owner):
+        values = layouts.fetch(cells_b.trace)
+        live = ids >= 0
+        for name, array in trace.items():
+            array[ids[live], first:end] = values[name][live, :end - first]
+
+
+@contextlib.contextmanager
+def _stop_between_chunks(between_chunks):
+    """Ctrl-C during a run stops it at the next chunk boundary (a second one at once), so that no
+    computation is in flight when the program exits (an exit mid-chunk can crash the runtime). A
+    caller's own SIGINT handler (a checkpointing sweep's) is left in charge."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield between_chunks
+        return
+    requested = []
+
+    def request(signum, frame):
+        if requested:
+            raise KeyboardInterrupt
+        requested.append(signum)
+
+    def boundary(snapshot):
+        if requested:
+            raise KeyboardInterrupt
+        if between_chunks is not None:
+            between_chunks(snapshot)
+
+    signal.signal(signal.SIGINT, request)
+    try:
+        yield boundary
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if requested:
+        raise KeyboardInterrupt
+
+
+def _progress(config: RunConfig, description: str):
+    from tqdm import tqdm
+
+    # disable=None: no bar when stderr is not a terminal (logs, CI).
+    return tqdm(total=config.max_steps, desc=description, unit="step", dynamic_ncols=True, leave=False,
+                disable=None if config.progress else True)

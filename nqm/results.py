@@ -1,0 +1,143 @@
+"""The result schema shared by every grid of nqm (``nqm.sweep``, ``nqm.expected.sweep``): dimensions,
+variables and the attributes that identify a result.
+
+A result is an ``xarray.Dataset`` with dimensions ``delay, noise, [the method's extra
+hyperparameters,] seed, momentum, lr`` (each present even with one value), variables ``steps``
+(T, or where the run stopped), ``status`` (:mod:`nqm.status`) and ``loss`` (the loss at ``steps``),
+a ``mean_delay`` coordinate over ``delay``, and attributes recording every setting that changes a
+result. No JAX here: reading and plotting a result never import the engine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+from xarray.indexes import PandasIndex
+
+from nqm.status import BUDGET, DIVERGED, MEANING, REACHED, RUNNING
+
+GRID = ("momentum", "lr")  # the two dimensions of a heatmap panel
+NOT_RUN = RUNNING  # status of cells a checkpoint has not finished yet
+
+
+def dims(extra: tuple = ()) -> list[str]:
+    """The dimensions of a result, in order, with the method's extra hyperparameters ``extra``."""
+    return ["delay", "noise", *extra, "seed", *GRID]
+
+
+def panels(ds: xr.Dataset) -> tuple[str, ...]:
+    """The dimensions that index the panels of a result (all but the lr × momentum grid)."""
+    return tuple(d for d in ds.steps.dims if d not in GRID)
+
+
+def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
+    """One (steps, status) per cell over seeds: reached only if every seed reached (T = the median
+    over seeds), diverged if any seed diverged, otherwise budget exhausted. What a panel's T* is
+    computed from, in figures, summaries and the sweep's closing lines alike."""
+    if "seed" not in ds.dims:
+        return ds
+    status = xr.where((ds.status == DIVERGED).any("seed"), DIVERGED,
+                      xr.where((ds.status == REACHED).all("seed"), REACHED, BUDGET))
+    steps = ds.steps.where(ds.status == REACHED).median("seed")
+    return ds.drop_dims("seed").assign(steps=steps.fillna(0).astype(np.int64), status=status.astype(np.int8))
+
+
+def empty(coords: dict, extra: tuple, attrs: dict, mean_delay) -> xr.Dataset:
+    """A result with every cell not yet run: ``coords`` holds one array per dimension."""
+    names = dims(extra)
+    shape = tuple(coords[d].size for d in names)
+    status = xr.Variable(names, np.full(shape, NOT_RUN, np.int8), {"meaning": MEANING})
+    return xr.Dataset(
+        {
+            "steps": xr.Variable(names, np.zeros(shape, np.int32), {"long_name": "steps to target (T)"}),
+            "status": status,
+            "loss": xr.Variable(names, np.full(shape, np.nan), {"long_name": "loss at the last step"}),
+        },
+        coords={**{d: coords[d] for d in names}, "mean_delay": ("delay", list(mean_delay))},
+        attrs={k: attribute(v) for k, v in attrs.items()},
+    ).pipe(index_delays)
+
+
+class DelayIndex(PandasIndex):
+    """The ``delay`` index of a result that mixes constant delays and delay processes: its labels
+    are spec strings, and an integer selects its constant (``ds.sel(delay=4)`` is
+    ``ds.sel(delay="4")``)."""
+
+    def sel(self, labels, method=None, tolerance=None):
+        def label(value):
+            if isinstance(value, (int, np.integer)) or (isinstance(value, (float, np.floating)) and float(value).is_integer()):
+                return str(int(value))
+            return value
+
+        labels = {k: label(v) if np.ndim(v) == 0 else [label(x) for x in np.ravel(v)] for k, v in labels.items()}
+        return super().sel(labels, method=method, tolerance=tolerance)
+
+
+def index_delays(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with a :class:`DelayIndex` when its delays are labels (what :func:`nqm.load` restores)."""
+    if "delay" in ds.indexes and ds.delay.dtype.kind in "OUS" and not isinstance(ds.xindexes["delay"], DelayIndex):
+        return ds.drop_indexes("delay").set_xindex("delay", DelayIndex)
+    return ds
+
+
+def attribute(value):
+    """A setting as a netCDF attribute (numbers and strings only)."""
+    if value is None:
+        return "none"
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    return value
+
+
+# Attributes that say how a result was computed but not what: a checkpoint may differ in these.
+NOT_IDENTITY = frozenset({"jax_version", "method_title", "nqm_checksum"})
+_NAMES = {"spectrum_sha256": "the problem's eigenvalues differ", "delay_sha256": "the delay processes differ",
+          "nqm_version": "the nqm version differs"}
+
+
+def difference(saved: xr.Dataset, result: xr.Dataset) -> str | None:
+    """What makes ``saved`` the result of another computation than ``result`` — its grid, or one of
+    the attributes that identify a result (every setting that changes a number: the run settings,
+    the method and its options, the delay processes and the full spectrum by digest, the nqm
+    version) — or ``None`` when it is the same sweep. Values are compared exactly, never as text."""
+    if set(saved.dims) != set(result.dims) or any(not _same(saved[d].values, result[d].values) for d in result.dims):
+        return "its grid differs"
+    names = (set(saved.attrs) | set(result.attrs)) - NOT_IDENTITY
+    for name in sorted(names, key=lambda n: (n not in _NAMES, n)):
+        old, new = saved.attrs.get(name), result.attrs.get(name)
+        if old is None or new is None or not _same(old, new):
+            what = _NAMES.get(name, f"setting {name} differs")
+            return f"{what} ({name}: checkpoint {_shown(old)}, now {_shown(new)})"
+    return None
+
+
+def fingerprint(ds: xr.Dataset) -> str:
+    """A digest of what identifies ``ds`` as a computation (its grid and identifying attributes,
+    in a form that survives a netCDF round trip): what files saved beside a result carry."""
+    import hashlib
+
+    parts = [(name, _canonical(value)) for name, value in sorted(ds.attrs.items()) if name not in NOT_IDENTITY]
+    parts += [(d, _canonical(ds[d].values)) for d in sorted(ds.dims)]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _canonical(value):
+    array = np.asarray(value)
+    if array.dtype.kind in "biu":
+        items = tuple(int(x) for x in array.ravel())
+    elif array.dtype.kind == "f":
+        items = tuple(float(x).hex() for x in array.ravel())
+    else:
+        items = tuple(str(x) for x in array.ravel())
+    return items if array.ndim else items[0]
+
+
+def _same(a, b) -> bool:
+    return np.shape(a) == np.shape(b) and _canonical(a) == _canonical(b)
+
+
+def _shown(value) -> str:
+    if value is None:
+        return "not recorded"
+    text = " ".join(str(value).split())
+    return text if len(text) <= 24 else text[:12] + "…"

@@ -1,0 +1,63 @@
+"""Every number the README quotes from a figure is the figure's data: each carries a marker
+``<!--claim:FIGURE/KEY-->`` right after it, and must equal ``claims[KEY]`` of
+``figures/FIGURE.claims.json`` as rounded in the README (commas removed, to the decimals shown).
+The stored claims must also be what the figure script's ``claims(data)`` gives for its data file."""
+
+import importlib.util
+import json
+import math
+import pathlib
+import re
+
+import pytest
+
+from nqm.plots.script import _plain, existing_data, read_data
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+MARKER = re.compile(r"<!--claim:([^/\s]+)/(\S+?)-->")
+# A number (digits with optional thousands commas and decimals), then at most one space, then a marker.
+QUOTED = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?) ?<!--claim:([^/\s]+)/(\S+?)-->")
+MARKED = sorted({figure for figure, _ in MARKER.findall(README)})
+
+
+def matches(written: str, claim: float) -> bool:
+    """``written`` is ``claim`` rounded to the decimals written (a tie may round either way)."""
+    decimals = len(written.split(".")[1]) if "." in written else 0
+    value = float(written.replace(",", ""))
+    return abs(claim - value) <= 0.5 * 10.0 ** -decimals * (1 + 1e-9)
+
+
+def _claims(figure):
+    path = ROOT / "figures" / f"{figure}.claims.json"
+    assert path.is_file(), f"{path.name} missing: run python scripts/{figure}.py (or --redraw)"
+    return json.loads(path.read_text())["claims"]
+
+
+def test_the_rounding_rule():
+    assert matches("5,556", 5556.0) and matches("751", 750.63) and matches("0.99", 0.9876)
+    assert matches("1.7", 1.749) and not matches("1.7", 1.76) and not matches("5,556", 5557.0)
+    assert matches("10,528", 10527.63) and not matches("19", 19.6)
+
+
+def test_every_marker_follows_a_number():
+    assert len(QUOTED.findall(README)) == len(MARKER.findall(README)) > 0
+
+
+@pytest.mark.parametrize("number, figure, key", QUOTED.findall(README), ids=lambda x: x)
+def test_a_quoted_number_is_its_figures_claim(number, figure, key):
+    claims = _claims(figure)
+    assert key in claims, f"figures/{figure}.claims.json has no {key!r}"
+    value = claims[key]
+    assert value is not None and math.isfinite(value), f"{figure}/{key} is not a number: {value}"
+    assert matches(number, value), f"README says {number}, {figure}/{key} is {value}"
+
+
+@pytest.mark.parametrize("figure", MARKED)
+def test_stored_claims_are_those_of_the_data_file(figure):
+    path = ROOT / "scripts" / f"{figure}.py"
+    spec = importlib.util.spec_from_file_location(figure, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    data = read_data(existing_data(ROOT / "figures" / f"{figure}.png"))
+    assert _plain(module.claims(data)) == _claims(figure)
