@@ -1,5 +1,5 @@
-"""``nqm expected``: exact expected steps to target and steady-state loss of the linear methods → netCDF
-(+ heatmap). The methods, the default bins and the defaults come from :mod:`nqm.expected`."""
+"""``nqm expected``: exact expected steps to target and steady-state loss of the linear methods under
+constant (``--delay``) or iid (``--delay-dist``) delays → netCDF (+ heatmap). The methods, the default bins and the defaults come from :mod:`nqm.expected`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
     parser.add_argument("--method", choices=expected.METHODS, default=groups.default_of(expected.sweep, "method"),
                         help="linear method")
-    groups.grid(parser, seeds=False)
+    groups.grid(parser, delay_processes=True, seeds=False)
     parser.add_argument("--dampening", action="store_true", help="v = m v + (1-m) g (Giladi et al.)")
     parser.add_argument("--bins", type=int, nargs="?", const=expected.DEFAULT_BINS, default=None, metavar="B",
                         help=f"group the eigenvalues into B log-spaced bins (--bins alone: B = {expected.DEFAULT_BINS}; "
@@ -37,7 +37,7 @@ def run(args) -> None:
     output.check_figure(args.plot, args.threshold)
     if args.bins is not None:
         validate.count(args.bins, "--bins")
-    ds = expected.sweep(args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=joined(args.delay),
+    ds = expected.sweep(args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
                         noise=joined(args.noise), problem=groups.problem_from(args), bins=args.bins,
                         dampening=args.dampening, **groups.settings(args))
     try:

@@ -1,4 +1,4 @@
-"""Exact expected dynamics of the linear methods under constant delay and noise, at engine speed.
+"""Exact expected dynamics of the linear methods under constant or iid delays and noise, at engine speed.
 
 In the eigenbasis each component w of a linear method follows an autoregression driven by
 independent Gaussian noise (``g_t = λ w_{t−D} + σ √λ z_t``, ``w_{s≤0} = 1``; the recursions are in
@@ -25,12 +25,14 @@ Modules, by responsibility:
 - :mod:`~nqm.expected.closed_form` — roots, the closed form, and what it proves before stepping;
 - :mod:`~nqm.expected.stepping` — the jitted float64 loop over slots of cells;
 - :mod:`~nqm.expected.autoregression` — the constant-delay evaluator that puts these together;
+- :mod:`~nqm.expected.second_moment` — the iid-delay evaluator: the second-moment map of each state;
 - :mod:`~nqm.expected.api` — ``sweep``, ``evaluate``, ``expected_loss``, ``steady_state_loss``.
 
 An evaluator turns (method, delay, cells, spectrum, noise levels, limits) into steps, status,
-loss, curve and ``V_∞`` per cell; :func:`nqm.expected.api._evaluate` picks it. Constant delays have
-the autoregression; random iid delays would have a second-moment map (``E[s sᵀ] ↦ Σ_d p_d A_d E[s sᵀ]
-A_dᵀ`` plus the noise), a second evaluator with the same interface.
+loss, curve and ``V_∞`` per cell; :func:`nqm.expected.api._evaluate` picks it. Constant delays (a
+one-hot pmf included) have the autoregression; iid delays (``uniform:A:B``, ``gaussian:MU``,
+``pmf:…``) the second-moment map ``E[s sᵀ] ↦ Σ_d p_d A_d E[s sᵀ] A_dᵀ`` plus the noise, on the state
+of :mod:`nqm.linear` (:mod:`~nqm.expected.second_moment`). Worker pools have no pmf: no exact mode.
 """
 
 import nqm._devices  # noqa: F401  (one device per core, before any JAX computation)

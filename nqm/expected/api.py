@@ -7,16 +7,33 @@ import numpy as np
 import xarray as xr
 
 import nqm
-from nqm import validate
+from nqm import delays, validate
 from nqm.errors import NqmError
-from nqm.expected import autoregression, steady
+from nqm.expected import autoregression, second_moment, steady
 from nqm.expected.recursion import recursion
 from nqm.problem import Problem
 from nqm.status import MEANING
 
 DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (README: the T error it causes)
-STEADY_MEANING = ("E[L] as t → ∞; inf: no steady state (a root of the recursion on or outside the unit circle, "
-                  "so E[L_t] does not settle)")
+STEADY_MEANING = ("E[L] as t → ∞; inf: no steady state (a constant delay: a root of the recursion on or outside "
+                  "the unit circle; iid delays: the mean-square map's spectral radius >= 1), so E[L_t] does not settle")
+
+
+def _delays(delay) -> tuple[np.ndarray, list]:
+    """The ``delay`` coordinate and its processes (:func:`nqm.delays.coordinate`): constant delays and
+    iid ones, whose pmf the exact dynamics need; a worker pool has none."""
+    labels, processes = delays.coordinate(delay)
+    for p in processes:
+        if p.pmf() is None:
+            raise NqmError(f"delay {p.label} is a worker pool, whose delays are not iid (no pmf), so it has no exact "
+                           "expected dynamics; simulate it with nqm sweep")
+    return labels, processes
+
+
+def _constant(process) -> int | None:
+    """The delay D of a process whose pmf is one-hot at D (``constant:D``, ``pmf:0,…,0,1``), else None."""
+    support = np.flatnonzero(process.pmf())
+    return int(support[0]) if support.size == 1 else None
 
 
 def _spectrum(problem, bins):
@@ -47,49 +64,62 @@ def _checked(method, momentum, problem, bins):
 
 def _evaluate(problem, method, delay, lr, momentum, sigma, *, dampening, bins, target, max_steps, diverge_factor,
               trace_steps=0):
-    """``(steps, status, loss, curve, V_∞)`` of a constant delay (the autoregression's evaluator).
-
-    A second-moment evaluator (random delays) would take the same arguments and return the same."""
+    """``(steps, status, loss, curve, V_∞)`` of one delay process: the autoregression's evaluator for a
+    constant delay (a one-hot pmf included: the same numbers), the second-moment map's for iid delays."""
     lam, weight = _spectrum(problem, bins)
     bound = diverge_factor * 0.5 * float(weight @ lam)
-    return autoregression.run(method, int(delay), lr, momentum, dampening, lam, weight, sigma, target=target,
-                              bound=bound, max_steps=max_steps, trace_steps=trace_steps)
+    process = delays.process(delay)
+    kw = dict(target=target, bound=bound, max_steps=max_steps, trace_steps=trace_steps)
+    if (constant := _constant(process)) is not None:
+        return autoregression.run(method, constant, lr, momentum, dampening, lam, weight, sigma, **kw)
+    return second_moment.run(method, process, lr, momentum, dampening, lam, weight, sigma, **kw)
 
 
-def steady_state_loss(problem: Problem, method: str, delay: int, lr, momentum, sigma, *, dampening=False,
+def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma, *, dampening=False,
                       bins=None) -> np.ndarray:
-    """``E[L_∞] = σ² V_∞`` per cell (the elements of ``lr``, ``momentum``, ``sigma``, broadcast), from each
-    component's reflection coefficients; ∞ where there is none (a root of a component's recursion
-    on or outside the unit circle)."""
+    """``E[L_∞] = σ² V_∞`` per cell (the elements of ``lr``, ``momentum``, ``sigma``, broadcast): for a
+    constant delay from each component's reflection coefficients, ∞ where there is none (a root of
+    a component's recursion on or outside the unit circle); for iid delays (``"uniform:1:4"``, …) the
+    fixed point of the second-moment map, ∞ where its spectral radius is ≥ 1."""
     try:
         lr, momentum, sigma = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (lr, momentum, sigma)))
     except (TypeError, ValueError):
         raise NqmError("lr, momentum and sigma must be numbers of shapes that broadcast") from None
-    flat = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel(), noise=sigma.ravel(),
-                                delay=delay)
+    flat = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel(), noise=sigma.ravel())
+    process = _one_delay(delay)
     problem, bins = _checked(method, flat["momentum"], problem, bins)
     lam, weight = _spectrum(problem, bins)
-    rec = recursion(method, int(flat["delay"][0]), flat["lr"], flat["momentum"], dampening)
-    _, unit = steady.analyse(rec, lam, weight)
+    if (constant := _constant(process)) is not None:
+        _, unit = steady.analyse(recursion(method, constant, flat["lr"], flat["momentum"], dampening), lam, weight)
+    else:
+        unit = second_moment.steady_state(method, process, flat["lr"], flat["momentum"], dampening, lam, weight)
     with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
         return np.where(np.isinf(unit), np.inf, unit * flat["noise"] ** 2).reshape(lr.shape)
 
 
-def expected_loss(problem: Problem, *, lr: float, momentum: float, delay: int = 0, noise: float = 0.0,
+def _one_delay(delay):
+    """The one delay process that ``delay`` gives (an integer or a spec)."""
+    if isinstance(delay, (list, tuple, range, np.ndarray)) and len(delay) != 1:
+        raise NqmError("give one delay (an integer or a spec such as uniform:1:4), not a list")
+    return _delays(delay)[1][0]
+
+
+def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, noise: float = 0.0,
                   steps: int = 1000, method: str = "sgdm", dampening: bool = False, bins: int | None = None):
-    """``E[L(w_t)]`` for ``t = 1 … steps`` (float64) of one cell."""
-    point = validate.coordinates(lr=lr, momentum=momentum, delay=delay, noise=noise)
+    """``E[L(w_t)]`` for ``t = 1 … steps`` (float64) of one cell; ``delay`` a constant or an iid spec."""
+    point = validate.coordinates(lr=lr, momentum=momentum, noise=noise)
     if any(v.size != 1 for v in point.values()):
         raise NqmError("expected_loss takes one lr, momentum, delay and noise; use sweep for grids")
+    process = _one_delay(delay)
     steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
     problem, bins = _checked(method, point["momentum"], problem, bins)
-    _, _, _, curve, _ = _evaluate(problem, method, point["delay"][0], point["lr"], point["momentum"], point["noise"],
+    _, _, _, curve, _ = _evaluate(problem, method, process, point["lr"], point["momentum"], point["noise"],
                                   dampening=dampening, bins=bins, target=-1.0, max_steps=steps,
                                   diverge_factor=np.inf, trace_steps=steps)
     return curve[0, 0]
 
 
-def evaluate(method: str = "sgdm", *, lr, momentum, delay: int = 0, noise: float = 0.0, problem: Problem | None = None,
+def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0, problem: Problem | None = None,
              bins: int | None = None, dampening: bool = False, target: float = 0.01, max_steps: int = 100_000,
              diverge_factor: float = 1e6) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweeps.evaluate`: ``steps``, ``status`` and ``loss`` of
@@ -102,16 +132,17 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay: int = 0, noise: float
     except (TypeError, ValueError):
         raise NqmError("the points' lr and momentum must be numbers of one length (or single values)") from None
     values = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel())
-    coords = validate.coordinates(delay=delay, noise=noise)
-    if coords["delay"].size != 1 or coords["noise"].size != 1:
+    coords = validate.coordinates(noise=noise)
+    labels, processes = _delays(delay)
+    if labels.size != 1 or coords["noise"].size != 1:
         raise NqmError("evaluate takes one delay and one noise level; call it once per value")
     problem, bins = _checked(method, values["momentum"], problem, bins)
-    steps, status, loss, _, _ = _evaluate(problem, method, coords["delay"][0], values["lr"], values["momentum"],
+    steps, status, loss, _, _ = _evaluate(problem, method, processes[0], values["lr"], values["momentum"],
                                           coords["noise"], dampening=dampening, bins=bins, target=target,
                                           max_steps=max_steps, diverge_factor=diverge_factor)
     data = {"steps": ("point", steps[:, 0]), "status": ("point", status[:, 0]), "loss": ("point", loss[:, 0])}
     return xr.Dataset(data, coords={k: ("point", v) for k, v in values.items()},
-                      attrs={"method": method, "delay": int(coords["delay"][0]), "noise": float(coords["noise"][0]),
+                      attrs={"method": method, "delay": labels[0].item(), "noise": float(coords["noise"][0]),
                              "mode": "exact expected dynamics"})
 
 
@@ -121,24 +152,27 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     """The exact expected twin of :func:`nqm.sweep` for the linear methods: ``steps``, ``status``
     and ``loss`` of the *expected* loss, plus ``steady_state_loss`` (∞ where there is none) and
     ``reachable`` (whether ``E[L_∞] < target``: a cell that is not can never reach the target in
-    expectation), with the same dimensions and attributes (one seed, 0)."""
+    expectation), with the same dimensions and attributes (one seed, 0). ``delay``: constant delays
+    and/or iid specs (``"uniform:1:4"``, ``"gaussian:3"``, ``"pmf:…"``; labels as :func:`nqm.sweep`
+    gives them); worker pools, whose delays are not iid, are refused."""
     from nqm import sweeps
 
     config = validate.run_config(dict(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True))
-    coords = validate.coordinates(lr=lr, momentum=momentum, delay=delay, noise=noise, seed=0)
+    coords = validate.coordinates(lr=lr, momentum=momentum, noise=noise, seed=0)
+    coords["delay"], processes = _delays(delay)
     validate.grid_size(coords)
     problem, bins = _checked(method, coords["momentum"], problem, bins)
     job = sweeps.Job("sgdm" if method == "sgd" else method, {"dampening": dampening} if method != "sgd" else {},
                      problem, config)
-    result = sweeps.empty(job, coords, [nqm.delays.constant(int(d)) for d in coords["delay"]])
+    result = sweeps.empty(job, coords, processes)
     result.attrs.update(method=method, mode="exact expected dynamics", bins=-1 if bins is None else bins)
     steady_loss = np.empty(result.steps.shape)
     m, lr_ = (x.ravel() for x in np.meshgrid(coords["momentum"], coords["lr"], indexing="ij"))
     sigma = coords["noise"]
     shape = (coords["momentum"].size, coords["lr"].size, sigma.size)
     order = lambda x: np.moveaxis(x.reshape(shape), 2, 0)[:, None]  # → noise, seed, momentum, lr
-    for i, d in enumerate(coords["delay"]):
-        steps, status, loss, _, unit = _evaluate(problem, method, d, lr_, m, sigma, dampening=dampening, bins=bins,
+    for i, process in enumerate(processes):
+        steps, status, loss, _, unit = _evaluate(problem, method, process, lr_, m, sigma, dampening=dampening, bins=bins,
                                                  target=target, max_steps=max_steps, diverge_factor=diverge_factor)
         result.steps.values[i], result.status.values[i], result.loss.values[i] = order(steps), order(status), order(loss)
         with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞

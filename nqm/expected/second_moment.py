@@ -1,0 +1,234 @@
+"""The iid-delay evaluator: each component's second moment, stepped by the mean-square map.
+
+Under iid delays ``τ_t ~ p`` the state of one eigencomponent (the ring of past weights and the
+optimizer's state, as :mod:`nqm.linear` lays it out) follows ``s_{t+1} = A_{τ_t} s_t + b_{τ_t} σ√λ z_t``,
+``z_t`` standard normal, drawn at step t independently of ``τ_t`` and of ``s_t``. Its second moment
+``X_t = E[s_t s_tᵀ]`` follows, exactly,
+
+    X_{t+1} = T(X_t) + σ²λ Q,    T(X) = Σ_d p_d A_d X A_dᵀ,    Q = Σ_d p_d b_d b_dᵀ,
+
+from ``X_0 = s_0 s_0ᵀ`` (``w_{s≤0} = 1``), and ``E[L_t] = ½ Σ_j λ_j (X_t)_{00}`` (``w_t`` is the state's
+first entry). Being linear in σ², ``X_t = D_t + σ² N_t``: ``D`` from ``X_0`` without noise, ``N`` from
+0 with it, so every noise level shares one run, as in the constant-delay evaluator. ``T`` acts on
+symmetric matrices, so both run on their m = n(n+1)/2 upper-triangle entries, where T is an m × m
+matrix ``K`` (one per cell and component: ``A_d = P_d + λ Q_d``, read off the method's own update).
+
+Stability and steady state, per component: solve ``(I − K) Y = I`` and ``(I − K) N_∞ = λ Q``. The map
+is mean-square stable (ρ(T) < 1) iff Y is positive definite — if so ``Y = Σ_u T^u(I)``; conversely
+``T(Y) = Y − I`` shrinks the cone that Y spans — and then ``E[L_∞] = σ² ½ Σ_j λ_j (N_∞)_{00}``.
+
+Settled without stepping, exactly: a stable cell's ``N_t`` grows to ``N_∞`` (each ``T^u(λQ) ⪰ 0``), so a
+noise level with ``σ² V_t ≥ target`` (``V_t = ½ Σ λ (N_t)_{00}``) never reaches the target; it never
+diverges either when ``σ² V_∞ + ½ Σ λ zᵀ D_t ≤ bound``, ``z`` solving ``(I − K)ᵀ z = e_{00}`` (so that
+``zᵀ D_t = Σ_{u≥0} (D_{t+u})_{00}`` bounds every future value). Its loss at the budget is then
+``e_{00}ᵀ K^R`` applied to ``D_t`` and ``N_t − N_∞``, ``K^R`` by repeated squaring.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nqm import delays
+from nqm.errors import NqmError
+from nqm.linear.matrices import systems
+from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
+
+BATCH_ENTRIES = 2**24  # (cells × components × m²) per batch: about 128 MiB for each of K and its solve
+
+
+def _matrices(method: str, process, lr, momentum, dampening: bool):
+    """Per cell ``(P, Q, b)`` with ``A_d = P_d + λ Q_d`` (cells, k, n, n) and kicks ``b_d`` (cells, k, n),
+    the pmf of the k delays and ``s_0``. Built at λ = 1 and 2 (affine in λ: checked at λ = ½) for
+    each momentum, and at any η (affine in η), in the rotating frame (period 1)."""
+    name, options = ("sgdm", ()) if method == "sgd" else (method, (("dampening", bool(dampening)),))
+    momenta, row = np.unique(momentum, return_inverse=True)
+    rows = tuple((("momentum", float(m)),) for m in momenta)
+    built = {lam: systems(name, options, process, lam, rows) for lam in (1.0, 2.0, 0.5)}
+    first = built[1.0][0]
+    if first.A1 is None or first.period != 1:
+        raise NqmError(f"method {method!r} has no time-invariant affine transition matrices under delay "
+                       f"{process.label}; simulate it with nqm sweep")
+    at = lambda lam, part: np.stack([getattr(s, part) for s in built[lam]])[row]  # (cells, 1, k, ...)
+    eta = np.asarray(lr, np.float64)[:, None, None, None, None]
+    A = {lam: (at(lam, "A0") + eta * at(lam, "A1"))[:, 0] for lam in built}
+    B = {lam: (at(lam, "B0") + eta[..., 0] * at(lam, "B1"))[:, 0] for lam in built}
+    Q = A[2.0] - A[1.0]
+    P = A[1.0] - Q
+    scale = max(1.0, np.abs(A[2.0]).max())
+    if np.abs(P + 0.5 * Q - A[0.5]).max() > 1e-12 * scale or np.abs(B[2.0] - B[1.0]).max() > 1e-12 * scale:
+        raise NqmError(f"method {method!r} is not affine in the curvature; simulate it with nqm sweep")
+    return P, Q, B[1.0], first.pmf, first.initial
+
+
+def _operators(P, Q, b, pmf, lam):
+    """``K`` (cells, comps, m, m), the map T on upper-triangle entries at each curvature, and the
+    noise ``Qn`` (cells, m) (times λ per component)."""
+    n = P.shape[-1]
+    i, j = np.triu_indices(n)
+    off = (i != j).astype(np.float64)
+    K = 0.0
+    for d, p in enumerate(pmf):
+        A = P[:, None, d] + lam[None, :, None, None] * Q[:, None, d]  # (cells, comps, n, n)
+        Ai, Aj = A[..., i, :], A[..., j, :]  # rows of each target entry (a_i, a_j)
+        # (A X Aᵀ)_{ij} = Σ_{k≤l} (A_ik A_jl + [k<l] A_il A_jk) X_kl
+        K = K + p * (Ai[..., i] * Aj[..., j] + off * Ai[..., j] * Aj[..., i])
+    noise = np.einsum("d,cda,cda->ca", pmf, b[..., i], b[..., j])
+    return K, noise
+
+
+def _steady(K, noise, lam, weight):
+    """``(stable, V_∞, N_∞, z)`` of a batch: per cell, whether every component is mean-square stable and
+    ``V_∞`` (∞ if not); per component ``N_∞`` (m,) and ``z`` (m,) (see the module docstring)."""
+    cells, comps, m, _ = K.shape
+    n = int(round((np.sqrt(8 * m + 1) - 1) / 2))
+    i, j = np.triu_indices(n)
+    M = np.eye(m) - K.reshape(-1, m, m)
+    rhs = np.stack([np.broadcast_to((i == j).astype(np.float64), (M.shape[0], m)),
+                    (noise[:, None, :] * lam[None, :, None]).reshape(-1, m)], -1)
+    e00 = np.broadcast_to(np.eye(m)[0], (M.shape[0], m))[..., None]
+    with np.errstate(all="ignore"):
+        try:
+            y, z = np.linalg.solve(M, rhs), np.linalg.solve(np.swapaxes(M, 1, 2), e00)[..., 0]
+        except np.linalg.LinAlgError:  # a singular pair (ρ = 1 exactly): one at a time
+            y, z = np.full(rhs.shape, np.nan), np.full(e00.shape[:-1], np.nan)
+            for p in range(M.shape[0]):
+                try:
+                    y[p], z[p] = np.linalg.solve(M[p], rhs[p]), np.linalg.solve(M[p].T, e00[p])[:, 0]
+                except np.linalg.LinAlgError:
+                    pass
+        Y = np.zeros((M.shape[0], n, n))
+        Y[:, i, j] = Y[:, j, i] = y[..., 0]
+        finite = np.isfinite(Y).all((1, 2))
+        lowest = np.full(M.shape[0], -np.inf)
+        lowest[finite] = np.linalg.eigvalsh(Y[finite])[:, 0]
+        stable = (lowest > 0).reshape(cells, comps).all(1)
+        unit = 0.5 * (y[:, 0, 1].reshape(cells, comps) * lam * weight).sum(1)
+    return stable, np.where(stable, unit, np.inf), y[..., 1].reshape(cells, comps, m), z.reshape(cells, comps, m)
+
+
+@jax.jit
+def _advance(K, noise, x, t, status, done_at, loss, curve, mean_weight, sigma2, limits, length):
+    """Up to ``length`` steps of a batch: ``x`` (cells, comps, m, 2) holds ``D`` and ``N``; status,
+    ``done_at`` and loss (cells, levels); ``curve`` (cells, levels, L) the loss at steps 1 … L.
+    Leaves early once no level is running and the curve is traced."""
+    target, bound, max_steps = limits
+    kick = jnp.stack([jnp.zeros_like(noise), noise], -1)
+    trace = curve.shape[-1]
+
+    def body(carry):
+        k, x, t, status, done_at, loss, curve = carry
+        x = jnp.einsum("cpab,cpbs->cpas", K, x) + kick
+        parts = jnp.sum(x[:, :, 0, :] * mean_weight[:, None], axis=1)  # (cells, 2): ½ Σ λ w (D, N)_00
+        values = parts[:, :1] + parts[:, 1:] * sigma2
+        step = t + 1
+        live = status == RUNNING
+        ended = live & ((values < target) | ~(values <= bound) | (step >= max_steps))
+        now = jnp.where(values < target, REACHED, jnp.where(~(values <= bound), DIVERGED, BUDGET)).astype(jnp.int8)
+        if trace:
+            at = jnp.minimum(t, trace - 1)
+            curve = jnp.where(t < trace, jax.lax.dynamic_update_slice_in_dim(curve, values[..., None], at, 2), curve)
+        return (k + 1, x, step, jnp.where(ended, now, status), jnp.where(ended, step, done_at),
+                jnp.where(live, values, loss), curve)
+
+    def going(carry):
+        k, _, t, status, *_ = carry
+        return (k < length) & (jnp.any(status == RUNNING) | (t < trace))
+
+    return jax.lax.while_loop(going, body, (0, x, t, status, done_at, loss, curve))[1:]
+
+
+def _power_row(K, steps: int):
+    """``e_{00}ᵀ K^steps`` per component (…, m), by repeated squaring."""
+    row = np.broadcast_to(np.eye(K.shape[-1])[0], K.shape[:-1]).copy()
+    power = K
+    while steps:
+        if steps & 1:
+            row = np.einsum("...a,...ab->...b", row, power)
+        steps >>= 1
+        if steps:
+            power = power @ power
+    return row
+
+
+def _settle(K, x, t, status, loss, sigma2, stable, unit, n_inf, z, mean_weight, target, bound, max_steps):
+    """Settle in place, exactly, the running levels of stable cells that provably end in BUDGET (see
+    the module docstring) where fast-forwarding costs less than stepping; returns whether any did."""
+    remaining, m = max_steps - t, K.shape[-1]
+    if remaining <= 0 or m * max(1, remaining.bit_length()) >= remaining:
+        return False
+    D, N = x[..., 0], x[..., 1]
+    noise_now = (N[:, :, 0] * mean_weight).sum(1)
+    with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: never settled
+        future = unit[:, None] * sigma2 + (np.einsum("cpa,cpa->cp", z, D) * mean_weight).sum(1)[:, None]
+        settle = (status == RUNNING) & stable[:, None] & (noise_now[:, None] * sigma2 >= target) & (future <= bound)
+    cells = np.flatnonzero(settle.any(1))
+    if not cells.size:
+        return False
+    row = _power_row(K[cells], remaining)
+    deterministic = (np.einsum("cpa,cpa->cp", row, D[cells]) * mean_weight).sum(1)
+    noise = (unit[cells] - (np.einsum("cpa,cpa->cp", row, n_inf[cells] - N[cells]) * mean_weight).sum(1))
+    final = deterministic[:, None] + noise[:, None] * sigma2
+    ours = settle[cells]
+    status[cells] = np.where(ours, BUDGET, status[cells])
+    loss[cells] = np.where(ours, final, loss[cells])
+    return True
+
+
+def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma, *, target, bound, max_steps,
+        trace_steps=0, chunk_steps=1000):
+    """``(steps, status, loss, curve, unit)`` of the flat arrays ``lr`` and ``momentum`` under the iid
+    delay ``process`` against every noise level in ``sigma``, as
+    :func:`nqm.expected.autoregression.run` gives them for a constant delay."""
+    process = delays.process(process)
+    P, Q, b, pmf, s0 = _matrices(method, process, lr, momentum, dampening)
+    lam, weight = np.asarray(lam, np.float64), np.asarray(weight, np.float64)
+    cells, comps, n, levels = P.shape[0], lam.size, P.shape[-1], np.size(sigma)
+    m = n * (n + 1) // 2
+    sigma2 = np.asarray(sigma, np.float64).reshape(-1) ** 2
+    steps, status = np.zeros((cells, levels), np.int64), np.zeros((cells, levels), np.int8)
+    loss, curve, unit = np.zeros((cells, levels)), np.full((cells, levels, trace_steps), np.nan), np.zeros(cells)
+    i, j = np.triu_indices(n)
+    x0 = np.stack([s0[i] * s0[j], np.zeros(m)], -1)
+    mean_weight = 0.5 * lam * weight
+    size = max(1, min(cells, BATCH_ENTRIES // (comps * m * m)))
+    size = 1 << (size - 1).bit_length() if size < cells else cells  # a few shapes: a few compilations
+    limits = (np.float64(target), np.float64(bound), np.int64(max_steps))
+    for start in range(0, cells, size):
+        take = np.minimum(np.arange(start, start + size), cells - 1)
+        real = np.arange(start, start + size) < cells
+        K, noise = _operators(P[take], Q[take], b[take], pmf, lam)
+        stable, v_inf, n_inf, z = _steady(K, noise, lam, weight)
+        kick = noise[:, None, :] * lam[None, :, None]
+        state = (np.broadcast_to(x0, (size, comps, m, 2)), np.int64(0),
+                 np.broadcast_to(np.where(real[:, None], RUNNING, BUDGET), (size, levels)).astype(np.int8), np.zeros((size, levels), np.int64),
+                 np.zeros((size, levels)), np.zeros((size, levels, trace_steps)))
+        with jax.enable_x64(True):
+            while True:
+                x, t, st, done_at, ls, cv = (np.array(v) for v in _advance(
+                    K, kick, *state, mean_weight, sigma2, limits, np.int64(chunk_steps)))
+                t = int(t)
+                if _settle(K, x, t, st, ls, sigma2, stable & real, v_inf, n_inf, z, mean_weight, target, bound,
+                           max_steps):
+                    done_at = np.where((st == BUDGET) & (done_at == 0), max_steps, done_at)
+                state = (x, np.int64(t), st, done_at, ls, cv)
+                if not (st == RUNNING).any() and t >= trace_steps:
+                    break
+        keep = take[real]
+        steps[keep], status[keep], loss[keep], curve[keep], unit[keep] = done_at[real], st[real], ls[real], \
+            cv[real], v_inf[real]
+    return steps, status, loss, curve, unit
+
+
+def steady_state(method: str, process, lr, momentum, dampening: bool, lam, weight) -> np.ndarray:
+    """``V_∞`` per cell (``E[L_∞] = σ² V_∞``), ∞ where the mean-square map is not stable."""
+    P, Q, b, pmf, _ = _matrices(method, delays.process(process), lr, momentum, dampening)
+    lam, weight = np.asarray(lam, np.float64), np.asarray(weight, np.float64)
+    m = P.shape[-1] * (P.shape[-1] + 1) // 2
+    size = max(1, BATCH_ENTRIES // (lam.size * m * m))
+    parts = [_steady(*_operators(P[s:s + size], Q[s:s + size], b[s:s + size], pmf, lam), lam, weight)[1]
+             for s in range(0, P.shape[0], size)]
+    return np.concatenate(parts)
