@@ -116,7 +116,7 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
       tol: stop once ``patience`` rounds in a row improve no best T by this fraction.
       max_cells: the most cells (points × seeds) to evaluate, the coarse grid included.
       expected: evaluate the exact expected loss (:func:`nqm.expected.evaluate`; linear methods,
-        constant delay, one seed) instead of the Monte Carlo engine.
+        constant or iid delay, one seed) instead of the Monte Carlo engine.
       problem: the quadratic (default :func:`nqm.zhang`, N = 10⁴).
       coarse: points per searched axis of the first grid (default 16, 8, 5 for 1, 2, 3 axes, else 4).
       width: free pattern-search tracks advanced each round, as many robust ones, and new edge
@@ -231,22 +231,23 @@ class _Search:
             if method not in exact.METHODS:
                 raise NqmError(f"expected=True needs a linear method ({', '.join(exact.METHODS)}), not {method!r}; "
                                "drop expected=True to search it with the engine")
-            if isinstance(delay, (str, delays.Iid, delays.Workers)) or np.ndim(delay) != 0:
-                raise NqmError(f"expected=True needs one constant delay, got {delay!r}; drop expected=True to "
-                               "search under a delay process")
+            if np.ndim(delay) != 0 or delays.pmf(delay) is None:
+                raise NqmError(f"expected=True needs one constant or iid delay (one with a pmf), got {delay!r}; "
+                               "drop expected=True to search under a worker pool")
             if seeds != 1:
                 raise NqmError("expected=True has no seeds (the expectation is exact): use seeds=1")
             unknown = sorted(set(settings) - set(_EXPECTED_OPTIONS))
             if unknown:
                 raise NqmError(f"option(s) {', '.join(unknown)} do not apply with expected=True; "
                                f"it takes {', '.join(_EXPECTED_OPTIONS)}")
-            delay = int(coordinates(delay=delay)["delay"][0])
+            process = delays.process(delay)
+            delay = int(process.delay) if isinstance(process, delays.Constant) else process.label
             run = {k: v for k, v in settings.items() if k != "progress"}
             config = run_config({k: v for k, v in run.items() if k in ("target", "max_steps", "diverge_factor")})
             if run.get("bins") is not None:
                 count(run["bins"], "bins")
             given = {"lr": lr, "momentum": momentum}
-            dtype, noise_mode, label = "float64", "exact expected loss", str(delay)
+            dtype, noise_mode, label = "float64", "exact expected loss", process.label
             method_config = [("dampening", bool(run.get("dampening", False))), ("bins", run.get("bins"))]
         else:
             process = delays.process(delay)

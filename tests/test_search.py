@@ -127,6 +127,15 @@ def test_expected_gives_a_point_whose_t_is_the_exact_expected_sweep():
         assert ds.attrs["noise_mode"] == "exact expected loss" and ds.attrs["method"] == method
 
 
+def test_expected_searches_under_iid_delays():
+    exact = dict(delay="uniform:0:2", noise=0.01, problem=nqm.zhang(10), max_steps=1000)
+    ds = best("sgdm", lr=(0.05, 2.0), momentum=(0.0, 0.9), expected=True, max_cells=100, **exact)
+    found = answer(ds)
+    cell = expected.sweep("sgdm", lr=[found["point"]["lr"]], momentum=[found["point"]["momentum"]], **exact)
+    assert (cell.status.values.item(), cell.steps.values.item()) == (nqm.REACHED, found["t_star"])
+    assert ds.attrs["delay"] == "uniform:0:2"
+
+
 @pytest.mark.parametrize("method, name, box", [("ab", "rho", (0.1, 1.0)), ("dc-asgd", "lambda_dc", (0.01, 1.0))])
 def test_searches_a_method_hyperparameter(method, name, box):
     ds = best(method, lr=(0.05, 2.0), momentum=0.5, **{name: box}, delay=2, max_cells=300, **SMALL)
@@ -205,7 +214,7 @@ BAD = [
     (dict(method="ab", rho=(0.0, 1.0)), "log scale"),
     (dict(lr=0.1, momentum=0.5), "nothing to search"),
     (dict(method="ab", expected=True), "linear method"),
-    (dict(delay="uniform:1:4", expected=True), "constant delay"),
+    (dict(delay="workers:4", expected=True), "worker pool"),
     (dict(seeds=2, expected=True), "seeds"),
     (dict(expected=True, x64=True), "expected"),
     (dict(method="sgd", expected=True), "momentum"),

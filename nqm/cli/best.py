@@ -44,7 +44,7 @@ def add_parser(subparsers):
         default = groups.default_of(search.best, name)
         search_.add_argument("--" + name.replace("_", "-"), type=kind, default=default, help=text)
     search_.add_argument("--expected", action="store_true",
-                         help="evaluate the exact expected loss (linear methods, constant delay) instead of Monte Carlo")
+                         help="evaluate the exact expected loss (linear methods; constant or iid delays) instead of Monte Carlo")
     parser.add_argument("--json", action="store_true", help="print the answer as one JSON object, the last line")
     groups.outputs(parser, "every evaluated point and the answer (netCDF)")
     return parser
