@@ -338,3 +338,15 @@ def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False) -> x
                "convention": "no momentum" if method == "sgd" else convention(bool(dampening)),
                "reference": "Giladi et al. 2020, At Stability's Edge"},
     )
+
+
+def table_line(table: xr.Dataset, key: dict, momenta) -> np.ndarray:
+    """``x*`` at ``momenta`` from a threshold ``table`` (over delay × momentum × …, interpolated in
+    m) for the panel ``key`` (its delay and any swept hyperparameter)."""
+    chosen = {k: v for k, v in key.items() if k in table.threshold.dims}
+    line = table.threshold.sel(chosen)
+    if set(line.dims) != {"momentum"}:
+        raise NqmError(f"the threshold table has no single line for panel {key}: select its other dimensions")
+    if line.momentum.size == 1:
+        return np.full(np.size(momenta), float(line.values.ravel()[0]))
+    return np.interp(momenta, line.momentum.values, line.values)

@@ -27,7 +27,6 @@ LINE = np.linspace(0, 0.95, 60)  # momenta of the drawn threshold line
 def boundary_scan(process: str, ratios, seeds, steps):
     """Fraction of seeds diverging at lr = r·η*(m) on λ = 1, per momentum (rows) and ratio (columns)."""
     import nqm
-    from nqm.stability import threshold_dataset
     from nqm import delays, stability
 
     pmf = delays.pmf(delays.process(process))
@@ -42,6 +41,7 @@ def boundary_scan(process: str, ratios, seeds, steps):
 
 def compute(smoke):
     import nqm
+    from nqm.stability import threshold_dataset
     from nqm.linear.agreement import agreement
 
     side, dim, steps, seeds, points = (8, 50, 2_000, [0, 1], 5) if smoke else (40, 100, 100_000, list(range(10)), 25)

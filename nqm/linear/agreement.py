@@ -9,6 +9,7 @@ import xarray as xr
 
 from nqm import delays
 from nqm.errors import NqmError
+from nqm.stability import table_line
 from nqm.status import DIVERGED
 
 
@@ -19,13 +20,8 @@ def panel_threshold(ds: xr.Dataset, key: dict, momenta, table: xr.Dataset | None
     linear, a worker pool)."""
     momenta = np.atleast_1d(np.asarray(momenta, float))
     if table is not None:
-        chosen = {k: v for k, v in key.items() if k in table.threshold.dims}
-        line = table.threshold.sel(chosen)
-        if set(line.dims) != {"momentum"}:
-            raise NqmError(f"the threshold table has no single line for panel {key}: select its other dimensions")
-        x = np.interp(momenta, line.momentum.values, line.values) if line.momentum.size > 1 else \
-            np.full(momenta.size, float(line.values.ravel()[0]))
-    else:  # derived: imports JAX, so a figure redrawn from its data passes its table
+        x = table_line(table, key, momenta)
+    else:
         from nqm import linear
         from nqm.optimizers import make
 

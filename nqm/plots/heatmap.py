@@ -13,6 +13,7 @@ import xarray as xr
 from nqm.errors import NqmError
 from nqm.plots.script import suptitle
 from nqm.results import combine_seeds
+from nqm.stability import table_line
 from nqm.status import DIVERGED, REACHED, format_t_star, t_star
 
 
@@ -210,11 +211,14 @@ def overlay_threshold(ax, ds, key, table: xr.Dataset | None = None) -> bool:
     """Draw the stability threshold η*(m) of panel ``key`` of ``ds`` (a dashed red line): derived
     from the result's own method where it is linear, or read from ``table`` (e.g. simulated by
     ``nqm threshold --simulate``). Returns whether there was one to draw (never another method's)."""
-    from nqm.linear.agreement import panel_threshold
-
     momenta = np.linspace(ds.momentum.values.min(), ds.momentum.values.max(), 60) if ds.momentum.size > 1 else \
         ds.momentum.values
-    eta = panel_threshold(ds, key, momenta, table)
+    if table is not None:  # read off the table: no JAX, so a figure redraws from its data alone
+        eta = table_line(table, key, momenta) / float(ds.attrs["lam_max"])
+    else:
+        from nqm.linear.agreement import panel_threshold
+
+        eta = panel_threshold(ds, key, momenta)
     if eta is None:
         return False
     label = "stability η*(m)" + (f" ({table.attrs.get('criterion', 'table')})" if table is not None else ", derived")
