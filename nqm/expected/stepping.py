@@ -159,7 +159,7 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
     p, comps, levels = max(max(lags) + 1, 2), lam.size, sigma2.size
     u = min(p, UNROLL)
     devices = jax.devices()[: 1 if len(cells) * comps < ONE_DEVICE else None]
-    queue, lock = iter(cells), threading.Lock()
+    queue, lock, stop = iter(cells), threading.Lock(), threading.Event()
     # A power of two, at least 8: a few compiled shapes however many cells a run steps (the bits do
     # not depend on the slots), so that a search's many small lists of points compile a few times.
     slots = max(1, min(slot_size // comps, 1 << (max(8, -(-len(cells) // len(devices))) - 1).bit_length()))
@@ -185,7 +185,7 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
             slot_levels = np.ones((slots, levels), bool)  # the noise levels each slot steps
             free, incoming, t = list(range(slots)), take(), 0
             args = (lam, weight, sigma2, Limits(*(np.asarray(x) for x in limits)))
-            while True:
+            while not stop.is_set():
                 starts = Starts(np.zeros(slots, bool), np.zeros((p, 2, slots, comps)), np.zeros(slots), status)
                 for i, (c, entry) in zip(free, incoming):  # a new cell in each free slot, from now
                     owner[i], starts.mask[i], slot_levels[i] = c, True, entry.levels
@@ -210,4 +210,8 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
                         owner[i] = None
 
     with ThreadPoolExecutor(len(devices)) as pool:
-        list(pool.map(worker, devices))
+        try:
+            list(pool.map(worker, devices))
+        except BaseException:  # Ctrl-C: the workers leave at their next chunk, not after every cell
+            stop.set()
+            raise
