@@ -4,6 +4,7 @@ its data beside the PNG and redraws the same figure from that data alone."""
 import json
 import os
 import pathlib
+import runpy
 import subprocess
 import sys
 
@@ -37,9 +38,26 @@ def _run(args, tmp_path):
     return result
 
 
+def _run_here(args, tmp_path, monkeypatch):
+    """Run a script in this process (JAX imported once, compiled programs shared with the other
+    tests), as ``python SCRIPT ARGS`` would from ``tmp_path``, at the smoke size."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NQM_SMOKE", "1")
+    monkeypatch.setattr(sys, "argv", [str(a) for a in args])
+    monkeypatch.syspath_prepend(str(ROOT))
+    try:
+        runpy.run_path(str(args[0]), run_name="__main__")
+    except SystemExit as exc:
+        assert exc.code in (0, None), f"{args[0]} exited with {exc.code}"
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_at_smoke_size(notebook, tmp_path):
-    _run([str(notebook)], tmp_path)
+def test_notebook_runs_at_smoke_size(notebook, tmp_path, monkeypatch):
+    _run_here([notebook], tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
@@ -58,9 +76,9 @@ def _regime(data_path):
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_figure_script_runs_at_smoke_size_and_redraws_from_its_data(script, tmp_path):
+def test_figure_script_runs_at_smoke_size_and_redraws_from_its_data(script, tmp_path, monkeypatch):
     out = tmp_path / f"{script.stem}.png"
-    _run([str(script), "--smoke", "--out", str(out)], tmp_path)
+    _run_here([script, "--smoke", "--out", out], tmp_path, monkeypatch)
     assert out.stat().st_size > 5_000
     data = [out.with_suffix(s) for s in (".nc", ".json") if out.with_suffix(s).exists()]
     assert len(data) == 1, "one data file beside the PNG"
@@ -70,6 +88,7 @@ def test_figure_script_runs_at_smoke_size_and_redraws_from_its_data(script, tmp_
     claims = json.loads(claims_path.read_text())
     assert claims["figure"] == script.stem and claims["data"] == data[0].name
 
+    monkeypatch.undo()  # the redraw runs in a fresh process, where importing JAX would show
     drawn = out.read_bytes()
     out.unlink()
     claims_path.unlink()
