@@ -1,6 +1,7 @@
 """The engine against independent numpy loops, closed forms and its own invariances."""
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -49,7 +50,8 @@ def run(method, options, extra, delay, lr=LR, momentum=0.8, sigma=0.0, config=QU
                            delay=delay, config=config, **kw)
 
 
-@pytest.mark.parametrize("delay", [0, 1, 4, 8])
+# Delays 1 and 8 compile every variant twice more: under `pytest -m slow`.
+@pytest.mark.parametrize("delay", [0, 4, pytest.param(1, marks=pytest.mark.slow), pytest.param(8, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("method,options,extra", VARIANTS, ids=lambda x: str(x) if not isinstance(x, np.ndarray) else "partition")
 def test_noiseless_steps_match_numpy_reference(method, options, extra, delay):
     """T and status equal a plain float64 numpy loop of DESIGN.md §2 (±1 step, float32 and float64).
@@ -127,6 +129,14 @@ def test_vmapped_grid_equals_cell_by_cell(method, extra):
         assert (one.steps[0], one.status[0], one.loss[0]) == (grid.steps[i], grid.status[i], grid.loss[i])
 
 
+@functools.lru_cache
+def _layout_run(independent_noise: bool, layout: tuple = ()):
+    lr, m = np.geomspace(0.02, 3, 24), np.tile([0.0, 0.5, 0.9], 8)
+    base = dataclasses.replace(QUIET, target=0.05, independent_noise=independent_noise)
+    return run("ab", {}, {"rho": 0.5}, 3, lr=lr, momentum=m, sigma=0.02, problem=nqm.zhang(2000),
+               config=dataclasses.replace(base, **dict(layout)))
+
+
 @pytest.mark.parametrize("layout", [
     {"chunk_steps": 37}, {"chunk_steps": 5000}, {"compaction": False}, {"devices": 1}, {"block_cells": 4},
     {"batch_cells": 4}, {"devices": 1, "block_cells": 8, "chunk_steps": 128},
@@ -135,12 +145,8 @@ def test_vmapped_grid_equals_cell_by_cell(method, extra):
 @pytest.mark.parametrize("independent_noise", [False, True])
 def test_results_do_not_depend_on_layout(layout, independent_noise):
     """Chunk size, compaction, device count, block and batch size and memory groups change nothing."""
-    lr, m = np.geomspace(0.02, 3, 24), np.tile([0.0, 0.5, 0.9], 8)
-    problem = nqm.zhang(2000)
-    base = dataclasses.replace(QUIET, target=0.05, independent_noise=independent_noise)
-    expected = run("ab", {}, {"rho": 0.5}, 3, lr=lr, momentum=m, sigma=0.02, config=base, problem=problem)
-    other = run("ab", {}, {"rho": 0.5}, 3, lr=lr, momentum=m, sigma=0.02, problem=problem,
-                config=dataclasses.replace(base, **layout))
+    expected = _layout_run(independent_noise)  # the default layout's run, shared by every layout
+    other = _layout_run(independent_noise, tuple(layout.items()))
     assert len(set(expected.status)) == 3  # reached, diverged and out of budget all present
     for field in ("steps", "status", "loss"):
         np.testing.assert_array_equal(getattr(other, field), getattr(expected, field))

@@ -20,9 +20,10 @@ def test_noiseless_expectation_is_the_trajectory(method):
     np.testing.assert_allclose(exact, traced, rtol=1e-10)
 
 
-@pytest.mark.parametrize("method,delay,dampening", [("sgdm", 0, False), ("sgdm", 4, True), ("sgdm", 2, False),
-                                                    ("shifted", 0, True), ("shifted", 4, False), ("shifted", 3, False),
-                                                    ("nesterov", 0, False), ("nesterov", 4, True)])
+@pytest.mark.parametrize("method,delay,dampening", [
+    ("sgdm", 0, False), ("sgdm", 4, True), ("shifted", 3, False), ("nesterov", 4, True),
+    *(pytest.param(*case, marks=pytest.mark.slow)  # more of the same: under `pytest -m slow`
+      for case in [("sgdm", 2, False), ("shifted", 0, True), ("shifted", 4, False), ("nesterov", 0, False)])])
 def test_monte_carlo_mean_loss_within_three_standard_errors(method, delay, dampening):
     """4,000 cells with independent noise: the mean loss at several steps matches the exact value."""
     cells, steps, lr, m, sigma = 4000, 120, 0.3, 0.5, 0.4
@@ -223,7 +224,7 @@ def test_the_singular_point_eta_lambda_one_runs_and_has_the_closed_form_steady_s
     assert np.isfinite(steady).any() and np.isinf(steady).any() and (ds.reachable.values[np.isinf(steady)] == 0).all()
 
 
-@pytest.mark.parametrize("delay", [0, 1, 4, 16, 64])
+@pytest.mark.parametrize("delay", [0, 4, 64, pytest.param(1, marks=pytest.mark.slow), pytest.param(16, marks=pytest.mark.slow)])
 def test_every_cell_of_the_figure_grid_runs_at_any_delay(delay):
     """Figure 1's box (32 × 32) on a small spectrum: no cell raises; where there is no steady state
     (a root on or outside the unit circle) steady_state_loss is ∞ and the cell is not reachable."""
