@@ -26,10 +26,12 @@ from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 
 BOX = {"lr": (1e-4, 2.0), "momentum": (0.0, 0.999), "rho": (0.05, 4.0), "lambda_dc": (0.01, 100.0)}
 EXACT = ("sgdm", "nesterov", "shifted")  # noiseless and linear: the exact expected loss is the loss
-FULL = dict(dim=1000, delays=[0, 4, 16, 64], budget={0: 20_000, 4: 20_000, 16: 50_000, 64: 150_000}, sigma=0.05,
-            seeds=5, workers="workers:16:slow=0.25:4", workers_budget=50_000, cells={2: 500, 3: 1000}, coarse=None)
-SMOKE = dict(dim=40, delays=[0, 4], budget={0: 1_000, 4: 2_000}, sigma=0.05, seeds=3, workers="workers:4:slow=0.25:4",
-             workers_budget=2_000, cells={2: 60, 3: 150}, coarse=4)
+FULL = dict(dim=1000, delays=[0, 4, 16], budget={0: 20_000, 4: 20_000, 16: 40_000}, sigma=0.05, seeds=5,
+            workers="workers:16:slow=0.25:4", workers_budget=30_000, cells={2: 150, 3: 300}, coarse=None,
+            noiseless_cells={2: 300, 3: 600})
+SMOKE = dict(dim=20, delays=[4], budget={4: 600}, sigma=0.05, seeds=3, workers="workers:4:slow=0.25:4",
+             workers_budget=600, cells={2: 30, 3: 60}, coarse=3, noiseless_cells={2: 30, 3: 60},
+             methods=["sgdm", "ab"])
 
 
 def jobs(methods, size):
@@ -47,7 +49,7 @@ def jobs(methods, size):
         for delay in size["delays"]:
             budget = size["budget"][delay]
             out[f"{method}_d{delay}_s0"] = dict(common, delay=delay, noise=0.0, max_steps=budget, seeds=1,
-                                                 max_cells=size["cells"][k], **({"expected": True} if method in EXACT else {}))
+                                                 max_cells=size["noiseless_cells"][k], **({"expected": True} if method in EXACT else {}))
             out[f"{method}_d{delay}_s{size['sigma']:g}"] = dict(common, delay=delay, noise=size["sigma"],
                                                                  max_steps=budget, seeds=size["seeds"],
                                                                  max_cells=size["cells"][k] * size["seeds"])
@@ -62,7 +64,8 @@ def compute(smoke, methods=None, checkpoint=None):
     from nqm.plots import searches
 
     size = dict(SMOKE if smoke else FULL)
-    names = methods.split(",") if methods else list(registered())
+    names = methods.split(",") if methods else size.pop("methods", None) or list(registered())
+    size.pop("methods", None)
     found = searches.run(jobs(names, size), checkpoint=checkpoint)
     return {"methods": names, **{k: v for k, v in size.items() if k != "budget"},
             "budget": {str(d): b for d, b in size["budget"].items()}, "box": {k: list(v) for k, v in BOX.items()},
@@ -76,6 +79,16 @@ def _value(found, key="robust_t_star"):
 def _bars(found):
     seeds = found.get("robust_seeds") if found else None
     return (np.nan, np.nan) if not seeds or seeds["min"] is None else (float(seeds["min"]), _value(seeds, "max"))
+
+
+def _cells(cells, seeds=1):
+    return " | ".join(f"{int(v) * seeds:,}" for _, v in sorted(cells.items()))
+
+
+def _scale(ax):
+    """Log, unless nothing positive was drawn (a size too small for any robust point)."""
+    drawn = [np.asarray(line.get_ydata(), np.float64) for line in ax.get_lines()]
+    return "log" if any((y[np.isfinite(y)] > 0).any() for y in drawn) else "linear"
 
 
 def draw(data):
@@ -97,10 +110,10 @@ def draw(data):
                             label=method, **styles[method])
             else:
                 ax.plot(x * shift, y, ms=5, lw=1, label=method, **styles[method])
-        ax.set(xscale="log", yscale="log", xlabel="delay D (+0.5, to show D = 0 on a log axis)",
+        ax.set(xscale="log", yscale=_scale(ax), xlabel="delay D (+0.5, to show D = 0 on a log axis)",
                ylabel=f"robust T*_best (steps to loss < {data['target']:g})",
                title=f"({'a' if not noise else 'b'}) σ = {noise:g}: " +
-                     ("deterministic, one run per point" if not noise else
+                     ("deterministic, one run per point (SGDM, Nesterov, shifted: exact expected loss)" if not noise else
                       f"median over {data['seeds']} seeds; bars: min–max of each seed's own robust T"))
         ax.set_xticks(x, [str(v) for v in delays])
         ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
@@ -112,7 +125,7 @@ def draw(data):
             ratio.append(_value(own) / _value(sgdm))
         c.plot(x * (1 + 0.025 * (j - len(methods) / 2)), ratio, ms=5, lw=1, label=method, **styles[method])
     c.axhline(1, color="grey", lw=1, ls=":")
-    c.set(xscale="log", yscale="log", xlabel="delay D", ylabel="robust T*_best / SGDM's (< 1: faster than SGDM)",
+    c.set(xscale="log", yscale=_scale(c), xlabel="delay D", ylabel="robust T*_best / SGDM's (< 1: faster than SGDM)",
           title=f"(c) σ = {sigma:g}: relative to SGDM at the same D (medians over seeds)")
     c.set_xticks(x, [str(v) for v in delays])
     c.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
@@ -124,12 +137,18 @@ def draw(data):
     d.barh(y, values, color=[styles[m]["color"] for m, _ in pool], alpha=0.6)
     d.errorbar(values, y, xerr=[values - np.fmin(low, values), np.fmax(high, values) - values], fmt="none", color="k",
                capsize=3)
-    for yi, (method, run), value in zip(y, pool, values):
-        label = f"{value:,.0f}" if np.isfinite(value) else "no robust point found"
-        d.annotate(label, (0 if np.isnan(value) else value, yi), textcoords="offset points", xytext=(4, -3), fontsize=8)
+    for yi, (method, run), value, top in zip(y, pool, values, high):
+        if not np.isfinite(value):
+            label, at = "no robust point found", 0
+        else:
+            failed = run.get("robust_seeds") and run["robust_seeds"]["max"] is None
+            label, at = f"{value:,.0f}" + (" (a seed: no robust T)" if failed else ""), np.fmax(value, top)
+        d.annotate(label, (at, yi), textcoords="offset points", xytext=(8, -3), fontsize=8)
     d.set(yticks=y, yticklabels=[m for m, _ in pool], xlabel="robust T*_best (median over seeds; bars: seeds' min–max)",
-          title=f"(d) {data['workers']}: a quarter of the workers 4× slower, σ = {sigma:g}, budget "
-                f"{data['workers_budget']:,}")
+          title=f"(d) {data['workers']} (a quarter of the workers 4× slower),\nσ = {sigma:g}, budget "
+                f"{data['workers_budget']:,}, {data['seeds']} seeds")
+    if np.isfinite(np.fmax(values, high)).any():
+        d.set_xlim(0, 1.3 * np.nanmax(np.fmax(values, high)))
     d.invert_yaxis()
     budgets = ", ".join(f"{int(v):,} at D = {k}" for k, v in data["budget"].items())
     box = data["box"]
@@ -137,7 +156,9 @@ def draw(data):
                   f"lr ∈ [{box['lr'][0]:g}, {box['lr'][1]:g}] × m ∈ [{box['momentum'][0]:g}, {box['momentum'][1]:g}]"
                   f" (× ρ ∈ [{box['rho'][0]:g}, {box['rho'][1]:g}] for AB, λ_dc ∈ [{box['lambda_dc'][0]:g}, "
                   f"{box['lambda_dc'][1]:g}] for DC-ASGD), robust δ = {data['delta']:g}; budget {budgets}; "
-                  "a missing point: no robust point found", fontsize=11)
+                  f"at most {_cells(data['noiseless_cells'])} cells per noiseless search (2 | 3 parameters searched),"
+                  f" {_cells(data['cells'], data['seeds'])} per noisy one; a missing point: no robust point found",
+             fontsize=11)
     return fig
 
 
@@ -160,7 +181,14 @@ def claims(data):
                 sgdm = data["searches"].get(f"sgdm_d{delay}_s{noise:g}")
                 if own and sgdm and own["robust_t_star"] and sgdm["robust_t_star"]:
                     out[f"{method}_d{delay}_s{noise:g}_speedup"] = sgdm["robust_t_star"] / own["robust_t_star"]
+    for method in data["methods"]:
+        own, sgdm = data["searches"].get(f"{method}_workers"), data["searches"].get("sgdm_workers")
+        if own and sgdm and own["robust_t_star"] and sgdm["robust_t_star"]:
+            out[f"{method}_workers_speedup"] = sgdm["robust_t_star"] / own["robust_t_star"]
+    out["searches"] = len(data["searches"])
+    out["cells"] = sum(f["cells"] for f in data["searches"].values())
     out["hours"] = sum(f["wall_seconds"] for f in data["searches"].values()) / 3600
+    out["minutes"] = 60 * out["hours"]
     return out
 
 
