@@ -2,9 +2,10 @@
 no delay?
 
 The AB paper's Fig. 1 (second row) claims that with noise alone AB reaches the target faster. Here
-SGDM (lr × momentum searched) and AB (lr × momentum × ρ searched) at D = 0 on zhang N = 10⁴, with a
+SGDM (lr searched) and AB (lr × ρ searched), momentum 0.9, at D = 0 on zhang N = 10⁴, with a
 200,000-step budget, for each σ: every answer by ``nqm.best`` over the same box with 5 seeds and a
-±2 % nudge (robust T*_best), so that a lucky seed or a knife-edge point cannot decide it.
+±2 % nudge (robust T*_best), so that a lucky seed or a knife-edge point cannot decide it. The box and
+the cells (FULL below) are what fits in about half an hour on two shared cores.
 
 Left: robust T*_best per method and σ (bars: each seed's own robust T, min–max over the seeds;
 hollow: the plain T*_best). Right: the T of every point AB's search evaluated against its ρ (the
@@ -24,42 +25,52 @@ import numpy as np  # noqa: E402
 from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 
 METHODS = {"sgdm": "SGDM", "ab": "AB (ρ searched)"}
-BOX = {"lr": (1e-3, 2.0), "momentum": (0.0, 0.999), "rho": (0.02, 2.0)}
+# What fits in half an hour of two shared cores at N = 10⁴ and 200,000 steps (a cell that runs out its
+# budget costs seconds): momentum fixed at 0.9 (on the NQM, SGDM's T depends on lr/(1 − m) much more
+# than on m alone), lr over the band where anything converges at both σ (lr/(1 − m) from 0.1 to 5,
+# by a probe on a 4 × 3 grid), ρ over [0.05, 2]; a few dozen points per search.
+FULL = dict(dim=10_000, budget=200_000, seeds=5, sigmas=[0.03],
+            box={"lr": (0.01, 0.5), "momentum": 0.9, "rho": (0.05, 2.0)},
+            max_cells={"sgdm": 50, "ab": 100}, coarse={"sgdm": 5, "ab": 3})
+SMOKE = dict(dim=20, budget=1_500, seeds=3, sigmas=[0.03],
+             box={"lr": (0.01, 0.5), "momentum": 0.9, "rho": (0.05, 2.0)},
+             max_cells={"sgdm": 18, "ab": 36}, coarse={"sgdm": 4, "ab": 2})
 
 
-def jobs(sigmas, dim, budget, seeds, delta, max_cells, coarse=None):
+def jobs(size, delta=0.02):
     """One ``nqm.best`` search per (σ, method): ``{"sgdm_s0.1": kwargs, ...}``."""
     import nqm
 
-    problem = nqm.zhang(dim)
+    problem = nqm.zhang(size["dim"])
     out = {}
-    for sigma in sigmas:
+    for sigma in size["sigmas"]:
         for method in METHODS:
-            box = {k: v for k, v in BOX.items() if k != "rho" or method == "ab"}
+            box = {k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in size["box"].items()
+                   if k != "rho" or method == "ab"}
             out[f"{method}_s{sigma:g}"] = dict(method=method, **box, delay=0, noise=sigma, problem=problem,
-                                               target=0.01, max_steps=budget, seeds=seeds, robust=delta,
-                                               max_cells=max_cells[method], coarse=coarse)
+                                               target=0.01, max_steps=size["budget"], seeds=size["seeds"],
+                                               robust=delta, max_cells=size["max_cells"][method],
+                                               coarse=size["coarse"][method])
     return out
 
 
-def compute(smoke, budget=None, sigmas=None, max_cells_sgdm=None, max_cells_ab=None, checkpoint=None):
+def compute(smoke, checkpoint=None):
     from nqm.plots import searches
 
-    if smoke:
-        dim, steps, seeds, coarse, cells, default_sigmas = 50, 2_000, 3, 4, {"sgdm": 200, "ab": 400}, [0.03, 0.1]
-    else:
-        dim, steps, seeds, coarse, cells, default_sigmas = 10_000, 200_000, 5, None, {"sgdm": 1200, "ab": 2400}, [0.03, 0.1]
-    steps = budget or steps
-    cells = {"sgdm": max_cells_sgdm or cells["sgdm"], "ab": max_cells_ab or cells["ab"]}
-    sigmas = [float(s) for s in sigmas.split(",")] if sigmas else default_sigmas
-    found = searches.run(jobs(sigmas, dim, steps, seeds, 0.02, cells, coarse), checkpoint=checkpoint,
-                         points=lambda key: key.startswith("ab"))
-    return {"sigmas": sigmas, "dim": dim, "budget": steps, "seeds": seeds, "delta": 0.02, "target": 0.01,
-            "box": {k: list(v) for k, v in BOX.items()}, "max_cells": cells, "searches": found}
+    size = SMOKE if smoke else FULL
+    found = searches.run(jobs(size), checkpoint=checkpoint, points=lambda key: key.startswith("ab"))
+    return {"sigmas": size["sigmas"], "dim": size["dim"], "budget": size["budget"], "seeds": size["seeds"],
+            "delta": 0.02, "target": 0.01, "box": {k: list(v) if isinstance(v, tuple) else v
+                                                   for k, v in size["box"].items()},
+            "max_cells": size["max_cells"], "searches": found}
 
 
 def _t(found, key):
     return np.nan if found[key] is None else float(found[key])
+
+
+def _momentum(value):
+    return f"m ∈ [{value[0]:g}, {value[1]:g}]" if isinstance(value, list) else f"m = {value:g}"
 
 
 def draw(data):
@@ -76,12 +87,20 @@ def draw(data):
         color = f"C{j}"
         left.errorbar(xs, robust, yerr=[robust - np.fmin(low, robust), np.fmax(high, robust) - robust], fmt="o",
                       color=color, capsize=4, ms=7, label=f"{name}: robust T*_best (bars: min–max over seeds)")
-        left.plot(xs + 0.06, plain, "o", mfc="none", color=color, ms=7, label=f"{name}: plain T*_best")
+        plain_low = np.array([_t(r["seeds"], "min") for r in runs])
+        plain_high = np.array([np.nan if r["seeds"]["max"] is None else _t(r["seeds"], "max") for r in runs])
+        left.errorbar(xs + 0.06, plain, yerr=[plain - np.fmin(plain_low, plain), np.fmax(plain_high, plain) - plain],
+                      fmt="o", mfc="none", color=color, capsize=3, ms=7,
+                      label=f"{name}: plain T*_best (bars: its seeds' min–max)")
+        for xi, r in zip(xs, runs):
+            if r["robust_t_star"] is None:
+                left.annotate(f"{name}: no robust point\nfound in {r['cells']} cells", (xi, plain[0]),
+                              textcoords="offset points", xytext=(-45, -45), ha="right", fontsize=8, color=color)
         for xi, value in zip(xs, robust):
             if np.isfinite(value):
                 left.annotate(f"{value:,.0f}", (xi, value), textcoords="offset points", xytext=(-6, 8), ha="right",
                               fontsize=8, color=color)
-    left.set(xticks=x, xticklabels=[f"σ = {s:g}" for s in sigmas], yscale="log", xlim=(-0.6, len(sigmas) - 0.4),
+    left.set(xticks=x, xticklabels=[f"σ = {s:g}" for s in sigmas], yscale="log" if len(sigmas) > 1 else "linear", xlim=(-0.6, len(sigmas) - 0.4),
              ylabel=f"steps to loss < {data['target']:g}", title="fastest trajectory found, per method and σ")
     left.legend(fontsize=8, loc="upper left")
     for i, sigma in enumerate(sigmas):
@@ -103,7 +122,7 @@ def draw(data):
     cells = ", ".join(f"{k} {v:,}" for k, v in data["max_cells"].items())
     suptitle(fig, f"Noise without delay (D = 0): SGDM vs AB on zhang N = {data['dim']:,}, budget "
                   f"{data['budget']:,}, target {data['target']:g}; nqm.best over lr ∈ [{box['lr'][0]:g}, "
-                  f"{box['lr'][1]:g}] × m ∈ [{box['momentum'][0]:g}, {box['momentum'][1]:g}] (× ρ ∈ "
+                  f"{box['lr'][1]:g}] × {_momentum(box['momentum'])} (× ρ ∈ "
                   f"[{box['rho'][0]:g}, {box['rho'][1]:g}] for AB), {data['seeds']} seeds, robust δ = "
                   f"{data['delta']:g}, at most {cells} cells")
     return fig
@@ -119,23 +138,23 @@ def claims(data):
             out[f"{key}_t"] = found["t_star"]
             for end in ("min", "max"):
                 out[f"{key}_robust_seeds_{end}"] = None if found["robust_seeds"] is None else found["robust_seeds"][end]
+            for end in ("min", "max"):
+                out[f"{key}_seeds_{end}"] = None if found["seeds"] is None else found["seeds"][end]
+            out[f"{key}_lr"] = None if found["point"] is None else found["point"]["lr"]
             out[f"{key}_cells"] = found["cells"]
             out[f"{key}_minutes"] = found["wall_seconds"] / 60
         ab, sgdm = data["searches"][f"ab_s{sigma:g}"], data["searches"][f"sgdm_s{sigma:g}"]
+        out[f"ab_s{sigma:g}_rho"] = None if ab["point"] is None else ab["point"]["rho"]
         out[f"ab_s{sigma:g}_robust_rho"] = None if ab["robust_point"] is None else ab["robust_point"]["rho"]
         if ab["robust_t_star"] and sgdm["robust_t_star"]:
             out[f"s{sigma:g}_sgdm_over_ab"] = sgdm["robust_t_star"] / ab["robust_t_star"]
     out["hours"] = sum(f["wall_seconds"] for f in data["searches"].values()) / 3600
+    out["minutes"] = 60 * out["hours"]
+    out["cells"] = sum(f["cells"] for f in data["searches"].values())
     return out
 
 
-OPTIONS = {
-    "--budget": dict(type=int, default=None, help="steps per run (default 200,000; smoke 2,000)"),
-    "--sigmas": dict(default=None, help="comma-separated noise scales (default 0.03,0.1)"),
-    "--max-cells-sgdm": dict(type=int, default=None, help="cells (points × seeds) per SGDM search"),
-    "--max-cells-ab": dict(type=int, default=None, help="cells (points × seeds) per AB search"),
-}
-main = FigureScript("fig_noise_question", compute, draw, claims, doc=__doc__, options=OPTIONS, checkpoint=True).main
+main = FigureScript("fig_noise_question", compute, draw, claims, doc=__doc__, checkpoint=True).main
 
 if __name__ == "__main__":
     raise SystemExit(main())
