@@ -1,11 +1,16 @@
-"""Which delay remedies survive large delays: T* against D for every method (the NQM analogue of the
-AB paper's Fig. 4), and heatmaps under heterogeneous workers.
+"""Which delay remedies survive large delays: every method's fastest trajectory against the constant
+delay D (the NQM analogue of the AB paper's Fig. 4), and the ranking under heterogeneous workers.
 
-Top: for every registered method, T* (the fastest trajectory over a learning rate × momentum grid,
-and over its own extra hyperparameter — AB's ρ, DC-ASGD's λ_dc — when it has one) against the
-constant delay D, noiseless and noisy; a missing point means no cell of the grid converged.
-Bottom: T over lr × momentum for a few methods under a pool of workers of which a quarter are four
-times slower (`workers:K:slow=0.25:4`).
+Every number is an answer of ``nqm.best`` (successive refinement over a box, not the argmin of one
+grid) with lr × momentum searched, and each method's own hyperparameter too (AB's ρ, DC-ASGD's
+λ_dc), robust to a ±2 % nudge of every searched parameter (robust T*_best: the smallest over points
+of the largest T in the point's nudge neighbourhood). Noiseless runs are deterministic (one seed;
+SGDM, Nesterov and shifted momentum by their exact expected loss, which is then the loss itself);
+noisy ones use 5 seeds, ranked by the median T, the bars spanning each seed's own robust T.
+
+(a) noiseless and (b) noisy robust T*_best against D; (c) each method's robust T*_best relative
+to SGDM's at the same D (noisy: the bar spans the seeds' ratios); (d) every method under a pool
+of 16 workers of which a quarter are four times slower (`workers:16:slow=0.25:4`).
 """
 
 import itertools
@@ -16,93 +21,180 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
 
-from nqm.plots.heatmap import draw_panels, grid_panel  # noqa: E402
-from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
-from nqm.status import t_star  # noqa: E402
+from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 
-EXTRA_GRIDS = {"rho": [0.25, 0.5, 1.0], "lambda_dc": [0.1, 0.5, 2.0]}  # swept where a method has them
-HETEROGENEOUS = ["sgdm", "ab", "shifted", "ormo", "dana", "staleness"]
+BOX = {"lr": (1e-4, 2.0), "momentum": (0.0, 0.999), "rho": (0.05, 4.0), "lambda_dc": (0.01, 100.0)}
+EXACT = ("sgdm", "nesterov", "shifted")  # noiseless and linear: the exact expected loss is the loss
+FULL = dict(dim=1000, delays=[0, 4, 16], budget={0: 20_000, 4: 20_000, 16: 40_000}, sigma=0.05, seeds=5,
+            workers="workers:16:slow=0.25:4", workers_budget=30_000, cells={2: 150, 3: 300}, coarse=None,
+            noiseless_cells={2: 300, 3: 600})
+SMOKE = dict(dim=20, delays=[4], budget={4: 600}, sigma=0.05, seeds=3, workers="workers:4:slow=0.25:4",
+             workers_budget=600, cells={2: 30, 3: 60}, coarse=3, noiseless_cells={2: 30, 3: 60},
+             methods=["sgdm", "ab"])
 
 
-def best_t_star(method, delays, noise, grid):
-    """T* per delay: the best panel over the method's extra hyperparameters."""
+def jobs(methods, size):
+    """One ``nqm.best`` search per (method, delay, σ) and per method under the worker pool."""
     import nqm
     from nqm.sweeps import hyper_dims
 
-    extra = {name: EXTRA_GRIDS[name] for name in hyper_dims(method) if name in EXTRA_GRIDS}
-    ds = nqm.sweep(method, delay=delays, noise=noise, **grid, **extra)
-    out = []
-    for d in delays:
-        panel = ds.sel(delay=d, noise=noise)
-        values = [t_star(panel.sel(dict(zip(extra, combo)))) for combo in itertools.product(*extra.values())]
-        out.append(np.nanmin(values) if np.isfinite(values).any() else np.nan)
-    return np.array(out)
+    problem, out = nqm.zhang(size["dim"]), {}
+    for method in methods:
+        box = {k: v for k, v in BOX.items() if k in ("lr", "momentum") or k in hyper_dims(method)}
+        k = len(box)
+        common = dict(method=method, **box, problem=problem, target=0.01, robust=0.02)
+        if size["coarse"]:
+            common["coarse"] = size["coarse"]
+        for delay in size["delays"]:
+            budget = size["budget"][delay]
+            out[f"{method}_d{delay}_s0"] = dict(common, delay=delay, noise=0.0, max_steps=budget, seeds=1,
+                                                 max_cells=size["noiseless_cells"][k], **({"expected": True} if method in EXACT else {}))
+            out[f"{method}_d{delay}_s{size['sigma']:g}"] = dict(common, delay=delay, noise=size["sigma"],
+                                                                 max_steps=budget, seeds=size["seeds"],
+                                                                 max_cells=size["cells"][k] * size["seeds"])
+        out[f"{method}_workers"] = dict(common, delay=size["workers"], noise=size["sigma"],
+                                        max_steps=size["workers_budget"], seeds=size["seeds"],
+                                        max_cells=size["cells"][k] * size["seeds"])
+    return out
 
 
-def compute(smoke):
-    import nqm
-    from nqm.optimizers import methods
+def compute(smoke, methods=None, checkpoint=None):
+    from nqm.optimizers import methods as registered
+    from nqm.plots import searches
 
-    if smoke:
-        delays, side, dim, steps, noise, workers = [0, 2, 8], 5, 32, 1_000, 0.05, "workers:4:slow=0.25:4"
-    else:
-        delays, side, dim, steps, noise, workers = [0, 1, 2, 4, 8, 16, 32, 64], 14, 100, 20_000, 0.05, "workers:16:slow=0.25:4"
-    grid = dict(lr=np.geomspace(0.005, 2.0, side), momentum=np.linspace(0.0, 0.95, max(4, side // 2)),
-                problem=nqm.zhang(dim), target=0.01, max_steps=steps, progress=False)
-    names = methods()
-    curves = np.array([[best_t_star(method, delays, sigma, grid) for sigma in (0.0, noise)] for method in names])
-    shown = [m for m in HETEROGENEOUS if m in names]
-    pool = stack({m: grid_panel(nqm.sweep(m, delay=workers, noise=noise, **grid))[["steps", "status"]] for m in shown},
-                 "pool_method")
-    best = xr.DataArray(curves, dims=("method", "noise", "delay"),
-                        coords={"method": list(names), "noise": [0.0, noise], "delay": delays})
-    grids = " / ".join("{" + ", ".join(f"{v:g}" for v in values) + "}" for values in EXTRA_GRIDS.values())
-    return pool.assign(best_t_star=best).assign_attrs(workers=workers, pool_noise=noise, extra_grids=grids)
+    size = dict(SMOKE if smoke else FULL)
+    names = methods.split(",") if methods else size.pop("methods", None) or list(registered())
+    size.pop("methods", None)
+    found = searches.run(jobs(names, size), checkpoint=checkpoint)
+    return {"methods": names, **{k: v for k, v in size.items() if k != "budget"},
+            "budget": {str(d): b for d, b in size["budget"].items()}, "box": {k: list(v) for k, v in BOX.items()},
+            "target": 0.01, "delta": 0.02, "searches": found}
+
+
+def _value(found, key="robust_t_star"):
+    return np.nan if found is None or found.get(key) is None else float(found[key])
+
+
+def _bars(found):
+    seeds = found.get("robust_seeds") if found else None
+    return (np.nan, np.nan) if not seeds or seeds["min"] is None else (float(seeds["min"]), _value(seeds, "max"))
+
+
+def _cells(cells, seeds=1):
+    return " | ".join(f"{int(v) * seeds:,}" for _, v in sorted(cells.items()))
+
+
+def _scale(ax):
+    """Log, unless nothing positive was drawn (a size too small for any robust point)."""
+    drawn = [np.asarray(line.get_ydata(), np.float64) for line in ax.get_lines()]
+    return "log" if any((y[np.isfinite(y)] > 0).any() for y in drawn) else "linear"
 
 
 def draw(data):
-    a = data.attrs
-    delays = data.delay.values
-    pool = data.pool_method.values
-    fig = plt.figure(figsize=(4.2 * max(3, len(pool)), 9.6), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, height_ratios=[1.15, 1])
-    curves = top.subplots(1, 2, sharey=True)
-    markers = "osD^v<>ph*Xd"
-    for ax, sigma in zip(curves, data.noise.values):
-        for method, marker in zip(data.method.values, itertools.cycle(markers)):
-            ax.plot(delays + 0.5, data.best_t_star.sel({"method": method, "noise": sigma}), marker=marker, ms=5,
-                    label=method)
-        ax.set(xscale="log", yscale="log", xlabel="delay D (+0.5, to show D = 0 on a log axis)",
-               title=f"σ = {sigma:g}: fastest trajectory over the grid")
-        ax.set_xticks(delays + 0.5, [str(d) for d in delays])
+    methods, delays, sigma = data["methods"], np.array(data["delays"]), data["sigma"]
+    found = data["searches"]
+    fig = plt.figure(figsize=(15, 11), layout="constrained")
+    (a, b), (c, d) = fig.subplots(2, 2)
+    markers = itertools.cycle("osD^v<>ph*Xd")
+    x = delays + 0.5
+    styles = {m: dict(marker=next(markers), color=f"C{i % 10}") for i, m in enumerate(methods)}
+    for ax, noise in ((a, 0.0), (b, sigma)):
+        for j, method in enumerate(methods):
+            runs = [found.get(f"{method}_d{delay}_s{noise:g}") for delay in delays]
+            y = np.array([_value(r) for r in runs])
+            shift = 1 + 0.025 * (j - len(methods) / 2)  # spread the markers of one D apart (log axis)
+            if noise:
+                low, high = np.array([_bars(r) for r in runs]).T
+                ax.errorbar(x * shift, y, yerr=[y - np.fmin(low, y), np.fmax(high, y) - y], ms=5, capsize=2, lw=1,
+                            label=method, **styles[method])
+            else:
+                ax.plot(x * shift, y, ms=5, lw=1, label=method, **styles[method])
+        ax.set(xscale="log", yscale=_scale(ax), xlabel="delay D (+0.5, to show D = 0 on a log axis)",
+               ylabel=f"robust T*_best (steps to loss < {data['target']:g})",
+               title=f"({'a' if not noise else 'b'}) σ = {noise:g}: " +
+                     ("deterministic, one run per point (SGDM, Nesterov, shifted: exact expected loss)" if not noise else
+                      f"median over {data['seeds']} seeds; bars: min–max of each seed's own robust T"))
+        ax.set_xticks(x, [str(v) for v in delays])
         ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
-    curves[0].set_ylabel(f"T* (steps to loss < {a['target']:g})")
-    curves[1].legend(fontsize=8, ncols=2)
-    suptitle(top, f"Every method at its best: lr {data.sizes['lr']} values in [{data.lr.values[0]:g}, "
-                  f"{data.lr.values[-1]:g}] × m {data.sizes['momentum']} values in [0, {data.momentum.values[-1]:g}] "
-                  f"× (AB) ρ or (DC-ASGD) λ_dc in {a['extra_grids']}; {a['spectrum']}, budget {int(a['max_steps']):,}")
-    axes = bottom.subplots(1, len(pool), sharey=True, squeeze=False)[0]
-    draw_panels(bottom, axes, {str(m): data.sel(pool_method=m) for m in pool})
-    suptitle(bottom, f"Heterogeneous workers {a['workers']} (a quarter of them 4× slower), σ = {a['pool_noise']:g}; "
-                     "AB at ρ = 0.5, DC-ASGD at its default λ_dc")
+    a.legend(fontsize=8, ncols=2)
+    for j, method in enumerate(methods):
+        ratio = []
+        for delay in delays:
+            own, sgdm = found.get(f"{method}_d{delay}_s{sigma:g}"), found.get(f"sgdm_d{delay}_s{sigma:g}")
+            ratio.append(_value(own) / _value(sgdm))
+        c.plot(x * (1 + 0.025 * (j - len(methods) / 2)), ratio, ms=5, lw=1, label=method, **styles[method])
+    c.axhline(1, color="grey", lw=1, ls=":")
+    c.set(xscale="log", yscale=_scale(c), xlabel="delay D", ylabel="robust T*_best / SGDM's (< 1: faster than SGDM)",
+          title=f"(c) σ = {sigma:g}: relative to SGDM at the same D (medians over seeds)")
+    c.set_xticks(x, [str(v) for v in delays])
+    c.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
+    pool = [(m, found.get(f"{m}_workers")) for m in methods]
+    pool = sorted(pool, key=lambda item: (np.isnan(_value(item[1])), _value(item[1])))
+    y = np.arange(len(pool))
+    values = np.array([_value(r) for _, r in pool])
+    low, high = np.array([_bars(r) for _, r in pool]).T
+    d.barh(y, values, color=[styles[m]["color"] for m, _ in pool], alpha=0.6)
+    d.errorbar(values, y, xerr=[values - np.fmin(low, values), np.fmax(high, values) - values], fmt="none", color="k",
+               capsize=3)
+    for yi, (method, run), value, top in zip(y, pool, values, high):
+        if not np.isfinite(value):
+            label, at = "no robust point found", 0
+        else:
+            failed = run.get("robust_seeds") and run["robust_seeds"]["max"] is None
+            label, at = f"{value:,.0f}" + (" (a seed: no robust T)" if failed else ""), np.fmax(value, top)
+        d.annotate(label, (at, yi), textcoords="offset points", xytext=(8, -3), fontsize=8)
+    d.set(yticks=y, yticklabels=[m for m, _ in pool], xlabel="robust T*_best (median over seeds; bars: seeds' min–max)",
+          title=f"(d) {data['workers']} (a quarter of the workers 4× slower),\nσ = {sigma:g}, budget "
+                f"{data['workers_budget']:,}, {data['seeds']} seeds")
+    if np.isfinite(np.fmax(values, high)).any():
+        d.set_xlim(0, 1.3 * np.nanmax(np.fmax(values, high)))
+    d.invert_yaxis()
+    budgets = ", ".join(f"{int(v):,} at D = {k}" for k, v in data["budget"].items())
+    box = data["box"]
+    suptitle(fig, f"Every method at its best on zhang N = {data['dim']:,}, target {data['target']:g}: nqm.best over "
+                  f"lr ∈ [{box['lr'][0]:g}, {box['lr'][1]:g}] × m ∈ [{box['momentum'][0]:g}, {box['momentum'][1]:g}]"
+                  f" (× ρ ∈ [{box['rho'][0]:g}, {box['rho'][1]:g}] for AB, λ_dc ∈ [{box['lambda_dc'][0]:g}, "
+                  f"{box['lambda_dc'][1]:g}] for DC-ASGD), robust δ = {data['delta']:g}; budget {budgets}; "
+                  f"at most {_cells(data['noiseless_cells'])} cells per noiseless search (2 | 3 parameters searched),"
+                  f" {_cells(data['cells'], data['seeds'])} per noisy one; a missing point: no robust point found",
+             fontsize=11)
     return fig
 
 
 def claims(data):
     out = {}
-    for method in data.method.values:
-        for sigma in data.noise.values:
-            for d in data.delay.values:
-                out[f"{method}_t_star_d{d}_s{sigma:g}"] = float(data.best_t_star.sel({"method": method, "noise": sigma,
-                                                                                   "delay": d}))
-    for m in data.pool_method.values:
-        out[f"{m}_workers_t_star"] = t_star(data.sel(pool_method=m))
+    for key, found in data["searches"].items():
+        out[f"{key}_robust_t"] = found["robust_t_star"]
+        out[f"{key}_t"] = found["t_star"]
+        if found.get("robust_seeds"):
+            out[f"{key}_seeds_min"], out[f"{key}_seeds_max"] = found["robust_seeds"]["min"], found["robust_seeds"]["max"]
+        for name in ("rho", "lambda_dc"):
+            if found["robust_point"] and name in found["robust_point"]:
+                out[f"{key}_{name}"] = found["robust_point"][name]
+        out[f"{key}_cells"] = found["cells"]
+    sigma = data["sigma"]
+    for method in data["methods"]:
+        for delay in data["delays"]:
+            for noise in (0.0, sigma):
+                own = data["searches"].get(f"{method}_d{delay}_s{noise:g}")
+                sgdm = data["searches"].get(f"sgdm_d{delay}_s{noise:g}")
+                if own and sgdm and own["robust_t_star"] and sgdm["robust_t_star"]:
+                    out[f"{method}_d{delay}_s{noise:g}_speedup"] = sgdm["robust_t_star"] / own["robust_t_star"]
+    for method in data["methods"]:
+        own, sgdm = data["searches"].get(f"{method}_workers"), data["searches"].get("sgdm_workers")
+        if own and sgdm and own["robust_t_star"] and sgdm["robust_t_star"]:
+            out[f"{method}_workers_speedup"] = sgdm["robust_t_star"] / own["robust_t_star"]
+    out["searches"] = len(data["searches"])
+    out["cells"] = sum(f["cells"] for f in data["searches"].values())
+    out["hours"] = sum(f["wall_seconds"] for f in data["searches"].values()) / 3600
+    out["minutes"] = 60 * out["hours"]
     return out
 
 
-main = FigureScript("fig_methods_vs_delay", compute, draw, claims, doc=__doc__, dpi=140).main
+OPTIONS = {"--methods": dict(default=None, help="comma-separated methods (default: every registered one)")}
+main = FigureScript("fig_methods_vs_delay", compute, draw, claims, doc=__doc__, options=OPTIONS, checkpoint=True,
+                    dpi=130).main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,0 +1,136 @@
+"""Figure data made of :func:`nqm.best` searches: run a set of them (resumable, one file of the
+finished ones) and keep of each its answer, its regime and the spread over seeds, as plain JSON.
+
+The numbers kept per search (``outcome``):
+
+* ``t_star`` / ``point``: T*_best, the smallest T found, and where (T: a point's own steps to the
+  target, the median over seeds);
+* ``robust_t_star`` / ``robust_point``: robust T*_best at nudge δ, the smallest over points of
+  the largest T in the point's ±δ neighbourhood (see :mod:`nqm.search`);
+* ``seeds``: at the plain point, the median/min/max over seeds of its own steps;
+* ``robust_seeds``: at the robust point, each seed's own robust T (the largest of that seed's steps
+  over the neighbourhood), median/min/max over seeds: the seed spread of the robust number;
+* ``edges``: the searched parameters whose robust (else plain) answer lies on its box's edge
+  (``"lr=hi"``...), where a wider box might do better;
+* ``cells``, ``rounds``, ``stopped``, ``wall_seconds`` and the regime (method, delay, noise,
+  problem, target, budget, box, seeds, δ).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+from nqm.errors import NqmError
+from nqm.status import REACHED
+
+REGIME = ("method", "delay", "noise", "spectrum", "target", "max_steps", "seeds", "seed", "robust", "box",
+          "searched", "max_cells", "tol", "dtype")
+
+
+def outcome(ds, points: bool = False) -> dict:
+    """The answer of one :func:`nqm.best` result with its seed spreads, edges and regime (JSON-ready);
+    ``points``: also every evaluated search point (values, T, robust T) for drawing a landscape."""
+    from nqm.search import Axis, answer
+
+    found, a = answer(ds), ds.attrs
+    names = a["parameters"].split(",")
+    searched = a["searched"].split(",")
+    box = dict(part.split("=") for part in a["box"].split(", "))
+    t = np.where(ds.status.values == REACHED, ds.steps.values, np.inf)  # (seed, point)
+    rows = {tuple(float(ds[n].values[i]) for n in names): i for i in range(ds.sizes["point"])}
+
+    def spread(values):
+        values = np.asarray(values, np.float64)
+        return {"median": _number(np.median(values)), "min": _number(values.min()), "max": _number(values.max())}
+
+    out = {k: found.get(k) for k in ("t_star", "point", "robust_t_star", "robust_point", "seeds")}
+    if out["seeds"] is None and found["point"] is not None:
+        row = rows[tuple(found["point"][n] for n in names)]
+        out["seeds"] = spread(t[:, row])
+    out["robust_seeds"] = None
+    if found.get("robust_point"):
+        delta = float(a["robust"])
+        x = found["robust_point"]
+        options = [(x[n],) + Axis(n, 0.0, 1.0).nudged(x[n], delta) if n in searched else (x[n],) for n in names]
+        around = [rows[y] for y in dict.fromkeys(itertools.product(*options))]
+        out["robust_seeds"] = spread(t[:, around].max(axis=1))
+    at = found.get("robust_point") or found["point"]
+    out["edges"] = [] if at is None else [f"{n}={side}" for n in searched for side, end in
+                                          zip(("lo", "hi"), box[n].split(":")) if _on(at[n], float(end))]
+    out.update(cells=int(a["cells"]), rounds=int(a["rounds"]), stopped=a["stopped"])
+    out["regime"] = {k: _plain(a[k]) for k in REGIME if k in a}
+    if points:
+        search = ds.nudge.values == 0
+        out["points"] = {n: [float(v) for v in ds[n].values[search]] for n in searched}
+        out["points"]["t"] = [_number(v) for v in ds.median_steps.values[search]]
+        if "robust_steps" in ds:
+            out["points"]["robust_t"] = [_number(v) for v in ds.robust_steps.values[search]]
+    return out
+
+
+def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log=print) -> dict:
+    """Every search of ``jobs`` (``{key: keyword arguments of nqm.best}``): ``{key: outcome}``.
+
+    With ``checkpoint`` (a JSON file), each finished search is written there at once, and a search
+    already there with the same arguments is not run again: an interrupted run resumes.
+    ``points(key)``: whether to keep that search's evaluated points."""
+    import nqm
+    from nqm.io import write_bytes
+
+    done = {}
+    if checkpoint and os.path.exists(checkpoint):
+        try:
+            done = json.loads(open(checkpoint).read())
+        except ValueError as exc:
+            raise NqmError(f"cannot read the checkpoint {checkpoint} ({exc}); delete it to start over") from None
+    results = {}
+    for key, kwargs in jobs.items():
+        asked = _describe(kwargs)
+        if key in done and done[key].get("asked") == asked:
+            results[key] = done[key]["outcome"]
+            continue
+        start = time.perf_counter()
+        ds = nqm.best(**{"progress": False, **kwargs})
+        found = outcome(ds, points=points(key))
+        found["wall_seconds"] = round(time.perf_counter() - start, 1)
+        results[key] = found
+        log(f"{key}: robust T*_best {found['robust_t_star']}, T*_best {found['t_star']}, {found['cells']} cells, "
+            f"{found['wall_seconds']} s")
+        if checkpoint:
+            done[key] = {"asked": asked, "outcome": found}
+            write_bytes(checkpoint, (json.dumps(done) + "\n").encode())
+    return results
+
+
+def _describe(kwargs) -> str:
+    """The arguments of a search as text (a problem by its description), to recognise it again."""
+    def text(value):
+        if hasattr(value, "describe"):
+            return json.dumps(value.describe(), sort_keys=True)
+        return repr(_plain(value))
+    return json.dumps({k: text(v) for k, v in sorted(kwargs.items())})
+
+
+def _on(value: float, end: float) -> bool:
+    return math.isclose(value, end, rel_tol=1e-5, abs_tol=1e-12)
+
+
+def _number(value):
+    value = float(value)
+    return None if not math.isfinite(value) else int(value) if value == int(value) else value
+
+
+def _plain(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
