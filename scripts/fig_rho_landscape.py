@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 from nqm import summary  # noqa: E402
 from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 
-RHOS = [0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0]
+RHOS = [0.0, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0]
 
 
 def landscape_sweep(delays, sigmas, side, dim, steps):
@@ -40,7 +40,7 @@ def best_rho(table):
 
 def compute(smoke):
     delays, sigmas, side, dim, steps = (([0, 4], [0.0], 5, 32, 2_000) if smoke else
-                                        ([0, 1, 2, 4, 8, 16, 32], [0.0, 0.05], 12, 100, 20_000))
+                                        ([0, 1, 4, 16], [0.0, 0.05], 12, 1000, 20_000))
     return landscape_sweep(delays, sigmas, side, dim, steps)[["steps", "status"]]
 
 
