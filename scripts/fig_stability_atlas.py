@@ -37,10 +37,10 @@ TINY_TARGET = 1e-30  # a run stops only when it diverges (or its loss underflows
 CONVERGED_LOSS = 1e-12  # DC-ASGD's check: converged when the loss ends below this (L(w₀) = 0.5)
 
 FULL = dict(delays=[0, 1, 2, 4, 8, 16, 32, 64], momenta=np.round(np.arange(50) * 0.02, 2),
-            sim_momenta=[0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.94, 0.98], rhos=[0.0, 0.5, 1.0, 2.0],
-            panel_delays=[4, 32], dim=100, steps=20_000, tol=1e-3, check=64, dc_steps=100_000,
-            iid=[2, 4, 8, 16], iid_momenta=[0.0, 0.5], ratios=np.round(np.linspace(0.85, 1.05, 81), 4), seeds=128,
-            iid_steps=100_000, lyapunov_steps=100_000)
+            sim_momenta=[0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 0.94, 0.98], rhos=[0.0, 0.5, 1.0, 2.0],
+            panel_delays=[4, 32], dim=100, steps=20_000, tol=1e-3, check=16, dc_steps=50_000,
+            iid=[2, 4, 8, 16], iid_momenta=[0.0, 0.5], ratios=np.round(np.linspace(0.85, 1.05, 41), 4), seeds=64,
+            iid_steps=50_000, lyapunov_steps=100_000)
 SMOKE = dict(delays=[0, 2], momenta=[0.0, 0.9], sim_momenta=[0.0, 0.9], rhos=[0.5, 1.0], panel_delays=[2],
              dim=8, steps=500, tol=2e-2, check=3, dc_steps=1_000, iid=[2], iid_momenta=[0.0],
              ratios=np.linspace(0.85, 1.05, 5), seeds=2, iid_steps=1_000, lyapunov_steps=2_048)
