@@ -19,7 +19,7 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
     grid = parser.add_argument_group(f"thresholds over (each takes {RANGES})")
     grid.add_argument("--delay", nargs="+", default=None, metavar="D",
-                      help="constant delays (default: 0 … 64, or none when --delay-dist is given)")
+                      help="constant delays (default: 0 … 64; with --simulate 0, 1, 2, 4, …, 64; none when --delay-dist is given)")
     grid.add_argument("--delay-dist", nargs="+", default=None, metavar="SPEC", help=f"delay processes: {delays.syntax()}")
     grid.add_argument("--momentum", nargs="+", default=["0"], metavar="M", help="momenta m in [0, 1)")
     groups.method(parser, grid, aliases=("sgd",))
@@ -48,7 +48,9 @@ def run(args) -> None:
 
     if args.out:
         check_writable(args.out)
-    delays, momenta = groups.delays(args, default=range(65)), joined(args.momentum)
+    # A simulated table bisects each delay with the engine: powers of two keep the default to seconds.
+    default = [0, 1, 2, 4, 8, 16, 32, 64] if args.simulate else range(65)
+    delays, momenta = groups.delays(args, default=default), joined(args.momentum)
     options = groups.method_options(args)
     method = args.method
     if args.simulate:
