@@ -1,4 +1,4 @@
-"""Plain float64 numpy loops of DESIGN.md §1–2, written independently of the package: the oracle."""
+"""Plain float64 numpy loops of the README's conventions (model and update rules), written independently of the package: the oracle."""
 
 import numpy as np
 

@@ -54,7 +54,7 @@ def run(method, options, extra, delay, lr=LR, momentum=0.8, sigma=0.0, config=QU
 @pytest.mark.parametrize("delay", [0, 4, pytest.param(1, marks=pytest.mark.slow), pytest.param(8, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("method,options,extra", VARIANTS, ids=lambda x: str(x) if not isinstance(x, np.ndarray) else "partition")
 def test_noiseless_steps_match_numpy_reference(method, options, extra, delay):
-    """T and status equal a plain float64 numpy loop of DESIGN.md §2 (±1 step, float32 and float64).
+    """T and status equal a plain float64 numpy loop of the README's update rules (±1 step, float32 and float64).
 
     AB is non-linear: next to its stability edge a cell's divergence step can hinge on the last
     bits (element-wise α = 1 ∓ ρ flips with the sign of g_i v_i). Such cells are found by running

@@ -201,7 +201,7 @@ def _simulate_growth(method, delay, m, dampening, x, steps=3000):
     x = np.asarray(x, dtype=float)
     c = 1 - m if dampening else 1.0
     w, v = np.ones((steps + 1, x.size)), np.zeros((steps + 1, x.size))
-    for t in range(steps):  # DESIGN §2: g_t = a w_{t-D}; shifted uses the worker's own v_{t-D}
+    for t in range(steps):  # README conventions: g_t = a w_{t-D}; shifted uses the worker's own v_{t-D}
         past = max(t - delay, 0)
         v[t + 1] = m * (v[past] if method == "shifted" else v[t]) + c * w[past]
         w[t + 1] = w[t] - x * v[t + 1]
