@@ -114,20 +114,42 @@ def test_the_benchmark_runs_at_smoke_size():
 
 def test_cells_and_noise_levels_are_independent_of_the_grid_and_the_slots(monkeypatch):
     """Same numbers whatever grid a cell is in, however the slots are sized and refilled, and
-    whether its noise levels run together or alone."""
+    whether its noise levels run together or alone; and the same steps and status (the loss to
+    rounding) whether a cell ends in the numpy head start, goes on from it in the compiled loop, or
+    is stepped by the compiled loop from the start."""
     kw = dict(delay=3, problem=nqm.zhang(50), target=0.02, max_steps=3000)
     grid = dict(lr=np.geomspace(0.02, 1.5, 5), momentum=[0.0, 0.6, 0.9], noise=[0.0, 0.05, 0.3])
+    handed = []
+    original_head = stepping.head_start
+    def head_start(*args, **kwargs):  # note (cells that took it, cells it handed over)
+        going = original_head(*args, **kwargs)
+        handed.append((len(args[2]), len(going)))
+        return going
+
+    monkeypatch.setattr(stepping, "head_start", head_start)
     full = expected.sweep("sgdm", **grid, **kw)
-    assert len(np.unique(full.status)) == 3  # reached, budget and diverged cells share the slots
+    assert len(np.unique(full.status)) == 3  # reached, budget and diverged cells
+    assert handed[0][0] > 5 and handed[0][1] == 0  # all of them ended in the head start
     original = autoregression.run
-    # one slot, refilled cell after cell; a few, refilled every 7 steps; on one device, or on each
-    for slots, one_device in ((1, stepping.ONE_DEVICE), (3, stepping.ONE_DEVICE), (1, 0), (3, 0)):
-        monkeypatch.setattr(stepping, "ONE_DEVICE", one_device)
-        monkeypatch.setattr(autoregression, "run",
-                            lambda *a, **k: original(*a, **{**k, "slot_size": slots * 50, "chunk_steps": 7}))
-        small = expected.sweep("sgdm", **grid, **kw)
-        for name in ("steps", "status", "loss"):
-            np.testing.assert_array_equal(small[name].values, full[name].values)
+    for work in (0, 15 * 50 * 60):  # the compiled loop from the start; from step 60 on
+        monkeypatch.setattr(stepping, "HEAD_WORK", work)
+        handed.clear()
+        compiled = expected.sweep("sgdm", **grid, **kw)
+        took, going = handed[0]
+        assert 0 < going < took if work else going == took
+        np.testing.assert_array_equal(compiled.steps.values, full.steps.values)
+        np.testing.assert_array_equal(compiled.status.values, full.status.values)
+        np.testing.assert_allclose(compiled.loss.values, full.loss.values, rtol=1e-12)
+        # one slot, refilled cell after cell; a few, refilled every 7 steps; on one device, or on each
+        for slots, one_device in ((1, stepping.ONE_DEVICE), (3, stepping.ONE_DEVICE), (1, 0), (3, 0))[: 1 if work else 4]:
+            monkeypatch.setattr(stepping, "ONE_DEVICE", one_device)
+            monkeypatch.setattr(autoregression, "run",
+                                lambda *a, **k: original(*a, **{**k, "slot_size": slots * 50, "chunk_steps": 7}))
+            small = expected.sweep("sgdm", **grid, **kw)
+            for name in ("steps", "status", "loss"):
+                np.testing.assert_array_equal(small[name].values, compiled[name].values)
+        monkeypatch.setattr(autoregression, "run", original)
+    monkeypatch.undo()
     alone = expected.sweep("sgdm", lr=grid["lr"][3], momentum=0.6, noise=0.05, **kw)
     cell = full.sel(lr=grid["lr"][3], momentum=0.6, noise=0.05)
     for name in ("steps", "status", "loss", "steady_state_loss"):

@@ -34,7 +34,6 @@ import numpy as np
 
 from nqm import delays
 from nqm.errors import NqmError
-from nqm.linear.matrices import systems
 from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
 
 BATCH_ENTRIES = 2**24  # (cells × components × m²) per batch: about 128 MiB for each of K and its solve
@@ -44,6 +43,8 @@ def _matrices(method: str, process, lr, momentum, dampening: bool):
     """Per cell ``(P, Q, b)`` with ``A_d = P_d + λ Q_d`` (cells, k, n, n) and kicks ``b_d`` (cells, k, n),
     the pmf of the k delays and ``s_0``. Built at λ = 1 and 2 (affine in λ: checked at λ = ½) for
     each momentum, and at any η (affine in η), in the rotating frame (period 1)."""
+    from nqm.linear.matrices import systems  # here: scipy.sparse is for iid delays only
+
     name, options = ("sgdm", ()) if method == "sgd" else (method, (("dampening", bool(dampening)),))
     momenta, row = np.unique(momentum, return_inverse=True)
     rows = tuple((("momentum", float(m)),) for m in momenta)

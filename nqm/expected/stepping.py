@@ -6,6 +6,13 @@ accumulates ``V_t`` and checks every noise level against the target and the dive
 Every ``chunk_steps`` a slot whose cell is done takes the next cell from a shared queue (slowest
 first), so no slot idles while cells are waiting. Results are the same bits whatever the number
 of slots and however they are refilled (tested).
+
+Compiling that loop takes about a second, more than many grids need: most unstable cells diverge
+within a few hundred steps, and the closed form settles most stable ones. So where the spectrum is
+small (``SMALL`` components, e.g. binned), every cell first takes a *head start* in numpy, all
+cells at once, for as long as that stays cheap (``HEAD_WORK``); only the cells still running then
+enter the compiled loop, from where they are. A cell's numbers do not depend on the other cells in
+either loop; the two differ only in the rounding of the sums over components.
 """
 
 from __future__ import annotations
@@ -19,10 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nqm.expected.steady import SMALL
 from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
 
 ONE_DEVICE = 2**20  # (cells × components) below which one device steps them all
 UNROLL = 8  # steps per round, at most: rounds of all p steps would make long delays slow to compile
+HEAD_WORK = 2 * 10**7  # (cells × components) steps of the numpy head start: about a fifth of the compilation
 
 
 class Loop(NamedTuple):
@@ -148,6 +157,67 @@ def _advance(lags: tuple, rounds: int, loop: Loop, cells: Cells, starts: Starts,
     return jax.lax.while_loop(going, round_, (loop, 0))[0]
 
 
+def head_start(lags: tuple, coefficients: Callable, entries: list, record: Callable, *, lam, weight, sigma2,
+               limits: tuple, work: int) -> list:
+    """Step the ``(cell, Entry)`` pairs of ``entries`` in numpy, all at once, as the compiled loop
+    would one step a round, until each noise level has ended or ``work`` (cells × components) steps
+    are spent; ``record`` as :func:`step`. Returns the pairs still running, each with the
+    :class:`Entry` from which the compiled loop goes on."""
+    p, comps = max(max(lags) + 1, 2), lam.size
+    target, bound, max_steps = limits
+    n = len(entries)
+    if not n:
+        return []
+    cells = np.array([c for c, _ in entries])
+    a, noise, first = (np.zeros((len(lags), n, comps)), np.zeros((n, 2)), np.zeros(n))
+    ring, v = np.zeros((p, 2, n, comps)), np.zeros(n)
+    local = np.array([e.start for _, e in entries], np.int64)
+    status = np.where([e.levels for _, e in entries], RUNNING, BUDGET).astype(np.int8)
+    done_at, loss = np.zeros(status.shape, np.int64), np.zeros(status.shape)
+    for i, (c, entry) in enumerate(entries):
+        a_c, noise[i], first[i] = coefficients(c)
+        a[:, i] = a_c[:, list(lags)].T
+        if entry.start:
+            ring[:, :, i], v[i] = entry.ring, entry.v
+        else:  # μ = 1 before and at step 0, h = 1 at it, 0 before
+            ring[:, 0, i], ring[0, 1, i] = 1.0, 1.0
+    levels = status == RUNNING  # the levels each cell steps
+    mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
+    b0, b1 = noise[:, :1], noise[:, 1:]
+    while n and work > 0:
+        work -= n * comps
+        psi = b0 * ring[0, 1] + b1 * ring[1, 1]  # as the compiled round, term for term
+        new = sum(a_k * ring[k] for k, a_k in zip(lags, a))
+        new[0] = new[0] + np.where((local == 0)[:, None], first[:, None] * lam, 0.0)
+        v = v + np.sum(psi**2 * noise_weight, axis=-1)
+        value = np.sum(new[0] ** 2 * mean_weight, axis=-1)[:, None] + v[:, None] * sigma2
+        local = local + 1
+        live = status == RUNNING
+        ended = live & ((value < target) | ~(value <= bound) | (local >= max_steps)[:, None])
+        now = np.where(value < target, REACHED, np.where(~(value <= bound), DIVERGED, BUDGET))
+        status = np.where(ended, now, status).astype(np.int8)
+        done_at = np.where(ended, local[:, None], done_at)
+        loss = np.where(ended | live, value, loss)
+        ring = np.concatenate([new[None], ring[:-1]])
+        finished = ~(status == RUNNING).any(1)
+        if finished.any():
+            for i in np.flatnonzero(finished):
+                o = levels[i]
+                record(cells[i], o, done_at[i, o], status[i, o], loss[i, o], np.zeros((o.size, 0)))
+            keep = ~finished
+            a, ring = a[:, keep], ring[:, :, keep]
+            cells, b0, b1, first, v, local, status, done_at, loss, levels = (
+                x[keep] for x in (cells, b0, b1, first, v, local, status, done_at, loss, levels))
+            n = cells.size
+    going = []
+    for i, c in enumerate(cells):  # the levels that ended here are recorded; the compiled loop steps the rest
+        running = status[i] == RUNNING
+        if (o := levels[i] & ~running).any():
+            record(c, o, done_at[i, o], status[i, o], loss[i, o], np.zeros((o.size, 0)))
+        going.append((c, Entry(running, int(local[i]), ring[:, :, i].copy(), float(v[i]))))
+    return going
+
+
 def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, record: Callable, *, lam, weight,
          sigma2, limits: tuple, trace_steps: int = 0, slot_size: int = 20_000, chunk_steps: int = 1000) -> None:
     """Step the cells in ``cells`` (taken in that order) until each noise level has ended.
@@ -155,7 +225,15 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
     ``coefficients(c)`` gives cell c's ``(a (components, p), noise (2,), first)``; ``admit(c)`` an
     :class:`Entry` for it, or None where nothing is left to step (it runs as a slot takes the cell);
     ``record(c, levels, steps, status, loss, curve)`` receives a finished cell's results at the
-    levels it stepped. Small work runs on one device: a second would cost a second compilation."""
+    levels it stepped. Small work runs on one device: a second would cost a second compilation.
+    A small spectrum takes the numpy :func:`head_start` first (module docstring)."""
+    if lam.size <= SMALL and not trace_steps:
+        entries = [(c, entry) for c in cells if (entry := admit(c)) is not None]
+        going = head_start(lags, coefficients, entries, record, lam=lam, weight=weight, sigma2=sigma2, limits=limits,
+                           work=HEAD_WORK)
+        if not going:
+            return
+        cells, admit = [c for c, _ in going], dict(going).get
     p, comps, levels = max(max(lags) + 1, 2), lam.size, sigma2.size
     u = min(p, UNROLL)
     devices = jax.devices()[: 1 if len(cells) * comps < ONE_DEVICE else None]

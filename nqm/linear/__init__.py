@@ -40,7 +40,6 @@ from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
-from scipy.optimize import brentq
 
 from nqm import delays as _delays
 from nqm.errors import NqmError
@@ -101,6 +100,8 @@ def _first_crossing(rate, chunk: int = 4) -> float:
     lo = max((x for x, r in seen.items() if x < hi and r < 1), default=None)
     if lo is None:
         return 0.0
+    from scipy.optimize import brentq  # here: scipy.optimize takes most of a second to import
+
     return brentq(lambda x: np.log(rate(np.array([x]))[0]), lo, hi, xtol=1e-300, rtol=RTOL)
 
 
