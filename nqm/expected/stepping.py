@@ -170,7 +170,7 @@ def head_start(lags: tuple, coefficients: Callable, entries: list, record: Calla
         return []
     cells = np.array([c for c, _ in entries])
     a, noise, first = (np.zeros((len(lags), n, comps)), np.zeros((n, 2)), np.zeros(n))
-    ring, v = np.zeros((p, 2, n, comps)), np.zeros(n)
+    ring, v = np.zeros((p, 2, n, comps)), np.zeros(n)  # ring[x]: (μ, h) at step local − x
     local = np.array([e.start for _, e in entries], np.int64)
     status = np.where([e.levels for _, e in entries], RUNNING, BUDGET).astype(np.int8)
     done_at, loss = np.zeros(status.shape, np.int64), np.zeros(status.shape)
@@ -181,12 +181,13 @@ def head_start(lags: tuple, coefficients: Callable, entries: list, record: Calla
             ring[:, :, i], v[i] = entry.ring, entry.v
         else:  # μ = 1 before and at step 0, h = 1 at it, 0 before
             ring[:, 0, i], ring[0, 1, i] = 1.0, 1.0
+    ring = list(ring)  # a list: a step moves references, not the ring
     levels = status == RUNNING  # the levels each cell steps
     mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
     b0, b1 = noise[:, :1], noise[:, 1:]
     while n and work > 0:
         work -= n * comps
-        psi = b0 * ring[0, 1] + b1 * ring[1, 1]  # as the compiled round, term for term
+        psi = b0 * ring[0][1] + b1 * ring[1][1]  # as the compiled round, term for term
         new = sum(a_k * ring[k] for k, a_k in zip(lags, a))
         new[0] = new[0] + np.where((local == 0)[:, None], first[:, None] * lam, 0.0)
         v = v + np.sum(psi**2 * noise_weight, axis=-1)
@@ -198,14 +199,14 @@ def head_start(lags: tuple, coefficients: Callable, entries: list, record: Calla
         status = np.where(ended, now, status).astype(np.int8)
         done_at = np.where(ended, local[:, None], done_at)
         loss = np.where(ended | live, value, loss)
-        ring = np.concatenate([new[None], ring[:-1]])
+        ring = [new] + ring[:-1]
         finished = ~(status == RUNNING).any(1)
         if finished.any():
             for i in np.flatnonzero(finished):
                 o = levels[i]
                 record(cells[i], o, done_at[i, o], status[i, o], loss[i, o], np.zeros((o.size, 0)))
             keep = ~finished
-            a, ring = a[:, keep], ring[:, :, keep]
+            a, ring = a[:, keep], [slab[:, keep] for slab in ring]
             cells, b0, b1, first, v, local, status, done_at, loss, levels = (
                 x[keep] for x in (cells, b0, b1, first, v, local, status, done_at, loss, levels))
             n = cells.size
@@ -214,7 +215,7 @@ def head_start(lags: tuple, coefficients: Callable, entries: list, record: Calla
         running = status[i] == RUNNING
         if (o := levels[i] & ~running).any():
             record(c, o, done_at[i, o], status[i, o], loss[i, o], np.zeros((o.size, 0)))
-        going.append((c, Entry(running, int(local[i]), ring[:, :, i].copy(), float(v[i]))))
+        going.append((c, Entry(running, int(local[i]), np.stack([slab[:, i] for slab in ring]), float(v[i]))))
     return going
 
 
