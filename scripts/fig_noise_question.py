@@ -3,9 +3,10 @@ no delay?
 
 The AB paper's Fig. 1 (second row) claims that with noise alone AB reaches the target faster. Here
 SGDM (lr searched) and AB (lr × ρ searched), momentum 0.9, at D = 0 on zhang N = 10⁴, with a
-200,000-step budget, for each σ: every answer by ``nqm.best`` over the same box with 5 seeds and a
-±2 % nudge (robust T*_best), so that a lucky seed or a knife-edge point cannot decide it. The box and
-the cells (FULL below) are what fits in about half an hour on two shared cores.
+200,000-step budget, for σ = 0.03 and 0.1: every answer by ``nqm.best`` with 5 seeds and a ±2 % nudge
+(robust T*_best), so that a lucky seed or a knife-edge point cannot decide it, SGDM and AB over the
+same box at each σ. The boxes and the cells (FULL below) are what fit in about 45 minutes on two
+shared cores.
 
 Left: robust T*_best per method and σ (bars: each seed's own robust T, min–max over the seeds;
 hollow: the plain T*_best). Right: the T of every point AB's search evaluated against its ρ (the
@@ -125,7 +126,7 @@ def draw(data):
                               fontsize=8, color=color)
     left.set(xticks=x, xticklabels=[f"σ = {s:g}" for s in sigmas], yscale="log" if len(sigmas) > 1 else "linear", xlim=(-0.6, len(sigmas) - 0.4),
              ylabel=f"steps to loss < {data['target']:g}", title="fastest trajectory found, per method and σ")
-    left.legend(fontsize=8, loc="upper left")
+    left.legend(fontsize=8, loc="center left")
     for i, sigma in enumerate(sigmas):
         ab, sgdm = found[f"ab_s{sigma:g}"], found[f"sgdm_s{sigma:g}"]
         points = ab["points"]
