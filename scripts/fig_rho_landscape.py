@@ -1,8 +1,33 @@
-"""How to choose ρ: the braking coefficient that gives the fastest trajectory, against delay.
+"""How to choose ρ: Adaptive Braking's best braking coefficient against the constant delay D, found by
+search, robust to a nudge, over seeds.
 
-AB on the 1/j spectrum over an lr × momentum grid for every ρ in RHOS, D from 0 to 32 and two noise
-levels. Left: the best ρ (smallest T*); middle: that T* against SGDM's (ρ = 0); right: the
-converged area at the best ρ and at ρ = 0. Built on :mod:`nqm.summary`.
+On zhang N = 1,000, target 0.01, for D ∈ {0, 1, 4, 16} and σ ∈ {0, 0.05}, every T is a robust answer
+of ``nqm.best`` over lr × momentum (successive refinement over a box, not the argmin of one grid):
+robust T*_best, the smallest over points of the largest T in the point's ±2 % nudge neighbourhood.
+Per (D, σ), over the same box and regime:
+
+* SGDM (AB at ρ = 0; noiseless: by its exact expected loss, which is then the loss itself);
+* AB at each fixed ρ of ``rhos``, then a search over ρ: each round evaluates, on a log scale, the
+  midpoints between the best ρ so far and its two neighbours (beyond the last ρ, its mirror image,
+  within ρ ∈ [0.05, 4]), ``rounds`` rounds. *The best ρ* is the one with the smallest robust
+  T*_best; the curve of robust T*_best against ρ shows how flat the optimum is;
+* noiseless, as a check: AB with ρ searched jointly with lr and momentum (one 3-parameter
+  ``nqm.best``, as fig_methods_vs_delay does). With 600 cells it lands on slower robust points than
+  the per-ρ searches at every D, which is why the best ρ is searched over ρ, one ``nqm.best`` per ρ.
+
+Noiseless runs are deterministic (one seed); noisy ones use 5 seeds, ranked by the median T, the
+bars spanning each seed's own robust T at the answer. *Within the spread* of the best: a ρ whose
+robust T*_best is at most the largest seed's robust T at the best ρ (noiseless, with no seeds:
+within 5 % of the best).
+
+Left and middle: per σ, robust T*_best relative to SGDM's at the same D against ρ (SGDM at ρ = 0,
+dashed line at 1), one line per D through every ρ evaluated, the best ρ a star. Right: the best ρ
+against D, the bar spanning the evaluated ρ within the spread of the best.
+
+FULL is what fits in about 40 minutes of two shared cores (six fixed ρ, two rounds over ρ; the
+data's ``wall_seconds`` per search); the searches are resumable: an interrupted run resumes from
+its checkpoint (``fig_rho_landscape.nc.partial`` beside the PNG, a JSON file), and ``--redraw``
+draws from the committed data.
 """
 
 import matplotlib
@@ -11,91 +36,217 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
-from nqm import summary  # noqa: E402
+from nqm.plots import searches  # noqa: E402
 from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 
-RHOS = [0.0, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0]
+BOX = {"lr": (1e-4, 2.0), "momentum": (0.0, 0.999), "rho": (0.05, 4.0)}
+EXACT_WITHIN = 0.05  # noiseless (no seed spread): the ρ within 5 % of the best count as "within"
+FULL = dict(dim=1000, delays=[0, 1, 4, 16], sigmas=[0.0, 0.05], target=0.01,
+            budget={0: 20_000, 1: 20_000, 4: 20_000, 16: 40_000}, seeds=5, delta=0.02,
+            rhos=[0.25, 0.5, 0.75, 1.0, 1.5, 2.0], rounds=2, cells=150, noiseless_cells=300, joint_cells=600,
+            coarse=None)
+SMOKE = dict(dim=32, delays=[0, 4], sigmas=[0.0, 0.05], target=0.01, budget={0: 2_000, 4: 2_000}, seeds=3,
+             delta=0.02, rhos=[0.5, 1.0], rounds=1, cells=40, noiseless_cells=200, joint_cells=300, coarse=3)
 
 
-def landscape_sweep(delays, sigmas, side, dim, steps):
-    """One AB sweep over ρ × D × σ on an lr × momentum grid."""
+def key(delay, sigma, what):
+    """A search's key: ``sgdm_d4_s0.05``, ``rho0.5_d4_s0.05`` (AB, ρ fixed), ``joint_d4_s0`` (AB, ρ
+    searched with lr and momentum)."""
+    return f"{what}_d{delay}_s{sigma:g}"
+
+
+def _job(size, delay, sigma, **search):
+    """One ``nqm.best`` search at (D, σ): the regime every search of the figure shares."""
     import nqm
 
-    return nqm.sweep("ab", lr=np.geomspace(0.005, 2.0, side), momentum=np.linspace(0, 0.95, max(4, side * 2 // 3)),
-                     delay=delays, noise=sigmas, rho=RHOS, problem=nqm.zhang(dim), max_steps=steps, progress=False)
+    seeds = size["seeds"] if sigma else 1
+    cells = size["cells"] * seeds if sigma else size["noiseless_cells"]
+    shared = dict(lr=BOX["lr"], momentum=BOX["momentum"], problem=nqm.zhang(size["dim"]), target=size["target"],
+                  robust=size["delta"], delay=delay, noise=sigma, max_steps=size["budget"][delay], seeds=seeds,
+                  max_cells=cells, **({"coarse": size["coarse"]} if size["coarse"] else {}))
+    return {**shared, **search}
 
 
-def landscape(delays, sigmas, side, dim, steps):
-    """The per-panel summary of :func:`landscape_sweep`."""
-    return summary.summarize(landscape_sweep(delays, sigmas, side, dim, steps))
+def jobs(size):
+    """Per (D, σ): SGDM and AB at each fixed ρ of ``size["rhos"]``; noiseless, AB with ρ searched jointly
+    (its own ``joint_cells``)."""
+    out = {}
+    for sigma in size["sigmas"]:
+        for delay in size["delays"]:
+            out[key(delay, sigma, "sgdm")] = _job(size, delay, sigma, method="sgdm",
+                                                  **({} if sigma else {"expected": True}))
+    for delay in size["delays"]:
+        out[key(delay, 0.0, "joint")] = _job(size, delay, 0.0, method="ab", rho=BOX["rho"],
+                                             max_cells=size["joint_cells"])
+    for sigma in size["sigmas"]:
+        for delay in size["delays"]:
+            for rho in size["rhos"]:
+                out[key(delay, sigma, f"rho{rho:g}")] = _job(size, delay, sigma, method="ab", rho=rho)
+    return out
 
 
-def best_rho(table):
-    """ρ with the smallest T* per (delay, noise) (NaN where nothing converged)."""
-    t = table.t_star.fillna(np.inf)
-    best = table.rho[t.argmin("rho")]
-    return best.where(np.isfinite(t.min("rho")))
+def landscape(found, delay, sigma):
+    """Every ρ evaluated at (D, σ) (AB, ρ fixed), sorted: ``[(ρ, outcome), ...]``."""
+    tail = f"_{key(delay, sigma, '')[1:]}"
+    return sorted((float(k[3:-len(tail)]), f) for k, f in found.items() if k.startswith("rho") and k.endswith(tail))
 
 
-def compute(smoke):
-    delays, sigmas, side, dim, steps = (([0, 4], [0.0], 5, 32, 2_000) if smoke else
-                                        ([0, 1, 4, 16], [0.0, 0.05], 12, 1000, 20_000))
-    return landscape_sweep(delays, sigmas, side, dim, steps)[["steps", "status"]]
+def next_rhos(found, delay, sigma):
+    """The next round's ρ at (D, σ): the log-midpoints between the best ρ so far and its neighbours
+    (beyond the last ρ evaluated, its mirror image, within the box), 3 significant digits, new ones only."""
+    points = landscape(found, delay, sigma)
+    rhos = [rho for rho, _ in points]
+    t = [searches.value(f) for _, f in points]
+    if not np.isfinite(t).any():
+        return []
+    i = int(np.nanargmin(np.where(np.isfinite(t), t, np.nan)))
+    lo, hi = BOX["rho"]
+    out = []
+    for j, mirror in ((i - 1, i + 1), (i + 1, i - 1)):
+        if 0 <= j < len(rhos):
+            out.append(np.sqrt(rhos[i] * rhos[j]))
+        elif 0 <= mirror < len(rhos):
+            out.append(min(hi, max(lo, rhos[i] ** 2 / rhos[mirror])))
+    out = [float(f"{r:.3g}") for r in out]
+    return [r for r in dict.fromkeys(out) if r not in rhos]
+
+
+def compute(smoke, checkpoint=None):
+    return collect(SMOKE if smoke else FULL, checkpoint)
+
+
+def collect(size, checkpoint=None):
+    """Run :func:`jobs`, then ``size["rounds"]`` rounds over ρ (all resumable), and keep the
+    outcomes with the regime: the figure's data."""
+    found = searches.run(jobs(size), checkpoint=checkpoint)
+    for _ in range(size["rounds"]):
+        more = {key(d, s, f"rho{rho:g}"): _job(size, d, s, method="ab", rho=rho)
+                for s in size["sigmas"] for d in size["delays"] for rho in next_rhos(found, d, s)}
+        found.update(searches.run(more, checkpoint=checkpoint))
+    return {**{k: v for k, v in size.items() if k != "budget"}, "budget": {str(d): b for d, b in size["budget"].items()},
+            "box": {k: list(v) for k, v in BOX.items()}, "within": EXACT_WITHIN, "searches": found}
+
+
+def best(data, delay, sigma):
+    """The best ρ at (D, σ) (smallest robust T*_best; NaN if none), its outcome, the bound of its
+    spread (its largest seed's robust T; noiseless: 5 % above its robust T; ∞ when a seed has
+    none), and every evaluated ρ whose robust T*_best is within that bound."""
+    points = [(rho, f) for rho, f in landscape(data["searches"], delay, sigma) if np.isfinite(searches.value(f))]
+    if not points:
+        return np.nan, None, np.nan, []
+    rho, found = min(points, key=lambda p: searches.value(p[1]))
+    bound = searches.seed_bars(found)[1] if sigma else searches.value(found) * (1 + data["within"])
+    bound = np.inf if np.isnan(bound) else bound
+    return rho, found, bound, [r for r, f in points if searches.value(f) <= bound]
 
 
 def draw(data):
-    table = summary.summarize(data)
-    rho = best_rho(table)
-    delays = data.delay.values
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5.0), layout="constrained")
-    x = delays + 0.5
-    for sigma, color in zip(data.noise.values, ("C0", "C3")):
-        row = table.sel(noise=sigma)
-        best = rho.sel(noise=sigma)
-        at_best = row.sel(rho=best.fillna(0.0))
-        axes[0].plot(x, best, "o-", color=color, label=f"σ = {sigma:g}")
-        axes[1].plot(x, at_best.t_star, "o-", color=color, label=f"best ρ, σ = {sigma:g}")
-        axes[1].plot(x, row.sel(rho=0.0).t_star, "x--", color=color, label=f"SGDM (ρ = 0), σ = {sigma:g}")
-        axes[2].plot(x, at_best.converged, "o-", color=color, label=f"best ρ, σ = {sigma:g}")
-        axes[2].plot(x, row.sel(rho=0.0).converged, "x--", color=color, label=f"SGDM, σ = {sigma:g}")
-    for ax in axes:
-        ax.set_xscale("log")
-        ax.set_xticks(x, [str(d) for d in delays])
-        ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
-        ax.set_xlabel("delay D (+0.5, to show D = 0 on a log axis)")
-        ax.legend(fontsize=8)
-    rhos = data.rho.values
-    axes[0].set(ylabel="best ρ (smallest T*)", title="braking coefficient with the fastest trajectory",
-                ylim=(-0.1, rhos.max() + 0.1))
-    axes[1].set(yscale="log", ylabel="T*", title="T* at the best ρ and at ρ = 0")
-    axes[2].set(ylabel=f"converged cells (of {table.attrs['cells_per_panel']})", title="converged area")
-    a = data.attrs
-    suptitle(fig, f"How to choose ρ: AB on {a['spectrum']}, ρ in {{{', '.join(f'{r:g}' for r in rhos)}}}, lr "
-                  f"{data.sizes['lr']} values in [{data.lr.values[0]:g}, {data.lr.values[-1]:g}] × m "
-                  f"{data.sizes['momentum']} values in [0, {data.momentum.values[-1]:g}], target {a['target']:g}, "
-                  f"budget {int(a['max_steps']):,}")
+    delays, sigmas = data["delays"], data["sigmas"]
+    found = data["searches"]
+    fig = plt.figure(figsize=(17, 5.8), layout="constrained")
+    axes = fig.subplots(1, 3, width_ratios=[1, 1, 0.8])
+    for ax, sigma in zip(axes, sigmas):
+        for i, delay in enumerate(delays):
+            color = f"C{i}"
+            sgdm = found[key(delay, sigma, "sgdm")]
+            scale = searches.value(sgdm)
+            points = landscape(found, delay, sigma)
+            x = np.r_[0.0, [rho for rho, _ in points]]
+            runs = [sgdm] + [f for _, f in points]
+            y = np.array([searches.value(f) for f in runs]) / scale
+            label = f"D = {delay}: SGDM {scale:,.0f} steps" if np.isfinite(scale) else f"D = {delay}: SGDM none robust"
+            if sigma:
+                low, high = np.array([searches.seed_bars(f) for f in runs]).T / scale
+                ax.errorbar(x, y, yerr=[y - np.fmin(low, y), np.fmax(high, y) - y], color=color, marker="o", ms=4,
+                            capsize=3, lw=1.2, label=label)
+            else:
+                ax.plot(x, y, "o-", color=color, ms=4, lw=1.2, label=label)
+            rho, at, _, _ = best(data, delay, sigma)
+            if at is not None:
+                ax.plot(rho, searches.value(at) / scale, "*", ms=16, color=color, mec="k", zorder=5)
+            joint = found.get(key(delay, sigma, "joint"))
+            if joint and joint["robust_point"] is not None:
+                ax.plot(joint["robust_point"]["rho"], searches.value(joint) / scale, "D", ms=8, mfc="none", mew=1.5,
+                        color=color, zorder=5)
+        ax.axhline(1, color="k", ls="--", lw=1)
+        handles, labels = ax.get_legend_handles_labels()
+        handles += [Line2D([], [], ls="", marker="*", ms=12, color="grey", mec="k"), Line2D([], [], ls="--", color="k")]
+        labels += ["the best ρ (smallest robust T*_best)", "SGDM (ρ = 0), each D"]
+        if not sigma:
+            handles.append(Line2D([], [], ls="", marker="D", mfc="none", mew=1.5, color="grey"))
+            labels.append(f"check: ρ searched jointly with lr, m ({data['joint_cells']:,} cells)")
+        ax.legend(handles, labels, fontsize=8, loc="upper left")
+        spread = (f"median of {data['seeds']} seeds; bars: each seed's own robust T, min–max" if sigma else
+                  "deterministic (SGDM: its exact expected loss)")
+        ax.set(xlabel="ρ (braking coefficient; ρ = 0 is SGDM)",
+               ylabel="robust T*_best / SGDM's at the same D (< 1: faster)",
+               title=f"({'ab'[sigmas.index(sigma)]}) σ = {sigma:g}: {spread}")
+        ax.title.set_fontsize(10)
+    top = max(ax.get_ylim()[1] for ax in axes[:2])
+    for ax in axes[:2]:
+        ax.set_ylim(0, 1.2 * top)  # room for the legend above the curves
+    right = axes[2]
+    x = np.array(delays) + 0.5
+    for sigma, color, shift in zip(sigmas, ("C7", "C3"), (0.95, 1.05)):
+        found_best = [best(data, d, sigma) for d in delays]
+        rho = np.array([b[0] for b in found_best])
+        low = np.array([min(b[3]) if b[3] else np.nan for b in found_best])
+        high = np.array([max(b[3]) if b[3] else np.nan for b in found_best])
+        within = "the seeds' spread" if sigma else f"{data['within']:.0%}"
+        right.errorbar(x * shift, (low + high) / 2, yerr=(high - low) / 2, fmt="none", ecolor=color, elinewidth=7,
+                       capsize=7, capthick=2, alpha=0.4, label=f"σ = {sigma:g}: every ρ within {within} of the best")
+        right.plot(x * shift, rho, "*-", ms=15, mec="k", color=color, lw=1, label=f"σ = {sigma:g}: the best ρ")
+    right.set(xscale="log", xlabel="delay D (+0.5, to show D = 0 on a log axis)", ylabel="ρ", ylim=(0, None),
+              title="(c) the best ρ against D; bars: the ρ as good (within the spread)")
+    right.title.set_fontsize(10)
+    right.set_xticks(x, [str(d) for d in delays])
+    right.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
+    right.legend(fontsize=8, loc="upper left")
+    box = data["box"]
+    budgets = ", ".join(f"{int(v):,} at D = {d}" for d, v in data["budget"].items())
+    suptitle(fig, f"How to choose ρ: Adaptive Braking on zhang N = {data['dim']:,}, target {data['target']:g}, budget "
+                  f"{budgets}. Every point a robust answer (nudge δ = {data['delta']:g}) of nqm.best over lr ∈ "
+                  f"[{box['lr'][0]:g}, {box['lr'][1]:g}] × m ∈ [{box['momentum'][0]:g}, {box['momentum'][1]:g}] at a"
+                  f" fixed ρ: ρ ∈ {{{', '.join(f'{r:g}' for r in data['rhos'])}}}, then {data['rounds']} rounds over ρ "
+                  f"(midpoints around the best), at most {data['noiseless_cells']:,} cells per noiseless search, "
+                  f"{data['cells'] * data['seeds']:,} per noisy one ({data['seeds']} seeds); "
+                  f"{sum(f['cells'] for f in found.values()):,} cells in all", fontsize=11)
     return fig
 
 
 def claims(data):
-    table = summary.summarize(data)
-    rho = best_rho(table)
     out = {}
-    for sigma in data.noise.values:
-        for d in data.delay.values:
-            row = table.sel(noise=sigma, delay=d)
-            best = rho.sel(noise=sigma, delay=d)
-            key = f"d{d}_s{sigma:g}"
-            out[f"{key}_best_rho"] = float(best)
-            if np.isfinite(best):
-                at_best = row.sel(rho=float(best))
-                out[f"{key}_speedup_over_sgdm"] = float(row.sel(rho=0.0).t_star / at_best.t_star)
-                out[f"{key}_area_ratio_over_sgdm"] = float(at_best.converged / max(1, int(row.sel(rho=0.0).converged)))
+    for sigma in data["sigmas"]:
+        for delay in data["delays"]:
+            name = key(delay, sigma, "")[1:]
+            sgdm = data["searches"][key(delay, sigma, "sgdm")]
+            rho, at, _, inside = best(data, delay, sigma)
+            out[f"{name}_best_rho"] = rho
+            out[f"{name}_robust_t"] = None if at is None else at["robust_t_star"]
+            out[f"{name}_sgdm_robust_t"] = sgdm["robust_t_star"]
+            if sigma:
+                out[f"{name}_seeds_min"], out[f"{name}_seeds_max"] = searches.seed_bars(at)
+                out[f"{name}_sgdm_seeds_min"], out[f"{name}_sgdm_seeds_max"] = searches.seed_bars(sgdm)
+            out[f"{name}_speedup"] = searches.value(sgdm) / searches.value(at)
+            out[f"{name}_within_lo"] = min(inside) if inside else None
+            out[f"{name}_within_hi"] = max(inside) if inside else None
+            for r, f in landscape(data["searches"], delay, sigma):
+                out[f"{name}_rho{r:g}_robust_t"] = f["robust_t_star"]
+            joint = data["searches"].get(key(delay, sigma, "joint"))
+            if joint:
+                out[f"{name}_joint_rho"] = None if joint["robust_point"] is None else joint["robust_point"]["rho"]
+                out[f"{name}_joint_robust_t"] = joint["robust_t_star"]
+            out[f"{name}_searches"] = sum(k.endswith(f"_{name}") for k in data["searches"])
+            out[f"{name}_cells"] = sum(f["cells"] for k, f in data["searches"].items() if k.endswith(f"_{name}"))
+    out["searches"] = len(data["searches"])
+    out["cells"] = sum(f["cells"] for f in data["searches"].values())
+    out["minutes"] = sum(f["wall_seconds"] for f in data["searches"].values()) / 60
     return out
 
 
-main = FigureScript("fig_rho_landscape", compute, draw, claims, doc=__doc__).main
+main = FigureScript("fig_rho_landscape", compute, draw, claims, doc=__doc__, checkpoint=True, dpi=130).main
 
 if __name__ == "__main__":
     raise SystemExit(main())

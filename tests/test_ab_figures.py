@@ -105,10 +105,31 @@ def test_noise_question_searches_share_a_box_and_find_nothing_above_the_noise_fl
     assert all(f["t_star"] is None and f["robust_t_star"] is None for f in found.values())
 
 
-def test_rho_landscape_braking_pays_under_delay():
-    fig = _script("fig_rho_landscape")
-    table = fig.landscape([4], [0.0], side=6, dim=32, steps=3000)
-    best = float(fig.best_rho(table).squeeze())
-    assert best > 0
-    t = table.t_star.squeeze()
-    assert float(t.sel(rho=best)) < float(t.sel(rho=0.0))
+def test_rho_searches_share_one_regime_and_braking_pays_under_delay():
+    """Per (D, σ) the SGDM and fixed-ρ AB searches differ only in the method and ρ (same lr ×
+    momentum box, delay, noise, budget, seeds, δ, cells, problem); the rounds over ρ bisect around
+    the best ρ (its mirror image at the end of the range); and at the smoke size under D = 4 with
+    noise the best ρ beats SGDM beyond the seed spread of both."""
+    script = _script("fig_rho_landscape")
+    size = dict(script.SMOKE, delays=[4], sigmas=[0.05])
+    jobs = script.jobs(size)
+    sgdm = jobs["sgdm_d4_s0.05"]
+    fixed = [jobs[f"rho{rho:g}_d4_s0.05"] for rho in size["rhos"]]
+    assert [job["rho"] for job in fixed] == size["rhos"] and "rho" not in sgdm
+    for job in fixed:
+        assert job["method"] == "ab" and set(job) == set(sgdm) | {"rho"}
+        for name in set(sgdm) - {"method", "problem"}:
+            assert job[name] == sgdm[name], name
+        assert job["problem"].describe() == sgdm["problem"].describe()
+
+    def outcome(t):
+        return {"robust_t_star": t}
+    found = {"rho0.5_d4_s0": outcome(10), "rho1_d4_s0": outcome(5), "rho2_d4_s0": outcome(8),
+             "rho4_d4_s0.05": outcome(3)}
+    assert script.next_rhos(found, 4, 0.0) == [0.707, 1.41]
+    found["rho1_d4_s0"] = outcome(None)  # no robust point: not the best
+    assert script.next_rhos(found, 4, 0.0) == [1.41, 4.0]  # best at the end: its mirror image, in the box
+
+    claims = script.claims(script.collect(size))
+    assert claims["d4_s0.05_speedup"] > 1 and claims["d4_s0.05_seeds_max"] < claims["d4_s0.05_sgdm_seeds_min"]
+    assert claims["d4_s0.05_within_lo"] <= claims["d4_s0.05_best_rho"] <= claims["d4_s0.05_within_hi"]

@@ -108,6 +108,19 @@ def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log
     return results
 
 
+def value(found, key: str = "robust_t_star") -> float:
+    """One number of an outcome (``robust_t_star`` by default) as a float; NaN where there is none
+    (no outcome, or nothing found)."""
+    return np.nan if found is None or found.get(key) is None else float(found[key])
+
+
+def seed_bars(found) -> tuple[float, float]:
+    """The min and max over seeds of each seed's own robust T (NaN where unknown; the max is NaN
+    when a seed has no robust T there)."""
+    seeds = found.get("robust_seeds") if found else None
+    return (np.nan, np.nan) if not seeds or seeds["min"] is None else (float(seeds["min"]), value(seeds, "max"))
+
+
 def _describe(kwargs) -> str:
     """The arguments of a search as text (a problem by its description), to recognise it again."""
     def text(value):
