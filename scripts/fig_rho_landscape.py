@@ -48,7 +48,7 @@ FULL = dict(dim=1000, delays=[0, 1, 4, 16], sigmas=[0.0, 0.05], target=0.01,
             rhos=[0.25, 0.5, 0.75, 1.0, 1.5, 2.0], rounds=2, cells=150, noiseless_cells=300, joint_cells=600,
             coarse=None)
 SMOKE = dict(dim=32, delays=[0, 4], sigmas=[0.0, 0.05], target=0.01, budget={0: 2_000, 4: 2_000}, seeds=3,
-             delta=0.02, rhos=[0.5, 1.0], rounds=1, cells=40, noiseless_cells=200, joint_cells=300, coarse=3)
+             delta=0.02, rhos=[0.5, 1.0], rounds=1, cells=40, noiseless_cells=120, joint_cells=180, coarse=3)
 
 
 def key(delay, sigma, what):

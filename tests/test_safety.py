@@ -314,11 +314,17 @@ def test_an_interrupted_trace_says_so_in_one_line_and_mentions_no_checkpoint(tmp
     import signal
 
     out = tmp_path / "t.nc"
+    # Ctrl-C as in a terminal: a test runner started in the background (or pytest-xdist's workers)
+    # ignores SIGINT, and a child would inherit that
     child = subprocess.Popen([sys.executable, "-m", "nqm", "trace", "--lr", "0.01", "--momentum", "0.5", "--dim", "1000",
                               "--steps", "20000000", "--stride", "1000", "--out", str(out)],
-                             stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    time.sleep(12)  # imported, compiled, running
-    child.send_signal(signal.SIGINT)
-    _, err = child.communicate(timeout=120)
+                             stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        time.sleep(12)  # imported, compiled, running
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
     assert child.returncode == 130 and err.strip() == "nqm: interrupted", (child.returncode, err)
     assert list(tmp_path.iterdir()) == []  # no output, no lock left
