@@ -169,7 +169,7 @@ def head_start(lags: tuple, coefficients: Callable, entries: list, record: Calla
     if not n:
         return []
     cells = np.array([c for c, _ in entries])
-    a, noise, first = (np.zeros((len(lags), n, comps)), np.zeros((n, 2)), np.zeros(n))
+    a, noise, first = np.zeros((len(lags), n, comps)), np.zeros((n, 2)), np.zeros(n)
     ring, v = np.zeros((p, 2, n, comps)), np.zeros(n)  # ring[x]: (μ, h) at step local − x
     local = np.array([e.start for _, e in entries], np.int64)
     status = np.where([e.levels for _, e in entries], RUNNING, BUDGET).astype(np.int8)
@@ -185,6 +185,10 @@ def head_start(lags: tuple, coefficients: Callable, entries: list, record: Calla
     levels = status == RUNNING  # the levels each cell steps
     mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
     b0, b1 = noise[:, :1], noise[:, 1:]
+
+    def settle(i, o):  # the levels o of the i-th cell still here have ended: record them
+        record(cells[i], o, done_at[i, o], status[i, o], loss[i, o], np.zeros((o.size, 0)))
+
     while n and work > 0:
         work -= n * comps
         psi = b0 * ring[0][1] + b1 * ring[1][1]  # as the compiled round, term for term
@@ -203,8 +207,7 @@ def head_start(lags: tuple, coefficients: Callable, entries: list, record: Calla
         finished = ~(status == RUNNING).any(1)
         if finished.any():
             for i in np.flatnonzero(finished):
-                o = levels[i]
-                record(cells[i], o, done_at[i, o], status[i, o], loss[i, o], np.zeros((o.size, 0)))
+                settle(i, levels[i])
             keep = ~finished
             a, ring = a[:, keep], [slab[:, keep] for slab in ring]
             cells, b0, b1, first, v, local, status, done_at, loss, levels = (
@@ -213,8 +216,8 @@ def head_start(lags: tuple, coefficients: Callable, entries: list, record: Calla
     going = []
     for i, c in enumerate(cells):  # the levels that ended here are recorded; the compiled loop steps the rest
         running = status[i] == RUNNING
-        if (o := levels[i] & ~running).any():
-            record(c, o, done_at[i, o], status[i, o], loss[i, o], np.zeros((o.size, 0)))
+        if (levels[i] & ~running).any():
+            settle(i, levels[i] & ~running)
         going.append((c, Entry(running, int(local[i]), np.stack([slab[:, i] for slab in ring]), float(v[i]))))
     return going
 

@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from nqm.errors import NqmError
+from nqm.plots.script import _plain
 from nqm.status import REACHED
 
 REGIME = ("method", "delay", "noise", "spectrum", "target", "max_steps", "seeds", "seed", "robust", "box",
@@ -137,13 +138,3 @@ def _on(value: float, end: float) -> bool:
 def _number(value):
     value = float(value)
     return None if not math.isfinite(value) else int(value) if value == int(value) else value
-
-
-def _plain(value):
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
