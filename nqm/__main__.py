@@ -2,6 +2,6 @@
 
 import sys
 
-from nqm.cli import main
+from nqm.cli import command
 
-sys.exit(main())
+sys.exit(command())

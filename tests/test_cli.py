@@ -154,6 +154,45 @@ def test_python_dash_m_reports_errors_without_traceback(tmp_path):
     assert run.stderr.strip() == "nqm: error: lr=-1 is invalid: each value must be a learning rate > 0"
 
 
+def test_the_command_keeps_its_compiled_programs_where_it_is_told(tmp_path):
+    from nqm.cli import use_compilation_cache
+
+    home = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    env = dict(home)
+    assert use_compilation_cache(env) == str(tmp_path / "xdg" / "nqm" / "jax") == env["JAX_COMPILATION_CACHE_DIR"]
+    assert (tmp_path / "xdg" / "nqm" / "jax").is_dir()
+    env = {**home, "NQM_COMPILATION_CACHE": str(tmp_path / "mine")}
+    assert use_compilation_cache(env) == str(tmp_path / "mine") == env["JAX_COMPILATION_CACHE_DIR"]
+    env = {**home, "NQM_COMPILATION_CACHE": "off"}
+    assert use_compilation_cache(env) is None and "JAX_COMPILATION_CACHE_DIR" not in env
+    env = {**home, "JAX_COMPILATION_CACHE_DIR": "theirs", "NQM_COMPILATION_CACHE": str(tmp_path / "other")}
+    assert use_compilation_cache(env) == "theirs" and not (tmp_path / "other").exists()  # the user's own wins
+    (tmp_path / "a-file").write_text("")
+    env = {**home, "NQM_COMPILATION_CACHE": str(tmp_path / "a-file" / "jax")}  # cannot be made: compile as without
+    assert use_compilation_cache(env) is None and "JAX_COMPILATION_CACHE_DIR" not in env
+
+
+def test_a_second_run_loads_the_first_runs_programs_and_gives_the_same_bits(tmp_path):
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["NQM_COMPILATION_CACHE"] = str(cache)
+    grid = ["--lr", "geom:0.05:2:3", "--momentum", "0", "0.9", "--delay", "2", "--noise", "0.05", "--dim", "600",
+            "--max-steps", "3000"]  # more than the numpy path's components: compiled kernels
+    runs = []
+    for i in range(2):
+        out = tmp_path / f"run{i}.nc"
+        done = subprocess.run([sys.executable, "-m", "nqm", "expected", *grid, "--out", str(out)],
+                              capture_output=True, text=True, env=env)
+        assert done.returncode == 0 and "Warning" not in done.stderr, done.stderr
+        runs.append(nqm.load(out).load())
+        if i == 0:
+            kept = sorted(p.name for p in cache.iterdir())
+            assert any(name.startswith("jit__fit") for name in kept), kept
+    assert sorted(p.name for p in cache.iterdir()) == kept  # the second run compiled nothing new
+    for name in ("steps", "status", "loss", "steady_state_loss"):
+        np.testing.assert_array_equal(runs[0][name].values, runs[1][name].values)
+
+
 # ------------------------------------------------------------------ one parser, shared groups
 
 import argparse

@@ -109,7 +109,8 @@ def test_the_benchmark_runs_at_smoke_size():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     result = module.main(["--smoke"])
-    assert result["exact_s"] > 0 and result["binned_s"] > 0
+    for cache in ("cold", "warm"):  # a first run, then one from the compilation cache it filled
+        assert result[cache]["exact_s"] > 0 and result[cache]["binned_s"] > 0
 
 
 def test_cells_and_noise_levels_are_independent_of_the_grid_and_the_slots(monkeypatch):

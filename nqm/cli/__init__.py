@@ -25,7 +25,9 @@ from nqm.errors import NqmError
 
 COMMANDS = (sweep, best, trace, expected, plot, summary, threshold, bench)
 
-__all__ = ["COMMANDS", "build_parser", "main", "values"]
+__all__ = ["COMMANDS", "build_parser", "command", "main", "values"]
+
+CACHE = "NQM_COMPILATION_CACHE"  # where the command keeps JAX's compiled programs, or "off"
 
 
 def build_parser(command: str | None = None) -> Parser:
@@ -43,6 +45,37 @@ def build_parser(command: str | None = None) -> Parser:
         else:
             subparsers.add_parser(module.NAME, help=module.HELP)
     return parser
+
+
+def command() -> int:
+    """The ``nqm`` program (``nqm …``, ``python -m nqm …``): :func:`main` in a process that keeps
+    its compiled programs in JAX's persistent compilation cache (:func:`use_compilation_cache`)."""
+    use_compilation_cache()
+    return main()
+
+
+def use_compilation_cache(environ=os.environ) -> str | None:
+    """Turn JAX's persistent compilation cache on for this process and those it starts, before JAX
+    is imported: a command run again loads what it compiled before instead of compiling it again
+    (seconds, most of a short ``nqm expected``); results are the same bits. The directory:
+    ``$NQM_COMPILATION_CACHE``, else ``$XDG_CACHE_HOME/nqm/jax`` (``~/.cache/nqm/jax``); ``off``
+    turns it off, a ``JAX_COMPILATION_CACHE_DIR`` of the user's own wins, and a directory that
+    cannot be written is left alone (the command compiles, as without). Returns the directory used."""
+    if "JAX_COMPILATION_CACHE_DIR" in environ:
+        return environ["JAX_COMPILATION_CACHE_DIR"]
+    where = environ.get(CACHE)
+    if where is not None and where.strip().lower() in ("off", "0", "no", "false", ""):
+        return None
+    try:
+        where = where or os.path.join(environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "nqm", "jax")
+        os.makedirs(where, exist_ok=True)
+    except OSError:
+        return None
+    if not os.access(where, os.W_OK | os.X_OK):
+        return None
+    environ["JAX_COMPILATION_CACHE_DIR"] = where
+    environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")  # not every small kernel
+    return where
 
 
 def main(argv=None) -> int:

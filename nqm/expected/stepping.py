@@ -4,7 +4,7 @@ Each device (one per core) holds a batch of *slots*, about ``slot_size`` (cell, 
 a slot steps one cell's ``μ`` and ``h`` for every component on a ring of their last p values,
 accumulates ``V_t`` and checks every noise level against the target and the divergence bound.
 Every ``chunk_steps`` a slot whose cell is done takes the next cell from a shared queue (slowest
-first), so no slot idles while cells are waiting. Results are the same bits whatever the number
+first; the last device takes from its end), so no slot idles while cells are waiting. Results are the same bits whatever the number
 of slots and however they are refilled (tested).
 
 Compiling that loop takes about a second, more than many grids need: most unstable cells diverge
@@ -17,6 +17,7 @@ either loop; the two differ only in the rounding of the sums over components.
 
 from __future__ import annotations
 
+import collections
 import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -241,21 +242,25 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
     p, comps, levels = max(max(lags) + 1, 2), lam.size, sigma2.size
     u = min(p, UNROLL)
     devices = jax.devices()[: 1 if len(cells) * comps < ONE_DEVICE else None]
-    queue, lock, stop = iter(cells), threading.Lock(), threading.Event()
+    queue, lock, stop = collections.deque(cells), threading.Lock(), threading.Event()
     # A power of two, at least 8: a few compiled shapes however many cells a run steps (the bits do
     # not depend on the slots), so that a search's many small lists of points compile a few times.
     slots = max(1, min(slot_size // comps, 1 << (max(8, -(-len(cells) // len(devices))) - 1).bit_length()))
 
-    def take() -> Iterator:
+    def take(from_back: bool) -> Iterator:
         while True:
             with lock:
-                c = next(queue, None)
-            if c is None:
-                return
+                if not queue:
+                    return
+                c = queue.pop() if from_back else queue.popleft()
             if (entry := admit(c)) is not None:
                 yield c, entry
 
     def worker(device):
+        # The last device takes the queue from its end, where cells need no closed form (unstable
+        # ones, in a run of ``nqm expected``): it compiles the loop while the others compile and
+        # run the closed form, rather than all of them compiling the loop after it.
+        from_back = len(devices) > 1 and device == devices[-1]
         with jax.enable_x64(True), jax.default_device(device):
             owner = [None] * slots  # the cell in each slot
             a = np.zeros((len(lags), slots, comps))
@@ -265,7 +270,7 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
             loop = Loop(np.int64(0), (empty,) * p, np.zeros(slots), status, np.zeros((slots, levels), np.int64),
                         np.zeros((slots, levels)), np.zeros((slots, levels, -(-trace_steps // u) * u)))
             slot_levels = np.ones((slots, levels), bool)  # the noise levels each slot steps
-            free, incoming, t = list(range(slots)), take(), 0
+            free, incoming, t = list(range(slots)), take(from_back), 0
             args = (lam, weight, sigma2, Limits(*(np.asarray(x) for x in limits)))
             while not stop.is_set():
                 starts = Starts(np.zeros(slots, bool), np.zeros((p, 2, slots, comps)), np.zeros(slots), status)
