@@ -172,6 +172,20 @@ def test_the_command_keeps_its_compiled_programs_where_it_is_told(tmp_path):
     assert use_compilation_cache(env) is None and "JAX_COMPILATION_CACHE_DIR" not in env
 
 
+def test_the_command_leaves_with_its_status_its_output_and_its_exit_handlers():
+    """``command`` skips the interpreter's teardown, and nothing else: the status, every line of
+    output (block-buffered in a pipe) and what is registered to run at exit."""
+    script = ("import atexit, sys\natexit.register(lambda: print('exit handler ran'))\nfrom nqm.cli import command\n"
+              "sys.argv = ['nqm', *sys.argv[1:]]\ncommand()\nprint('not reached')")
+    ok = subprocess.run([sys.executable, "-c", script, "threshold", "--method", "sgdm", "--delay", "0", "1", "2",
+                         "--momentum", "0.5"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    lines = ok.stdout.splitlines()
+    assert lines[-1] == "exit handler ran" and "not reached" not in ok.stdout and len(lines) >= 4, ok.stdout
+    bad = subprocess.run([sys.executable, "-c", script, "threshold", "--method", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("nqm: error:") and bad.stdout == "exit handler ran\n"
+
+
 def test_a_second_run_loads_the_first_runs_programs_and_gives_the_same_bits(tmp_path):
     cache = tmp_path / "cache"
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
