@@ -4,8 +4,8 @@ Each device (one per core) holds a batch of *slots*, about ``slot_size`` (cell, 
 a slot steps one cell's ``μ`` and ``h`` for every component on a ring of their last p values,
 accumulates ``V_t`` and checks every noise level against the target and the divergence bound.
 Every ``chunk_steps`` a slot whose cell is done takes the next cell from a shared queue (slowest
-first; the last device takes from its end), so no slot idles while cells are waiting. Results are the same bits whatever the number
-of slots and however they are refilled (tested).
+first; the last device takes from its end), so no slot idles while cells are waiting. Results are
+the same bits whatever the number of slots and however they are refilled (tested).
 
 Compiling that loop takes about a second, more than many grids need: most unstable cells diverge
 within a few hundred steps, and the closed form settles most stable ones. So where the spectrum is
@@ -217,8 +217,8 @@ def head_start(lags: tuple, coefficients: Callable, entries: list, record: Calla
     going = []
     for i, c in enumerate(cells):  # the levels that ended here are recorded; the compiled loop steps the rest
         running = status[i] == RUNNING
-        if (levels[i] & ~running).any():
-            settle(i, levels[i] & ~running)
+        if (ended := levels[i] & ~running).any():
+            settle(i, ended)
         going.append((c, Entry(running, int(local[i]), np.stack([slab[:, i] for slab in ring]), float(v[i]))))
     return going
 
