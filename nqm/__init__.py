@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "BUDGET": "nqm.engine", "DIVERGED": "nqm.engine", "REACHED": "nqm.engine",
     "RunConfig": "nqm.engine", "simulate": "nqm.engine",
-    "NqmError": "nqm.errors",
+    "NqmError": "nqm.errors", "use_every_core": "nqm.devices",
     "Problem": "nqm.problem", "explicit": "nqm.problem", "loguniform": "nqm.problem", "zhang": "nqm.problem",
     "load": "nqm.io", "save": "nqm.io", "sweep": "nqm.sweeps", "best": "nqm.search", "trajectory": "nqm.diagnostics",
     "plot_heatmaps": "nqm.plots.heatmap",

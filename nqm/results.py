@@ -10,6 +10,8 @@ result. No JAX here: reading and plotting a result never import the engine.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import xarray as xr
 from xarray.indexes import PandasIndex
@@ -23,6 +25,12 @@ NOT_RUN = RUNNING  # status of cells a checkpoint has not finished yet
 def dims(extra: tuple = ()) -> list[str]:
     """The dimensions of a result, in order, with the method's extra hyperparameters ``extra``."""
     return ["delay", "noise", *extra, "seed", *GRID]
+
+
+def panel_keys(ds: xr.Dataset) -> list[dict]:
+    """The (delay, noise, method hyperparameter) combinations of a result, one dict per panel."""
+    dims = [d for d in ds.steps.dims if d not in ("seed", "momentum", "lr")]
+    return [dict(zip(dims, values)) for values in itertools.product(*(ds[d].values for d in dims))]
 
 
 def panels(ds: xr.Dataset) -> tuple[str, ...]:

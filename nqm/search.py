@@ -66,6 +66,7 @@ import xarray as xr
 
 import nqm
 from nqm import delays, status as codes
+from nqm.config import checked_config
 from nqm.errors import NqmError
 from nqm.results import attribute
 from nqm._refine import Refinement
@@ -210,7 +211,6 @@ class _Search:
                coarse, width, patience, options):
         """Check every argument (one-line errors, before any work) and set the evaluator up."""
         from nqm import expected as exact, sweeps
-        from nqm.validate import run_config
 
         seeds = count(seeds, "seeds")
         if np.ndim(seed) != 0:
@@ -243,7 +243,7 @@ class _Search:
             process = delays.process(delay)
             delay = int(process.delay) if isinstance(process, delays.Constant) else process.label
             run = {k: v for k, v in settings.items() if k != "progress"}
-            config = run_config({k: v for k, v in run.items() if k in ("target", "max_steps", "diverge_factor")})
+            config = checked_config(**{k: v for k, v in run.items() if k in ("target", "max_steps", "diverge_factor")})
             if run.get("bins") is not None:
                 count(run["bins"], "bins")
             given = {"lr": lr, "momentum": momentum}
@@ -252,7 +252,7 @@ class _Search:
         else:
             process = delays.process(delay)
             grids, opt_options, run_settings = sweeps._split(method, settings)
-            config = run_config(run_settings)
+            config = checked_config(**run_settings)
             optimizer = nqm.optimizers.make(method, delay=process, **opt_options)
             nqm.engine.check(problem, optimizer)
             method_config = [(k, v) for k, v in optimizer.config if k != "workers"]

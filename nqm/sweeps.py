@@ -30,16 +30,17 @@ import xarray as xr
 import nqm
 from nqm import delays, engine, results
 from nqm.checkpoint import Checkpointer, discard_checkpoint, resume
+from nqm.config import RunConfig, checked_config
 from nqm.errors import NqmError
 from nqm.io import load, lock, save  # noqa: F401  (part of this API)
 from nqm.optimizers import Optimizer, make, methods
 from nqm.optimizers.base import hyperparameters, options as method_options, title
 from nqm.problem import Problem, zhang
 from nqm.status import t_star  # noqa: F401  (part of this API)
-from nqm.validate import coordinates as _coordinates, grid_size, number, representable, run_config as _run_config
+from nqm.validate import coordinates as _coordinates, grid_size, number, representable
 
 BASE_HYPER = ("lr", "momentum")
-_RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(engine.RunConfig))
+_RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(RunConfig))
 
 
 class Job(NamedTuple):
@@ -49,7 +50,7 @@ class Job(NamedTuple):
     method: str
     options: dict
     problem: Problem
-    config: engine.RunConfig
+    config: RunConfig
 
     @property
     def dtype(self) -> str:
@@ -75,7 +76,7 @@ def job(method: str, problem: Problem | None, options: dict) -> tuple[Job, dict]
     if not isinstance(method, str):
         raise NqmError(f"method must be a name such as 'sgdm' (see nqm.optimizers.methods()), got {method!r}")
     grids, opt_options, settings = _split(method, options)
-    config = _run_config(settings)
+    config = checked_config(**settings)
     representable(config.target, "target", "float64" if config.x64 else "float32")
     problem = zhang() if problem is None else problem
     if not isinstance(problem, Problem):
@@ -114,7 +115,7 @@ def sweep(
       **options: the method's own hyperparameters as grids (e.g. ``rho`` for AB, default 0.5;
         see its ``hyper`` type), its options (the keyword parameters of its factory, e.g.
         ``dampening``, ``group``, ``micro_steps``), and run settings (fields of
-        :class:`nqm.engine.RunConfig`: ``target``, ``max_steps``, ``independent_noise``, ``x64``,
+        :class:`nqm.RunConfig`: ``target``, ``max_steps``, ``independent_noise``, ``x64``,
         ``chunk_steps``, ``devices``, ``memory_budget``, ``progress``, …).
 
     Returns:

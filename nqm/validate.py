@@ -112,37 +112,6 @@ def grid_size(coords: dict) -> int:
     return cells
 
 
-_FLAGS = ("independent_noise", "x64", "compaction", "progress")
-
-
-def run_config(settings: dict):
-    """A :class:`nqm.engine.RunConfig` from checked settings (each of its type: a string, a float
-    count or a NaN is one error line, never a traceback later)."""
-    import dataclasses
-
-    from nqm import engine
-
-    config = engine.RunConfig(**settings)
-    target = number(config.target, "target")
-    if not (np.isfinite(target) and target > 0):
-        raise NqmError(f"target must be a number > 0, got {config.target}")
-    counts = {"max_steps": count(config.max_steps, "max_steps", high=MAX_STEPS),
-              "chunk_steps": count(config.chunk_steps, "chunk_steps", high=MAX_STEPS)}
-    for name in ("devices", "block_cells", "batch_cells"):
-        if getattr(config, name) is not None:
-            counts[name] = count(getattr(config, name), name)
-    budget = config.memory_budget
-    if budget is not None and not (np.isfinite(number(budget, "memory_budget")) and budget > 0):
-        raise NqmError(f"memory_budget must be a number of bytes > 0, got {budget}")
-    factor = number(config.diverge_factor, "diverge_factor")
-    if not (np.isfinite(factor) and factor > 1):
-        raise NqmError(f"diverge_factor must be a number > 1, got {config.diverge_factor}")
-    for name in _FLAGS:
-        if not isinstance(getattr(config, name), (bool, np.bool_)):
-            raise NqmError(f"{name} must be True or False, got {getattr(config, name)!r}")
-    return dataclasses.replace(config, target=target, diverge_factor=factor, **counts)
-
-
 def count(value, name: str, *, low: int = 1, high: int | None = None) -> int:
     """An integer option (a dimension, a number of steps, cells, …) within bounds: an ``int`` (a
     float such as ``1.0``, a string or a bool is refused: a count is a whole number by type)."""

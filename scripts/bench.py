@@ -3,6 +3,8 @@
 import sys
 
 from nqm.cli import main
+from nqm.devices import use_every_core
 
 if __name__ == "__main__":
+    use_every_core()
     sys.exit(main(["bench", *sys.argv[1:]]))

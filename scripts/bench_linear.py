@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+import nqm
 from nqm import linear, stability
 
 METHODS = ("sgd", "sgdm", "nesterov", "staleness", "shifted", "dana", "ormo", "ormo-da")
@@ -23,6 +24,7 @@ def timed(f):
 
 
 def main(argv=None):
+    nqm.use_every_core()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="delays 0..4 and one pmf (for CI)")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=METHODS)

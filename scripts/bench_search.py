@@ -52,6 +52,7 @@ def grid_robust(method, lr, m, t, delta, bound, **kw):
 
 
 def main():
+    nqm.use_every_core()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small problems (seconds)")
     parser.add_argument("--grid", type=int, default=48, help="points per axis of the brute-force grid")

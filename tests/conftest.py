@@ -1,8 +1,11 @@
 import os
 import pathlib
 
+import nqm
+
 # Two CPU devices even on a one-core machine, so the multi-device path is always exercised.
 os.environ.setdefault("NQM_CPU_DEVICES", "2")
+nqm.use_every_core()
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Compiled programs shared by every test and every subprocess a test starts (scripts, notebooks, the
 # command line, several hosts): the same program is compiled once per machine, not once per process.

@@ -3,7 +3,7 @@
 import os
 import sys
 
-os.environ["NQM_CPU_DEVICES"] = "1"
+os.environ["JAX_NUM_CPU_DEVICES"] = "1"  # one device per process (the suite's own count is inherited)
 
 import jax  # noqa: E402
 

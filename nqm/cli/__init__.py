@@ -22,6 +22,7 @@ import sys
 
 from nqm.cli import bench, best, expected, output, plot, summary, sweep, threshold, trace
 from nqm.cli.parser import Parser, values
+from nqm.devices import use_every_core
 from nqm.errors import NqmError
 
 COMMANDS = (sweep, best, trace, expected, plot, summary, threshold, bench)
@@ -53,6 +54,7 @@ def command() -> int:
     its compiled programs in JAX's persistent compilation cache (:func:`use_compilation_cache`),
     and then exits with its status; a failure :func:`main` does not catch ends as usual."""
     use_compilation_cache()
+    use_every_core()  # sweeps shard their cells over one device per core
     code = main()
     # Leave without the interpreter's teardown: once JAX is loaded it takes ~0.3 s (a tenth of a
     # short command) and does nothing for us. Every file is written and closed by now; what is

@@ -28,9 +28,9 @@ device. The delay schedule and the noise are keyed by the seed alone, so a cell'
 depends on its grid, batch, chunking, devices or budget.
 """
 
-import nqm._devices  # noqa: F401  (one CPU device per core, before any JAX computation)
+from nqm.config import RunConfig
 from nqm.engine.record import KINDS, First, GeometricMean, Histogram, Mean, StepView, Summary
-from nqm.engine.run import Outcome, RunConfig, Snapshot, check, simulate
+from nqm.engine.run import Outcome, Snapshot, check, simulate
 from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
 
 __all__ = ["BUDGET", "DIVERGED", "REACHED", "RUNNING", "KINDS", "First", "GeometricMean", "Histogram", "Mean",

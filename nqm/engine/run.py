@@ -9,7 +9,6 @@ snapshot of the running cells, and repacks the cells still running into fewer ba
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import math
 import signal
@@ -26,53 +25,12 @@ from nqm.engine import layout as layouts
 from nqm.engine import loop
 from nqm.engine.record import Summary, first_view, value_shapes
 from nqm.engine.step import Cells, Inputs, init_cells, model as model_of
+from nqm.config import RunConfig
 from nqm.errors import NqmError
 from nqm.optimizers import Optimizer
 from nqm.problem import Problem
 from nqm.status import BUDGET, RUNNING
 from nqm.validate import BOUNDS, format_bytes
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """How to run a simulation. ``target``, ``max_steps``, ``diverge_factor``, ``independent_noise``
-    and ``x64`` change a cell's result; the others only change how fast it comes — except
-    ``block_cells``, which may change the last bits when set by hand (XLA's float32 reductions round
-    a block of 2 cells differently from one of 4 or 8 below N ≈ 8000; left automatic, the block
-    depends on N alone).
-
-    Attributes:
-      target: stop a cell once ``L(w_t) < target``.
-      max_steps: step budget per cell.
-      diverge_factor: a cell diverged once ``L(w_t)`` is not finite or exceeds
-        ``diverge_factor · L(w₀)``.
-      independent_noise: draw the noise per cell instead of once per step for all cells.
-      x64: simulate in float64 (default float32).
-      chunk_steps: steps per jitted call; progress, compaction and checkpoints happen between chunks.
-      block_cells: cells a device advances together (``None``: fit a CPU cache block; the whole
-        device share on accelerators).
-      batch_cells: cells per jitted call (``None``: automatic). Rounded to whole blocks per device.
-      compaction: repack running cells into fewer batches between chunks.
-      memory_budget: bytes of simulation state held at once; larger grids run in groups
-        (``None``: half of the accelerators' memory, or 4 GiB on CPU).
-      devices: how many devices to shard over (``None``: all of the default backend).
-      progress: show a tqdm progress bar.
-    """
-
-    target: float = 0.01
-    max_steps: int = 100_000
-    diverge_factor: float = 1e6
-    independent_noise: bool = False
-    x64: bool = False
-    chunk_steps: int = 1000
-    block_cells: int | None = None
-    batch_cells: int | None = None
-    compaction: bool = True
-    memory_budget: float | None = None
-    devices: int | None = None
-    progress: bool = True
-
-    RESULT_FIELDS = ("target", "max_steps", "diverge_factor", "independent_noise", "x64")  # change a result
 
 
 class Outcome(NamedTuple):

@@ -35,7 +35,6 @@ one-hot pmf included) have the autoregression; iid delays (``uniform:A:B``, ``ga
 of :mod:`nqm.linear` (:mod:`~nqm.expected.second_moment`). Worker pools have no pmf: no exact mode.
 """
 
-import nqm._devices  # noqa: F401  (one device per core, before any JAX computation)
 from nqm.expected.api import DEFAULT_BINS, evaluate, expected_loss, steady_state_loss, sweep
 from nqm.expected.recursion import METHODS, Recursion, recursion
 from nqm.expected.steady import stable

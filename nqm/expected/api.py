@@ -8,6 +8,7 @@ import xarray as xr
 
 import nqm
 from nqm import delays, validate
+from nqm.config import checked_config
 from nqm.errors import NqmError
 from nqm.expected import autoregression, second_moment, steady
 from nqm.expected.recursion import recursion
@@ -125,7 +126,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
     """The exact expected twin of :func:`nqm.sweeps.evaluate`: ``steps``, ``status`` and ``loss`` of
     the expected loss at a list of points (element ``i`` of ``lr`` and ``momentum``; repeats
     allowed), each exactly what :func:`sweep` gives for the same cell."""
-    validate.run_config(dict(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True))
+    checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True)
     try:
         lr, momentum = np.broadcast_arrays(np.atleast_1d(np.asarray(lr, np.float64)),
                                            np.atleast_1d(np.asarray(momentum, np.float64)))
@@ -157,7 +158,7 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     gives them); worker pools, whose delays are not iid, are refused."""
     from nqm import sweeps
 
-    config = validate.run_config(dict(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True))
+    config = checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True)
     coords = validate.coordinates(lr=lr, momentum=momentum, noise=noise, seed=0)
     coords["delay"], processes = _delays(delay)
     validate.grid_size(coords)

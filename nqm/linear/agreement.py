@@ -9,6 +9,7 @@ import xarray as xr
 
 from nqm import delays
 from nqm.errors import NqmError
+from nqm.results import panel_keys
 from nqm.stability import table_line
 from nqm.status import DIVERGED
 
@@ -46,8 +47,6 @@ def agreement(ds: xr.Dataset, band: float = 0.03, table: xr.Dataset | None = Non
     Returns:
       ``{"fraction": agreeing / compared, "compared": …, "in_band": …, "stable": …, "unstable": …}``.
     """
-    from nqm.plots.heatmap import panel_keys
-
     if table is None:
         from nqm.optimizers import make
 

@@ -18,7 +18,6 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse
 
-import nqm._devices  # noqa: F401  (before any JAX computation)
 from nqm import delays
 from nqm.optimizers import make
 from nqm.optimizers.base import StepContext

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 
 import matplotlib.colors as mcolors
 import matplotlib.patches as mpatches
@@ -12,7 +11,7 @@ import xarray as xr
 
 from nqm.errors import NqmError
 from nqm.plots.script import suptitle
-from nqm.results import combine_seeds
+from nqm.results import combine_seeds, panel_keys
 from nqm.stability import table_line
 from nqm.status import DIVERGED, REACHED, format_t_star, t_star
 
@@ -24,12 +23,6 @@ def grid_panel(ds: xr.Dataset) -> xr.Dataset:
     if any(ds.sizes[d] != 1 for d in extra):
         raise NqmError(f"grid_panel needs one value of {', '.join(extra)}; select a panel first")
     return ds.isel({d: 0 for d in extra}, drop=True).drop_vars([c for c in ds.coords if c in extra], errors="ignore")
-
-
-def panel_keys(ds: xr.Dataset) -> list[dict]:
-    """The (delay, noise, method hyperparameter) combinations of a result, one dict per panel."""
-    dims = [d for d in ds.steps.dims if d not in ("seed", "momentum", "lr")]
-    return [dict(zip(dims, values)) for values in itertools.product(*(ds[d].values for d in dims))]
 
 
 def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):

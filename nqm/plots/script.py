@@ -40,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 import xarray as xr
 
+from nqm.devices import use_every_core
 from nqm.errors import NqmError
 from nqm.io import check_writable, load_dataset, save, write_bytes
 
@@ -88,6 +89,7 @@ class FigureScript:
 
     def main(self, argv=None) -> int:
         """Run the command line; an :class:`NqmError` is one line on stderr and exit status 2."""
+        use_every_core()  # a figure's sweeps shard their cells over one device per core
         args = self.parser().parse_args(argv)
         try:
             self.run(args)

@@ -1,0 +1,83 @@
+"""How a simulation runs — :class:`RunConfig` — and the checks of its settings.
+
+Plain data, no JAX: the engine runs by it, the exact mode and the searches check their settings
+with it, and the CLI derives its run options and their defaults from its fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from nqm.errors import NqmError
+from nqm.validate import MAX_STEPS, count, number
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """How to run a simulation. ``target``, ``max_steps``, ``diverge_factor``, ``independent_noise``
+    and ``x64`` change a cell's result; the others only change how fast it comes — except
+    ``block_cells``, which may change the last bits when set by hand (XLA's float32 reductions round
+    a block of 2 cells differently from one of 4 or 8 below N ≈ 8000; left automatic, the block
+    depends on N alone).
+
+    Attributes:
+      target: stop a cell once ``L(w_t) < target``.
+      max_steps: step budget per cell.
+      diverge_factor: a cell diverged once ``L(w_t)`` is not finite or exceeds
+        ``diverge_factor · L(w₀)``.
+      independent_noise: draw the noise per cell instead of once per step for all cells.
+      x64: simulate in float64 (default float32).
+      chunk_steps: steps per jitted call; progress, compaction and checkpoints happen between chunks.
+      block_cells: cells a device advances together (``None``: fit a CPU cache block; the whole
+        device share on accelerators).
+      batch_cells: cells per jitted call (``None``: automatic). Rounded to whole blocks per device.
+      compaction: repack running cells into fewer batches between chunks.
+      memory_budget: bytes of simulation state held at once; larger grids run in groups
+        (``None``: half of the accelerators' memory, or 4 GiB on CPU).
+      devices: how many devices to shard over (``None``: all of the default backend).
+      progress: show a tqdm progress bar.
+    """
+
+    target: float = 0.01
+    max_steps: int = 100_000
+    diverge_factor: float = 1e6
+    independent_noise: bool = False
+    x64: bool = False
+    chunk_steps: int = 1000
+    block_cells: int | None = None
+    batch_cells: int | None = None
+    compaction: bool = True
+    memory_budget: float | None = None
+    devices: int | None = None
+    progress: bool = True
+
+    RESULT_FIELDS = ("target", "max_steps", "diverge_factor", "independent_noise", "x64")  # change a result
+
+
+_FLAGS = ("independent_noise", "x64", "compaction", "progress")
+
+
+def checked_config(**settings) -> RunConfig:
+    """A :class:`RunConfig` from settings checked one by one (each of its type: a string, a float
+    count or a NaN is one error line, never a traceback later)."""
+    config = RunConfig(**settings)
+    target = number(config.target, "target")
+    if not (np.isfinite(target) and target > 0):
+        raise NqmError(f"target must be a number > 0, got {config.target}")
+    counts = {"max_steps": count(config.max_steps, "max_steps", high=MAX_STEPS),
+              "chunk_steps": count(config.chunk_steps, "chunk_steps", high=MAX_STEPS)}
+    for name in ("devices", "block_cells", "batch_cells"):
+        if getattr(config, name) is not None:
+            counts[name] = count(getattr(config, name), name)
+    budget = config.memory_budget
+    if budget is not None and not (np.isfinite(number(budget, "memory_budget")) and budget > 0):
+        raise NqmError(f"memory_budget must be a number of bytes > 0, got {budget}")
+    factor = number(config.diverge_factor, "diverge_factor")
+    if not (np.isfinite(factor) and factor > 1):
+        raise NqmError(f"diverge_factor must be a number > 1, got {config.diverge_factor}")
+    for name in _FLAGS:
+        if not isinstance(getattr(config, name), (bool, np.bool_)):
+            raise NqmError(f"{name} must be True or False, got {getattr(config, name)!r}")
+    return dataclasses.replace(config, target=target, diverge_factor=factor, **counts)
