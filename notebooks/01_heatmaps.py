@@ -28,7 +28,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import nqm
-from nqm.linear.agreement import agreement
+from nqm.thresholds.agreement import agreement
 from nqm.sweeps import t_star
 
 SMOKE = os.environ.get("NQM_SMOKE") == "1"
@@ -53,9 +53,9 @@ ds
 # (AB at ρ = 0), derived from SGDM's update, drawn on every panel for reference.
 
 # %%
-from nqm import linear
+from nqm.thresholds import derived
 
-sgdm = linear.threshold_table("sgdm", delays=ds.delay.values.tolist(), momenta=ds.momentum.values)
+sgdm = derived.threshold_table("sgdm", delays=ds.delay.values.tolist(), momenta=ds.momentum.values)
 fig = nqm.plot_heatmaps(ds, threshold=sgdm)
 plt.show()
 

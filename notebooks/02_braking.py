@@ -49,13 +49,13 @@ grid = dict(lr=np.geomspace(0.005, 2.0, SIDE), momentum=np.linspace(0, 0.95, max
 # at each of a few fixed ρ, over the same box, by successive refinement rather than one grid's
 # argmin. Every answer is *robust*: the smallest over points of the largest T (steps to the
 # target) in the point's ±2 % nudge neighbourhood, so a knife-edge point cannot win. Noisy runs
-# use 3 seeds (a point's T is the median); `nqm.plots.searches.run` keeps each answer with the
+# use 3 seeds (a point's T is the median); `nqm.search.answers.run` keeps each answer with the
 # spread of each seed's own robust T. The best ρ is the one with the smallest robust T\*_best, and
 # the curve against ρ shows how flat the optimum is. (`scripts/fig_rho_landscape.py` does the same
 # at N = 1,000 with 5 seeds and rounds of bisection over ρ.)
 
 # %%
-from nqm.plots import searches
+from nqm.search import answers
 
 BOX = dict(lr=(1e-4, 2.0), momentum=(0.0, 0.999))
 DELAYS = [0, 4] if SMOKE else [0, 1, 4, 16]
@@ -75,7 +75,7 @@ for sigma in (0.0, 0.05):
     for d in DELAYS:
         jobs[(0.0, d, sigma)] = search("sgdm", d, sigma)
         jobs.update({(rho, d, sigma): search("ab", d, sigma, rho=rho) for rho in FIXED})
-found = searches.run(jobs, log=lambda line: None)
+found = answers.run(jobs, log=lambda line: None)
 
 print(f"zhang N = {N}, budget {STEPS:,}, target 0.01, lr ∈ [1e-4, 2] × m ∈ [0, 0.999], robust δ = 0.02; "
       f"σ > 0: {SEEDS} seeds, (min–max of each seed's own robust T)")
@@ -84,8 +84,8 @@ fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained", sharey=T
 for ax, sigma in zip(axes, (0.0, 0.05)):
     for d, color in zip(DELAYS, ("C0", "C1", "C2", "C3")):
         rhos = [0.0, *FIXED]
-        t = np.array([searches.value(found[(rho, d, sigma)]) for rho in rhos])
-        low, high = np.array([searches.seed_bars(found[(rho, d, sigma)]) for rho in rhos]).T
+        t = np.array([answers.value(found[(rho, d, sigma)]) for rho in rhos])
+        low, high = np.array([answers.seed_bars(found[(rho, d, sigma)]) for rho in rhos]).T
         i = 1 + int(np.nanargmin(t[1:])) if np.isfinite(t[1:]).any() else None
         sgdm, ab = found[(0.0, d, sigma)], found[(rhos[i], d, sigma)] if i else None
         # as good: within the best's seed spread (its largest seed's robust T); noiseless: within 5 %

@@ -6,7 +6,7 @@
 
 Conventions (model, update rules, status codes) are those of the README, repeated in the
 docstrings of :mod:`nqm.problem`, :mod:`nqm.optimizers` and :mod:`nqm.engine`. Names are loaded on
-first use, so that e.g. ``nqm.stability`` (numpy/scipy only) does not pay for importing JAX.
+first use, so that e.g. ``nqm.thresholds.polynomials`` (numpy/scipy only) does not pay for importing JAX.
 """
 
 import importlib

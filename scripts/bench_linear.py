@@ -1,6 +1,6 @@
-"""Seconds of the derived threshold tables (nqm.linear) per linear method: delays 0..64 × momenta
+"""Seconds of the derived threshold tables (nqm.thresholds.derived) per linear method: delays 0..64 × momenta
 {0, 0.5, 0.9}, mean criterion, as the first call in a fresh process (compilations included) and
-again (matrices cached); Giladi's polynomial tables (nqm.stability) for the same grids, and the
+again (matrices cached); Giladi's polynomial tables (nqm.thresholds.polynomials) for the same grids, and the
 ratios, measured in the same run. Then the mean-square criterion at a few iid pmfs, with its
 ratio to the mean threshold."""
 
@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 import nqm
-from nqm import linear, stability
+from nqm.thresholds import derived, polynomials
 
 METHODS = ("sgd", "sgdm", "nesterov", "staleness", "shifted", "dana", "ormo", "ormo-da")
 PMFS = ("uniform:1:4", "uniform:1:8", "gaussian:4", "uniform:0:16")
@@ -34,17 +34,17 @@ def main(argv=None):
     rows = []
     for method in args.methods:
         momenta = [0.0] if method == "sgd" else [0.0, 0.5, 0.9]
-        table, first = timed(lambda: linear.threshold_table(method, delays=delays, momenta=momenta))
-        _, again = timed(lambda: linear.threshold_table(method, delays=delays, momenta=momenta))
+        table, first = timed(lambda: derived.threshold_table(method, delays=delays, momenta=momenta))
+        _, again = timed(lambda: derived.threshold_table(method, delays=delays, momenta=momenta))
         row = {"method": method, "cells": table.threshold.size, "first_s": round(first, 2), "again_s": round(again, 2)}
-        if method in stability.METHODS:
-            reference, polynomial = timed(lambda: stability.threshold_dataset(method, delays, momenta))
+        if method in polynomials.METHODS:
+            reference, polynomial = timed(lambda: polynomials.threshold_dataset(method, delays, momenta))
             row.update(polynomial_s=round(polynomial, 2), ratio_first=round(first / polynomial, 1),
                        max_rel_diff=float(np.abs(table.threshold.values / reference.threshold.values - 1).max()))
         rows.append(row)
         print(json.dumps(row), flush=True)
     for spec in PMFS[:1] if args.smoke else PMFS:
-        (square, mean), seconds = timed(lambda: [linear.threshold("sgdm", delay=spec, momentum=[0.0, 0.5], criterion=c)
+        (square, mean), seconds = timed(lambda: [derived.threshold("sgdm", delay=spec, momentum=[0.0, 0.5], criterion=c)
                                                  for c in ("mean-square", "mean")])
         print(json.dumps({"mean_square": spec, "method": "sgdm", "momentum": [0.0, 0.5], "seconds": round(seconds, 2),
                           "ratio_to_mean": np.round(square / mean, 4).tolist()}), flush=True)

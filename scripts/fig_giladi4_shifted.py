@@ -4,7 +4,7 @@ import numpy as np
 
 from nqm.plots.script import FigureScript
 from nqm.plots.stability import threshold_figure
-from nqm.stability import fit_inverse_threshold, threshold_dataset
+from nqm.thresholds.polynomials import fit_inverse_threshold, threshold_dataset
 
 MOMENTA = [0.0, 0.2, 0.4, 0.6, 0.8, 0.9]
 UNDAMPENED = {"--undampened": dict(action="store_true",

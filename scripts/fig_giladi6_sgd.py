@@ -4,7 +4,7 @@ import numpy as np
 
 from nqm.plots.script import FigureScript
 from nqm.plots.stability import threshold_figure
-from nqm.stability import fit_inverse_threshold, sgd_inverse_threshold_approx, threshold_dataset
+from nqm.thresholds.polynomials import fit_inverse_threshold, sgd_inverse_threshold_approx, threshold_dataset
 
 
 def compute(smoke):

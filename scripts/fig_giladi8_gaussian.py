@@ -3,7 +3,7 @@
 
 from nqm.plots.script import FigureScript
 from nqm.plots.stability import threshold_figure, with_constant_delay
-from nqm.stability import fit_inverse_threshold, threshold_dataset
+from nqm.thresholds.polynomials import fit_inverse_threshold, threshold_dataset
 
 
 def compute(smoke):

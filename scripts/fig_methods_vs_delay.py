@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from nqm.plots import searches  # noqa: E402
+from nqm.search import answers  # noqa: E402
 from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 
 BOX = {"lr": (1e-4, 2.0), "momentum": (0.0, 0.999), "rho": (0.05, 4.0), "lambda_dc": (0.01, 100.0)}
@@ -66,7 +66,7 @@ def compute(smoke, methods=None, checkpoint=None):
     size = dict(SMOKE if smoke else FULL)
     names = methods.split(",") if methods else size.pop("methods", None) or list(registered())
     size.pop("methods", None)
-    found = searches.run(jobs(names, size), checkpoint=checkpoint)
+    found = answers.run(jobs(names, size), checkpoint=checkpoint)
     return {"methods": names, **{k: v for k, v in size.items() if k != "budget"},
             "budget": {str(d): b for d, b in size["budget"].items()}, "box": {k: list(v) for k, v in BOX.items()},
             "target": 0.01, "delta": 0.02, "searches": found}
@@ -93,10 +93,10 @@ def draw(data):
     for ax, noise in ((a, 0.0), (b, sigma)):
         for j, method in enumerate(methods):
             runs = [found.get(f"{method}_d{delay}_s{noise:g}") for delay in delays]
-            y = np.array([searches.value(r) for r in runs])
+            y = np.array([answers.value(r) for r in runs])
             shift = 1 + 0.025 * (j - len(methods) / 2)  # spread the markers of one D apart (log axis)
             if noise:
-                low, high = np.array([searches.seed_bars(r) for r in runs]).T
+                low, high = np.array([answers.seed_bars(r) for r in runs]).T
                 ax.errorbar(x * shift, y, yerr=[y - np.fmin(low, y), np.fmax(high, y) - y], ms=5, capsize=2, lw=1,
                             label=method, **styles[method])
             else:
@@ -113,7 +113,7 @@ def draw(data):
         ratio = []
         for delay in delays:
             own, sgdm = found.get(f"{method}_d{delay}_s{sigma:g}"), found.get(f"sgdm_d{delay}_s{sigma:g}")
-            ratio.append(searches.value(own) / searches.value(sgdm))
+            ratio.append(answers.value(own) / answers.value(sgdm))
         c.plot(x * (1 + 0.025 * (j - len(methods) / 2)), ratio, ms=5, lw=1, label=method, **styles[method])
     c.axhline(1, color="grey", lw=1, ls=":")
     c.set(xscale="log", yscale=_scale(c), xlabel="delay D", ylabel="robust T*_best / SGDM's (< 1: faster than SGDM)",
@@ -121,10 +121,10 @@ def draw(data):
     c.set_xticks(x, [str(v) for v in delays])
     c.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
     pool = [(m, found.get(f"{m}_workers")) for m in methods]
-    pool = sorted(pool, key=lambda item: (np.isnan(searches.value(item[1])), searches.value(item[1])))
+    pool = sorted(pool, key=lambda item: (np.isnan(answers.value(item[1])), answers.value(item[1])))
     y = np.arange(len(pool))
-    values = np.array([searches.value(r) for _, r in pool])
-    low, high = np.array([searches.seed_bars(r) for _, r in pool]).T
+    values = np.array([answers.value(r) for _, r in pool])
+    low, high = np.array([answers.seed_bars(r) for _, r in pool]).T
     d.barh(y, values, color=[styles[m]["color"] for m, _ in pool], alpha=0.6)
     d.errorbar(values, y, xerr=[values - np.fmin(low, values), np.fmax(high, values) - values], fmt="none", color="k",
                capsize=3)

@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from nqm.plots import searches  # noqa: E402
+from nqm.search import answers  # noqa: E402
 from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 
 METHODS = {"sgdm": "SGDM", "ab": "AB (ρ searched)"}
@@ -68,7 +68,7 @@ def jobs(size, delta=0.02):
 
 def compute(smoke, checkpoint=None):
     size = SMOKE if smoke else FULL
-    found = searches.run(jobs(size), checkpoint=checkpoint, points=lambda key: key.startswith("ab"))
+    found = answers.run(jobs(size), checkpoint=checkpoint, points=lambda key: key.startswith("ab"))
     return {"sigmas": size["sigmas"], "dim": size["dim"], "budget": size["budget"], "seeds": size["seeds"],
             "delta": 0.02, "target": 0.01, "box": size["box"],
             "max_cells": size["max_cells"], "searches": found}
@@ -91,15 +91,15 @@ def draw(data):
     x = np.arange(len(sigmas))
     for j, (method, name) in enumerate(METHODS.items()):
         runs = [found[f"{method}_s{s:g}"] for s in sigmas]
-        robust = np.array([searches.value(r) for r in runs])
-        low, high = np.array([searches.seed_bars(r) for r in runs]).T
-        plain = np.array([searches.value(r, "t_star") for r in runs])
+        robust = np.array([answers.value(r) for r in runs])
+        low, high = np.array([answers.seed_bars(r) for r in runs]).T
+        plain = np.array([answers.value(r, "t_star") for r in runs])
         xs = x + (j - 0.5) * 0.18
         color = f"C{j}"
         left.errorbar(xs, robust, yerr=[robust - np.fmin(low, robust), np.fmax(high, robust) - robust], fmt="o",
                       color=color, capsize=4, ms=7, label=f"{name}: robust T*_best (bars: min–max over seeds)")
-        plain_low = np.array([searches.value(r["seeds"], "min") for r in runs])
-        plain_high = np.array([searches.value(r["seeds"], "max") for r in runs])
+        plain_low = np.array([answers.value(r["seeds"], "min") for r in runs])
+        plain_high = np.array([answers.value(r["seeds"], "max") for r in runs])
         left.errorbar(xs + 0.06, plain, yerr=[plain - np.fmin(plain_low, plain), np.fmax(plain_high, plain) - plain],
                       fmt="o", mfc="none", color=color, capsize=3, ms=7,
                       label=f"{name}: plain T*_best (bars: its seeds' min–max)")

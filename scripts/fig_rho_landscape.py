@@ -38,7 +38,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from nqm.plots import searches  # noqa: E402
+from nqm.search import answers  # noqa: E402
 from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 
 BOX = {"lr": (1e-4, 2.0), "momentum": (0.0, 0.999), "rho": (0.05, 4.0)}
@@ -98,7 +98,7 @@ def next_rhos(found, delay, sigma):
     (beyond the last ρ evaluated, its mirror image, within the box), 3 significant digits, new ones only."""
     points = landscape(found, delay, sigma)
     rhos = [rho for rho, _ in points]
-    t = [searches.value(f) for _, f in points]
+    t = [answers.value(f) for _, f in points]
     if not np.isfinite(t).any():
         return []
     i = int(np.nanargmin(np.where(np.isfinite(t), t, np.nan)))
@@ -120,11 +120,11 @@ def compute(smoke, checkpoint=None):
 def collect(size, checkpoint=None):
     """Run :func:`jobs`, then ``size["rounds"]`` rounds over ρ (all resumable), and keep the
     outcomes with the regime: the figure's data."""
-    found = searches.run(jobs(size), checkpoint=checkpoint)
+    found = answers.run(jobs(size), checkpoint=checkpoint)
     for _ in range(size["rounds"]):
         more = {key(d, s, f"rho{rho:g}"): _job(size, d, s, method="ab", rho=rho)
                 for s in size["sigmas"] for d in size["delays"] for rho in next_rhos(found, d, s)}
-        found.update(searches.run(more, checkpoint=checkpoint))
+        found.update(answers.run(more, checkpoint=checkpoint))
     return {**{k: v for k, v in size.items() if k != "budget"}, "budget": {str(d): b for d, b in size["budget"].items()},
             "box": {k: list(v) for k, v in BOX.items()}, "within": EXACT_WITHIN, "searches": found}
 
@@ -133,13 +133,13 @@ def best(data, delay, sigma):
     """The best ρ at (D, σ) (smallest robust T*_best; NaN if none), its outcome, the bound of its
     spread (its largest seed's robust T; noiseless: 5 % above its robust T; ∞ when a seed has
     none), and every evaluated ρ whose robust T*_best is within that bound."""
-    points = [(rho, f) for rho, f in landscape(data["searches"], delay, sigma) if np.isfinite(searches.value(f))]
+    points = [(rho, f) for rho, f in landscape(data["searches"], delay, sigma) if np.isfinite(answers.value(f))]
     if not points:
         return np.nan, None, np.nan, []
-    rho, found = min(points, key=lambda p: searches.value(p[1]))
-    bound = searches.seed_bars(found)[1] if sigma else searches.value(found) * (1 + data["within"])
+    rho, found = min(points, key=lambda p: answers.value(p[1]))
+    bound = answers.seed_bars(found)[1] if sigma else answers.value(found) * (1 + data["within"])
     bound = np.inf if np.isnan(bound) else bound
-    return rho, found, bound, [r for r, f in points if searches.value(f) <= bound]
+    return rho, found, bound, [r for r, f in points if answers.value(f) <= bound]
 
 
 def draw(data):
@@ -151,24 +151,24 @@ def draw(data):
         for i, delay in enumerate(delays):
             color = f"C{i}"
             sgdm = found[key(delay, sigma, "sgdm")]
-            scale = searches.value(sgdm)
+            scale = answers.value(sgdm)
             points = landscape(found, delay, sigma)
             x = np.r_[0.0, [rho for rho, _ in points]]
             runs = [sgdm] + [f for _, f in points]
-            y = np.array([searches.value(f) for f in runs]) / scale
+            y = np.array([answers.value(f) for f in runs]) / scale
             label = f"D = {delay}: SGDM {scale:,.0f} steps" if np.isfinite(scale) else f"D = {delay}: SGDM none robust"
             if sigma:
-                low, high = np.array([searches.seed_bars(f) for f in runs]).T / scale
+                low, high = np.array([answers.seed_bars(f) for f in runs]).T / scale
                 ax.errorbar(x, y, yerr=[y - np.fmin(low, y), np.fmax(high, y) - y], color=color, marker="o", ms=4,
                             capsize=3, lw=1.2, label=label)
             else:
                 ax.plot(x, y, "o-", color=color, ms=4, lw=1.2, label=label)
             rho, at, _, _ = best(data, delay, sigma)
             if at is not None:
-                ax.plot(rho, searches.value(at) / scale, "*", ms=16, color=color, mec="k", zorder=5)
+                ax.plot(rho, answers.value(at) / scale, "*", ms=16, color=color, mec="k", zorder=5)
             joint = found.get(key(delay, sigma, "joint"))
             if joint and joint["robust_point"] is not None:
-                ax.plot(joint["robust_point"]["rho"], searches.value(joint) / scale, "D", ms=8, mfc="none", mew=1.5,
+                ax.plot(joint["robust_point"]["rho"], answers.value(joint) / scale, "D", ms=8, mfc="none", mew=1.5,
                         color=color, zorder=5)
         ax.axhline(1, color="k", ls="--", lw=1)
         handles, labels = ax.get_legend_handles_labels()
@@ -227,9 +227,9 @@ def claims(data):
             out[f"{name}_robust_t"] = None if at is None else at["robust_t_star"]
             out[f"{name}_sgdm_robust_t"] = sgdm["robust_t_star"]
             if sigma:
-                out[f"{name}_seeds_min"], out[f"{name}_seeds_max"] = searches.seed_bars(at)
-                out[f"{name}_sgdm_seeds_min"], out[f"{name}_sgdm_seeds_max"] = searches.seed_bars(sgdm)
-            out[f"{name}_speedup"] = searches.value(sgdm) / searches.value(at)
+                out[f"{name}_seeds_min"], out[f"{name}_seeds_max"] = answers.seed_bars(at)
+                out[f"{name}_sgdm_seeds_min"], out[f"{name}_sgdm_seeds_max"] = answers.seed_bars(sgdm)
+            out[f"{name}_speedup"] = answers.value(sgdm) / answers.value(at)
             out[f"{name}_within_lo"] = min(inside) if inside else None
             out[f"{name}_within_hi"] = max(inside) if inside else None
             for r, f in landscape(data["searches"], delay, sigma):

@@ -1,8 +1,8 @@
 """The stability atlas: the largest stable learning rate of every method under gradient delay.
 
 x* = λ_max·η*, the largest stable learning rate in units of the top curvature. For the linear
-methods it is derived from the method's own update (``nqm.linear``: the spectral radius of its
-transition matrix); for AB, DC-ASGD and adaptive restart it is simulated (``nqm.boundary``: the
+methods it is derived from the method's own update (``nqm.thresholds.derived``: the spectral radius of its
+transition matrix); for AB, DC-ASGD and adaptive restart it is simulated (``nqm.thresholds.simulated``: the
 largest lr whose noiseless run does not diverge within the budget, by bisection), on the 1/j
 spectrum (λ_max = 1). Every simulated boundary is checked below itself: where a run at a smaller
 lr diverges, the stable set is not an interval and the atlas draws the edge of the interval that
@@ -79,7 +79,7 @@ def below_boundary(method, table, fractions, problem, steps):
 def simulated(method, c, problem, fractions, **grids):
     """The simulated boundary of ``method`` over delays × momenta (× ``grids``): ``threshold``
     (bisection), ``first_diverged`` and ``interval`` (see :func:`below_boundary`)."""
-    from nqm.boundary import simulated_threshold
+    from nqm.thresholds.simulated import simulated_threshold
 
     table = simulated_threshold(method, momentum=c["sim_momenta"], delay=c["delays"], steps=c["steps"], tol=c["tol"],
                                 problem=problem, **grids)
@@ -91,12 +91,13 @@ def simulated(method, c, problem, fractions, **grids):
 def iid_part(c):
     """Thresholds of SGD/SGDM under uniform{1..b} by the three criteria, and where single runs diverge."""
     import nqm
-    from nqm import linear, sweeps
+    from nqm import sweeps
+    from nqm.thresholds import derived
     from nqm.status import DIVERGED
 
     specs = [f"uniform:1:{b}" for b in c["iid"]]
-    tables = {k: linear.threshold_table("sgdm", delays=specs, momenta=c["iid_momenta"], criterion=k,
-                                        steps=c["lyapunov_steps"]) for k in linear.CRITERIA}
+    tables = {k: derived.threshold_table("sgdm", delays=specs, momenta=c["iid_momenta"], criterion=k,
+                                        steps=c["lyapunov_steps"]) for k in derived.CRITERIA}
     ratios = np.asarray(c["ratios"], dtype=float)
     shape = (len(specs), len(c["iid_momenta"]))
     fraction, first = np.zeros(shape + ratios.shape), np.full(shape + (c["seeds"],), np.nan)
@@ -123,15 +124,16 @@ def iid_part(c):
 
 def compute(smoke):
     import nqm
-    from nqm import linear, sweeps
-    from nqm.boundary import simulated_threshold
+    from nqm import sweeps
+    from nqm.thresholds.derived import threshold_table
+    from nqm.thresholds.simulated import simulated_threshold
     from nqm.optimizers.base import hyperparameters
     from nqm.status import REACHED
 
     c = SMOKE if smoke else FULL
     problem = nqm.zhang(c["dim"])
     fractions = np.geomspace(0.1, 0.995, c["check"])
-    derived = stack({m: linear.threshold_table(m, delays=c["delays"], momenta=c["momenta"]).threshold.drop_attrs()
+    derived = stack({m: threshold_table(m, delays=c["delays"], momenta=c["momenta"]).threshold.drop_attrs()
                      for m in LINEAR}, "linear_method")
     ab = simulated("ab", c, problem, fractions, rho=c["rhos"])
     dc = simulated("dc-asgd", c, problem, fractions).squeeze("lambda_dc", drop=True)

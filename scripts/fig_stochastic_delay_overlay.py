@@ -27,12 +27,13 @@ LINE = np.linspace(0, 0.95, 60)  # momenta of the drawn threshold line
 def boundary_scan(process: str, ratios, seeds, steps):
     """Fraction of seeds diverging at lr = r·η*(m) on λ = 1, per momentum (rows) and ratio (columns)."""
     import nqm
-    from nqm import delays, stability
+    from nqm import delays
+    from nqm.thresholds import polynomials
 
     pmf = delays.pmf(delays.process(process))
     rows = []
     for m in MOMENTA:
-        eta = float(stability.threshold("sgdm", momentum=m, pmf=pmf))
+        eta = float(polynomials.threshold("sgdm", momentum=m, pmf=pmf))
         ds = nqm.sweep("sgdm", lr=eta * np.asarray(ratios), momentum=m, delay=process, seed=seeds,
                        problem=nqm.explicit([1.0]), target=1e-8, max_steps=steps, progress=False)
         rows.append((ds.status == -1).mean("seed").squeeze().values)
@@ -41,8 +42,8 @@ def boundary_scan(process: str, ratios, seeds, steps):
 
 def compute(smoke):
     import nqm
-    from nqm.stability import threshold_dataset
-    from nqm.linear.agreement import agreement
+    from nqm.thresholds.polynomials import threshold_dataset
+    from nqm.thresholds.agreement import agreement
 
     side, dim, steps, seeds, points = (8, 50, 2_000, [0, 1], 5) if smoke else (40, 100, 100_000, list(range(10)), 25)
     ds = nqm.sweep("sgdm", lr=np.geomspace(0.003, 2.0, side), momentum=np.linspace(0, 0.95, side), delay=PROCESSES,

@@ -25,8 +25,8 @@ LINE = np.linspace(0, 0.95, 60)  # momenta of the drawn threshold line
 
 def compute(smoke):
     import nqm
-    from nqm.stability import threshold_dataset
-    from nqm.linear.agreement import agreement
+    from nqm.thresholds.polynomials import threshold_dataset
+    from nqm.thresholds.agreement import agreement
 
     side, dim, steps = (8, 50, 2_000) if smoke else (40, 100, 100_000)
     # A low target: just above η* the unstable mode starts tiny, and the loss may dip below a higher

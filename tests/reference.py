@@ -67,6 +67,10 @@ def run(lam, lr, momentum, delay, *, method="sgdm", rho=0.0, labels=None, micro_
     return np.array(losses) if trace else (max_steps, 0)
 
 
+# The methods run_scheduled steps (sgdm, ab and shifted are run by run, the constant-delay loop).
+SCHEDULED = ("nesterov", "staleness", "restart", "dc-asgd", "dana", "ormo", "ormo-da")
+
+
 def run_scheduled(method, lam, lr, momentum, schedule, *, workers=1, lambda_dc=0.0, dampening=False):
     """Noiseless per-step losses of ``method`` on diag(λ) under an explicit schedule of
     ``(delay τ_t, worker k_t)``: the gradient of step t is taken at what was sent at iteration

@@ -97,11 +97,11 @@ def test_fig3_cell_sgdm_diverges_and_ab_converges():
 def test_noise_question_searches_share_a_box_and_find_nothing_above_the_noise_floor():
     """Both methods are searched over the same lr box (ρ for AB only), and at σ = 1, whose
     steady-state loss is above the target, no point of either search reaches it."""
-    from nqm.plots import searches
+    from nqm.search import answers
     script = _script("fig_noise_question")
     jobs = script.jobs(dict(script.SMOKE, sigmas=[1.0], budget=400))
     assert jobs["sgdm_s1"]["lr"] == jobs["ab_s1"]["lr"] and "rho" in jobs["ab_s1"] and "rho" not in jobs["sgdm_s1"]
-    found = searches.run(jobs, log=lambda line: None)
+    found = answers.run(jobs, log=lambda line: None)
     assert all(f["t_star"] is None and f["robust_t_star"] is None for f in found.values())
 
 

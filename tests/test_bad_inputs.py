@@ -8,7 +8,8 @@ import pytest
 import xarray as xr
 
 import nqm
-from nqm import delays, diagnostics, stability, summary
+from nqm import delays, diagnostics, summary
+from nqm.thresholds import polynomials
 from nqm.cli import main
 from nqm.errors import NqmError
 from nqm.optimizers import make
@@ -234,9 +235,9 @@ OTHER_API = [
     lambda: delays.process(None), lambda: delays.constant(-2), lambda: delays.workers(3, 2.0, 1.0),
     lambda: make("adam"), lambda: make("sgdm", group="element"), lambda: make("ab", micro_steps=-1),
     lambda: make("ab", group=np.array([-1, 0])),
-    lambda: stability.threshold("adam"), lambda: stability.threshold("sgdm", delay=-1),
-    lambda: stability.threshold("sgdm", momentum=1.0), lambda: stability.threshold("sgd", momentum=0.5),
-    lambda: stability.threshold("sgdm", delay=1, pmf=[0.5, 0.5]), lambda: delays.uniform_pmf(3, 1),
+    lambda: polynomials.threshold("adam"), lambda: polynomials.threshold("sgdm", delay=-1),
+    lambda: polynomials.threshold("sgdm", momentum=1.0), lambda: polynomials.threshold("sgd", momentum=0.5),
+    lambda: polynomials.threshold("sgdm", delay=1, pmf=[0.5, 0.5]), lambda: delays.uniform_pmf(3, 1),
     lambda: delays.gaussian_pmf(0),
     lambda: nqm.load("/nonexistent/x.nc"), lambda: nqm.zhang(0), lambda: nqm.loguniform(4, lo=0),
     lambda: nqm.loguniform(4, lo=2, hi=1),

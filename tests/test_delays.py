@@ -202,10 +202,11 @@ def test_bad_specs_are_one_line_errors(spec):
 def test_sgd_with_uniform_delays_converges_below_and_diverges_above_the_threshold(b):
     """Giladi et al.'s threshold is of the mean dynamics; single noiseless trajectories on one
     eigenvalue respect it 10 % away from it, whatever the seed."""
-    from nqm import stability, sweep
+    from nqm import sweep
+    from nqm.thresholds import polynomials
     from nqm.problem import explicit
 
-    x_star = float(stability.threshold("sgd", pmf=uniform_pmf(1, b)))
+    x_star = float(polynomials.threshold("sgd", pmf=uniform_pmf(1, b)))
     ds = sweep("sgdm", lr=[0.9 * x_star, 1.1 * x_star], momentum=0.0, delay=f"uniform:1:{b}", seed=list(range(6)),
                problem=explicit([1.0]), target=1e-8, max_steps=20_000, progress=False)
     status = ds.status.squeeze().transpose("seed", "lr").values

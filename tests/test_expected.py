@@ -180,11 +180,11 @@ def test_what_the_closed_form_settles_is_what_stepping_gives(method, delay, monk
 
 
 def test_stability_of_the_recursion_is_the_threshold():
-    from nqm import stability
+    from nqm.thresholds import polynomials
 
     problem = nqm.explicit([1.0, 0.1])
     for delay, m in ((0, 0.0), (3, 0.5), (6, 0.9)):
-        x_star = float(stability.threshold("sgdm", delay, m))
+        x_star = float(polynomials.threshold("sgdm", delay, m))
         lr = x_star * np.array([0.99, 1.01])
         rec = expected.recursion("sgdm", delay, lr, np.full(2, m))
         np.testing.assert_array_equal(expected.stable(rec, problem.eigenvalues), [True, False])
@@ -304,12 +304,12 @@ def test_expected_loss_and_steady_state_check_their_arguments(bad, message):
 @pytest.mark.parametrize("method, delay", [("sgdm", 4), ("nesterov", 2), ("shifted", 6)])
 def test_seeded_roots_are_the_companion_eigenvalues(method, delay):
     """The roots polished from a few seeds are, component by component, those of numpy's eigvals."""
-    from nqm import stability
+    from nqm.thresholds import polynomials
 
     lam = nqm.zhang(2000).eigenvalues  # log-spaced seeds every 0.05 over [log 1/2000, 0]: 153 ≪ 2000 components
     rec = expected.recursion(method, delay, np.array([0.05, 0.8]), np.array([0.9, 0.3]))
     for cell in range(2):
-        fast, slow = closed_form.roots(rec, cell, lam), stability.roots(rec.polynomial(cell, lam))
+        fast, slow = closed_form.roots(rec, cell, lam), polynomials.roots(rec.polynomial(cell, lam))
         assert fast.shape == slow.shape
         distance = np.abs(fast[:, :, None] - slow[:, None, :]).min(-1).max()
         assert distance < 1e-7, (cell, distance)

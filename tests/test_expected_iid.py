@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import nqm
-from nqm import delays, diagnostics, engine, expected, linear
+from nqm import delays, diagnostics, engine, expected
+from nqm.thresholds import derived
 from nqm.engine.step import Inputs, Spec, cell_step, init_cells, model as engine_model
 from nqm.expected import autoregression, second_moment
 from nqm.optimizers import make
@@ -157,7 +158,7 @@ def test_a_one_hot_pmf_is_the_constant_delay(method):
 def test_steady_state_is_infinite_exactly_where_the_mean_square_radius_reaches_one(method, delay):
     problem = nqm.explicit([1.0, 0.3])
     lrs, m = np.geomspace(0.01, 2.0, 40), 0.5
-    radius = np.max([linear.spectral_radius(method, lr=lrs * lam, momentum=m, delay=delay, criterion="mean-square",
+    radius = np.max([derived.spectral_radius(method, lr=lrs * lam, momentum=m, delay=delay, criterion="mean-square",
                                             lam=1.0) for lam in problem.eigenvalues], axis=0)
     steady = expected.steady_state_loss(problem, method, delay, lrs, m, 0.1)
     clear = np.abs(radius - 1) > 1e-6

@@ -15,7 +15,6 @@ LAM = np.array([1.0, 0.5, 0.2, 0.05])
 PROBLEM = nqm.explicit(LAM)
 STEPS = 120
 CONFIG = engine.RunConfig(target=-1.0, diverge_factor=np.inf, max_steps=STEPS, chunk_steps=50, x64=True, progress=False)
-NEW = ["nesterov", "staleness", "restart", "dc-asgd", "dana", "ormo", "ormo-da"]
 
 
 def losses(method, spec, lr, momentum, problem=PROBLEM, config=CONFIG, seed=3, **hyper):
@@ -27,7 +26,7 @@ def losses(method, spec, lr, momentum, problem=PROBLEM, config=CONFIG, seed=3, *
 
 
 @pytest.mark.parametrize("spec", [3, "uniform:0:5", "workers:4:slow=0.25:3"])
-@pytest.mark.parametrize("method", NEW)
+@pytest.mark.parametrize("method", reference.SCHEDULED)
 def test_each_method_follows_its_numpy_loop(method, spec):
     process = delays.process(spec)
     hyper = {"lambda_dc": 0.3} if method == "dc-asgd" else {}

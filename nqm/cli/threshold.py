@@ -13,8 +13,9 @@ SIMULATION = ("steps", "seeds", "tol", "noise")
 
 
 def add_parser(subparsers):
-    from nqm import boundary, delays
-    from nqm.linear import CRITERIA
+    from nqm import delays
+    from nqm.thresholds import simulated
+    from nqm.thresholds.derived import CRITERIA
 
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
     grid = parser.add_argument_group(f"thresholds over (each takes {RANGES})")
@@ -27,13 +28,13 @@ def add_parser(subparsers):
                         help="under iid delays, the stability of the mean dynamics (Giladi et al.), of the second "
                              "moments, or of single runs (the top Lyapunov exponent; with its error) "
                              "(default: mean); all three agree for a constant delay")
-    simulated = parser.add_argument_group("simulated thresholds (any method, any delay process)")
-    simulated.add_argument("--simulate", action="store_true",
+    simulation = parser.add_argument_group("simulated thresholds (any method, any delay process)")
+    simulation.add_argument("--simulate", action="store_true",
                            help="the largest lr whose run does not diverge within --steps, by bisection with the engine")
     for name in SIMULATION:
-        default = boundary.simulated_threshold.__kwdefaults__[name]
+        default = simulated.simulated_threshold.__kwdefaults__[name]
         kind = {"steps": int, "seeds": int}.get(name, float)
-        simulated.add_argument(f"--{name}", type=kind, default=None, help={
+        simulation.add_argument(f"--{name}", type=kind, default=None, help={
             "steps": "the budget within which a run must diverge",
             "seeds": "seeds per case (noise and random delays): min, median and max reported",
             "tol": "relative width of the final brackets",
@@ -56,7 +57,7 @@ def run(args) -> None:
     if args.simulate:
         if args.criterion is not None:
             raise NqmError("--criterion chooses among derived thresholds; drop it with --simulate")
-        from nqm.boundary import simulated_threshold
+        from nqm.thresholds.simulated import simulated_threshold
 
         given = {name: getattr(args, name) for name in SIMULATION if getattr(args, name) is not None}
         problem = groups.problem_from(args) if groups.problem_given(args) else None
@@ -68,9 +69,9 @@ def run(args) -> None:
         if unused or groups.problem_given(args):
             raise NqmError(f"{(unused or ['the problem options'])[0]} applies to --simulate (a derived threshold "
                            "is of one eigenvalue, x* = λ·η*)")
-        from nqm import linear
+        from nqm.thresholds import derived
 
-        ds = linear.threshold_table(method, delays=delays, momenta=momenta, criterion=args.criterion or "mean",
+        ds = derived.threshold_table(method, delays=delays, momenta=momenta, criterion=args.criterion or "mean",
                                     **options)
         columns = ["threshold"] + (["threshold_error"] if bool((ds.threshold_error > 0).any()) else [])
     print(f"{method}, {ds.attrs['criterion']} thresholds x* = lambda_max * eta*")

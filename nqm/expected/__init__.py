@@ -32,7 +32,7 @@ An evaluator turns (method, delay, cells, spectrum, noise levels, limits) into s
 loss, curve and ``V_∞`` per cell; :func:`nqm.expected.api._evaluate` picks it. Constant delays (a
 one-hot pmf included) have the autoregression; iid delays (``uniform:A:B``, ``gaussian:MU``,
 ``pmf:…``) the second-moment map ``E[s sᵀ] ↦ Σ_d p_d A_d E[s sᵀ] A_dᵀ`` plus the noise, on the state
-of :mod:`nqm.linear` (:mod:`~nqm.expected.second_moment`). Worker pools have no pmf: no exact mode.
+of :mod:`nqm.thresholds.derived` (:mod:`~nqm.expected.second_moment`). Worker pools have no pmf: no exact mode.
 """
 
 from nqm.expected.api import DEFAULT_BINS, evaluate, expected_loss, steady_state_loss, sweep

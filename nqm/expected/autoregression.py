@@ -16,7 +16,7 @@ import threading
 import jax
 import numpy as np
 
-from nqm import stability
+from nqm.thresholds import polynomials
 from nqm.expected import closed_form, steady, stepping
 from nqm.expected.recursion import Recursion, recursion
 from nqm.status import BUDGET
@@ -27,7 +27,7 @@ def _longest_first(rec: Recursion, lam, stable_cells) -> np.ndarray:
     like lengths share a batch: stable cells by their spectral radius at the smallest eigenvalue
     (the closer to 1, the slower), then unstable ones by their spectral radius at the largest (the
     closer to 1, the later they diverge)."""
-    radius = lambda x: stability.spectral_radius(rec.polynomial(slice(None), np.array([x]))[:, 0])
+    radius = lambda x: polynomials.spectral_radius(rec.polynomial(slice(None), np.array([x]))[:, 0])
     return np.lexsort((-np.where(stable_cells, radius(lam.min()), -radius(lam.max())), ~stable_cells))
 
 

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nqm import stability
+from nqm.thresholds import polynomials
 from nqm.expected.recursion import Recursion
 from nqm.expected.steady import SMALL  # components up to which numpy, not a compiled kernel, analyses a cell
 
@@ -119,9 +119,9 @@ def roots(rec: Recursion, cell: int, lam) -> np.ndarray:
     log = np.log(lam)
     seeds = max(2, int(np.ceil((log.max() - log.min()) / SEED_SPACING)) + 1)
     if lam.size <= 2 * seeds:
-        return stability.roots(polynomial).astype(complex)
+        return polynomials.roots(polynomial).astype(complex)
     grid = np.linspace(log.min(), log.max(), seeds)
-    start = stability.roots(rec.polynomial(cell, np.exp(grid)))
+    start = polynomials.roots(rec.polynomial(cell, np.exp(grid)))
     nearest = np.clip(np.rint((log - grid[0]) / max(grid[1] - grid[0], 1e-300)), 0, seeds - 1).astype(int)
     start = start[nearest] * (1 + 1e-3j)  # off the real axis: a conjugate-symmetric start stays so, and
     # could not split into two real roots
@@ -132,7 +132,7 @@ def roots(rec: Recursion, cell: int, lam) -> np.ndarray:
         z[take[:n]] = (np.asarray(real) + 1j * np.asarray(imag)).T[:n]
         bad = take[:n][~(np.asarray(error)[:n] <= BACKWARD)]
         if bad.size:
-            z[bad] = stability.roots(polynomial[bad])
+            z[bad] = polynomials.roots(polynomial[bad])
     return z
 
 

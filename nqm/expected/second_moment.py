@@ -1,7 +1,7 @@
 """The iid-delay evaluator: each component's second moment, stepped by the mean-square map.
 
 Under iid delays ``τ_t ~ p`` the state of one eigencomponent (the ring of past weights and the
-optimizer's state, as :mod:`nqm.linear` lays it out) follows ``s_{t+1} = A_{τ_t} s_t + b_{τ_t} σ√λ z_t``,
+optimizer's state, as :mod:`nqm.thresholds.derived` lays it out) follows ``s_{t+1} = A_{τ_t} s_t + b_{τ_t} σ√λ z_t``,
 ``z_t`` standard normal, drawn at step t independently of ``τ_t`` and of ``s_t``. Its second moment
 ``X_t = E[s_t s_tᵀ]`` follows, exactly,
 
@@ -43,7 +43,7 @@ def _matrices(method: str, process, lr, momentum, dampening: bool):
     """Per cell ``(P, Q, b)`` with ``A_d = P_d + λ Q_d`` (cells, k, n, n) and kicks ``b_d`` (cells, k, n),
     the pmf of the k delays and ``s_0``. Built at λ = 1 and 2 (affine in λ: checked at λ = ½) for
     each momentum, and at any η (affine in η), in the rotating frame (period 1)."""
-    from nqm.linear.matrices import systems  # here: scipy.sparse is for iid delays only
+    from nqm.thresholds.matrices import systems  # here: scipy.sparse is for iid delays only
 
     name, options = ("sgdm", ()) if method == "sgd" else (method, (("dampening", bool(dampening)),))
     momenta, row = np.unique(momentum, return_inverse=True)

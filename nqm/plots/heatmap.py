@@ -12,7 +12,7 @@ import xarray as xr
 from nqm.errors import NqmError
 from nqm.plots.script import suptitle
 from nqm.results import combine_seeds, panel_keys
-from nqm.stability import table_line
+from nqm.thresholds.polynomials import table_line
 from nqm.status import DIVERGED, REACHED, format_t_star, t_star
 
 
@@ -209,7 +209,7 @@ def overlay_threshold(ax, ds, key, table: xr.Dataset | None = None) -> bool:
     if table is not None:  # read off the table: no JAX, so a figure redraws from its data alone
         eta = table_line(table, key, momenta) / float(ds.attrs["lam_max"])
     else:
-        from nqm.linear.agreement import panel_threshold
+        from nqm.thresholds.agreement import panel_threshold
 
         eta = panel_threshold(ds, key, momenta)
     if eta is None:

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from nqm.stability import sgd_inverse_threshold_approx, threshold_dataset
+from nqm.thresholds.polynomials import sgd_inverse_threshold_approx, threshold_dataset
 
 STYLE = {"font.size": 12, "axes.titlesize": 13, "legend.fontsize": 10, "axes.grid": True, "grid.alpha": 0.3}
 Y_LABEL = r"$1/x^* = 1/(a\,\eta^*)$"
@@ -20,7 +20,7 @@ def plot_inverse_thresholds(ax, ds: xr.Dataset, *, against: str = "delay", label
 
     Args:
       ax: matplotlib axes.
-      ds: a :func:`nqm.stability.threshold_dataset` result.
+      ds: a :func:`nqm.thresholds.polynomials.threshold_dataset` result.
       against: coordinate for the horizontal axis, "delay" or "mean_delay".
       label: legend entry when there is a single momentum (otherwise "m = …").
       cmap: colour map over momentum (one colour when there is a single momentum).

@@ -1,6 +1,6 @@
 """A sweep against its own method's thresholds: the line a heatmap overlays, and how often the
 cells agree with it. Never another method's: a method that is not linear has no derived threshold
-(give a simulated table instead, :func:`nqm.boundary.simulated_threshold`)."""
+(give a simulated table instead, :func:`nqm.thresholds.simulated.simulated_threshold`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import xarray as xr
 from nqm import delays
 from nqm.errors import NqmError
 from nqm.results import panel_keys
-from nqm.stability import table_line
+from nqm.thresholds.polynomials import table_line
 from nqm.status import DIVERGED
 
 
@@ -23,7 +23,7 @@ def panel_threshold(ds: xr.Dataset, key: dict, momenta, table: xr.Dataset | None
     if table is not None:
         x = table_line(table, key, momenta)
     else:
-        from nqm import linear
+        from nqm.thresholds import derived
         from nqm.optimizers import make
 
         method = ds.attrs.get("method")
@@ -31,7 +31,7 @@ def panel_threshold(ds: xr.Dataset, key: dict, momenta, table: xr.Dataset | None
         if name is None or not make(name).linear or delays.pmf(key.get("delay", 0)) is None:
             return None
         extra = {k: float(v) for k, v in key.items() if k not in ("delay", "noise", "seed")}
-        x = linear.threshold(method, momentum=momenta, delay=delays.process(key.get("delay", 0)).label,
+        x = derived.threshold(method, momentum=momenta, delay=delays.process(key.get("delay", 0)).label,
                              dampening=bool(ds.attrs.get("dampening", 0)), **extra)
     return np.asarray(x, float) / float(ds.attrs["lam_max"])
 

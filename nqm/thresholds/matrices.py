@@ -1,7 +1,7 @@
 """Transition matrices of a linear method, read off its own ``init``/``step``/``sent``.
 
 The state of one eigencomponent (``N = 1`` in the engine's layout) stacks what the update reads,
-``s_t = (h_t, …, h_{t−S+1}, [w_t], optimizer state leaf by leaf)`` (see :mod:`nqm.linear`). The
+``s_t = (h_t, …, h_{t−S+1}, [w_t], optimizer state leaf by leaf)`` (see :mod:`nqm.thresholds.derived`). The
 step is linear, so its matrix is the step applied to the basis vectors: they ride side by side on
 the component axis (as N eigencomponents would), with one more column for a unit kick in the
 gradient, and one jitted call gives every column at every phase. The matrices are affine in η
@@ -128,7 +128,7 @@ class System(NamedTuple):
     build: object
     lags: np.ndarray
     pmf: np.ndarray
-    rotating: bool  # in the rotating frame (see nqm.linear)
+    rotating: bool  # in the rotating frame (see nqm.thresholds.derived)
     layout: Layout
     initial: np.ndarray
     means: tuple | None  # affine: the pmf-averaged (M0, M1) per phase, as sparse matrices

@@ -26,9 +26,9 @@ Criteria, d iid with pmf ``p_d`` (the mean: Giladi et al. 2020, App. C and D), o
 Mean-square stability implies the other two. With a constant delay all three coincide.
 The threshold is the first x > 0 at which the rate reaches 1 (the stable set need not be an interval).
 
-:mod:`nqm.linear.matrices` builds the matrices, :mod:`nqm.linear.rates` the three rates; numpy and
+:mod:`nqm.thresholds.matrices` builds the matrices, :mod:`nqm.thresholds.rates` the three rates; numpy and
 scipy do the eigenvalues and the root finding. For sgd, sgdm and shifted under a constant delay
-(and sgd, sgdm under iid delays) the mean thresholds equal Giladi's polynomials (:mod:`nqm.stability`).
+(and sgd, sgdm under iid delays) the mean thresholds equal Giladi's polynomials (:mod:`nqm.thresholds.polynomials`).
 Shifted momentum under iid delays does not: Giladi's model continues the velocity of step t − τ,
 nqm's optimizer the velocity of the (virtual round-robin) worker, as the engine runs it.
 """
@@ -43,8 +43,8 @@ import xarray as xr
 
 from nqm import delays as _delays
 from nqm.errors import NqmError
-from nqm.linear.matrices import System, systems
-from nqm.linear.rates import BATCHES, lyapunov, per_step
+from nqm.thresholds.matrices import System, systems
+from nqm.thresholds.rates import BATCHES, lyapunov, per_step
 from nqm.optimizers import make
 from nqm.optimizers.base import hyperparameters, options as _options
 from nqm.validate import coordinates, count
@@ -244,7 +244,7 @@ def threshold_table(method: str, *, delays=range(65), momenta=(0.0,), criterion:
         coords={"delay": labels, "momentum": momenta, **grids,
                 "mean_delay": ("delay", [p.mean for p in processes])},
         attrs={"method": method, "criterion": criterion, "convention": convention,
-               "derived_from": "the method's own update (nqm.linear)", "reference": "Giladi et al. 2020, At Stability's Edge"},
+               "derived_from": "the method's own update (nqm.thresholds.derived)", "reference": "Giladi et al. 2020, At Stability's Edge"},
     )
 
 

@@ -5,10 +5,11 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from nqm import delays, stability
+from nqm import delays
+from nqm.thresholds import polynomials
 from nqm.delays import gaussian_pmf, uniform_pmf, validate_pmf
 from nqm.errors import NqmError
-from nqm.stability import (
+from nqm.thresholds.polynomials import (
     char_poly, fit_inverse_threshold, lr_threshold, mean_delay, schur_cohn_stable, sgd_inverse_threshold_approx,
     sgd_threshold_closed_form, spectral_radius, threshold, threshold_dataset,
 )
@@ -324,7 +325,7 @@ def test_threshold_memory_is_linear_in_the_delay():
     import tracemalloc
 
     tracemalloc.start()
-    x = stability.threshold("sgdm", 30_000, 0.5)
+    x = polynomials.threshold("sgdm", 30_000, 0.5)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 300 * 2**20  # a dense (τ+1)² array alone would be 7 GB
@@ -333,13 +334,13 @@ def test_threshold_memory_is_linear_in_the_delay():
 
 def test_char_poly_refuses_several_delays():
     with pytest.raises(NqmError, match="one delay"):
-        stability.char_poly(0.1, "sgdm", delay=[1, 2], momentum=0.5)
+        polynomials.char_poly(0.1, "sgdm", delay=[1, 2], momentum=0.5)
 
 
 def test_thresholds_start_without_scipy_stats():
     import subprocess
     import sys
 
-    code = "import sys, nqm.cli, nqm.stability; print('scipy.stats' in sys.modules, 'jax' in sys.modules)"
+    code = "import sys, nqm.cli, nqm.thresholds.polynomials; print('scipy.stats' in sys.modules, 'jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.split()
     assert out == ["False", "False"]

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import nqm
-from nqm import stability
-from nqm.linear.agreement import agreement
+from nqm.thresholds import polynomials
+from nqm.thresholds.agreement import agreement
 
 
 def test_two_eigenvalue_sgdm_converges_below_and_diverges_above_threshold():
@@ -15,7 +15,7 @@ def test_two_eigenvalue_sgdm_converges_below_and_diverges_above_threshold():
     and only then blows up, so the target is set below that dip.
     """
     problem = nqm.explicit([1.0, 0.1])
-    eta_star = stability.lr_threshold(stability.threshold("sgdm", 4, 0.9), problem.lam_max)
+    eta_star = polynomials.lr_threshold(polynomials.threshold("sgdm", 4, 0.9), problem.lam_max)
     ds = nqm.sweep("sgdm", lr=[0.97 * eta_star, 1.03 * eta_star], momentum=0.9, delay=4, problem=problem,
                    target=1e-8, max_steps=200_000, chunk_steps=20_000, x64=True, progress=False)
     np.testing.assert_array_equal(ds.status.values.ravel(), [nqm.REACHED, nqm.DIVERGED])
@@ -25,7 +25,7 @@ def test_two_eigenvalue_sgdm_converges_below_and_diverges_above_threshold():
 def test_sweep_status_agrees_with_linear_prediction_outside_the_band(method, dampening):
     problem = nqm.loguniform(6, 1e-2, 1.0)
     momentum = np.linspace(0.0, 0.9, 7)
-    x = stability.threshold(method, [1, 4, 8], momentum, dampening=dampening)
+    x = polynomials.threshold(method, [1, 4, 8], momentum, dampening=dampening)
     lr = np.geomspace(0.5 * x.min(), 1.6 * x.max(), 28)  # λ_max = 1: η* = x*
     ds = nqm.sweep(method, lr=lr, momentum=momentum, delay=[1, 4, 8], problem=problem, dampening=dampening,
                    target=1e-8, max_steps=100_000, chunk_steps=10_000, progress=False)

@@ -1,6 +1,6 @@
 """Per-step rates of a linear system under iid delays: mean, mean-square, almost-sure.
 
-Each takes a :class:`nqm.linear.matrices.System` (``A_{p,d} = A0 + x A1`` per phase p and delay d,
+Each takes a :class:`nqm.thresholds.matrices.System` (``A_{p,d} = A0 + x A1`` per phase p and delay d,
 pmf ``p_d``) and a batch of xs, and returns the per-step rate at each x (stable below 1).
 """
 
@@ -14,7 +14,7 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 from nqm.errors import NqmError
-from nqm.linear.matrices import System
+from nqm.thresholds.matrices import System
 
 BURN, BATCHES = 2_000, 50  # the almost-sure schedule: burn-in steps, batches of the measured steps
 XS = 16  # xs per pass over the schedule

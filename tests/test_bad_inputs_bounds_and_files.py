@@ -17,7 +17,8 @@ import pytest
 import xarray as xr
 
 import nqm
-from nqm import bench, delays, diagnostics, io, stability, summary
+from nqm import bench, delays, diagnostics, io, summary
+from nqm.thresholds import polynomials
 from nqm.cli import main
 from nqm.errors import NqmError
 
@@ -261,9 +262,9 @@ API_CASES = {
     "robustness without lr": lambda: summary.robustness(momentum=0.5, problem=nqm.zhang(8), max_steps=20),
     "format_table(Dataset())": lambda: summary.format_table(xr.Dataset()),
     "to_csv(Dataset())": lambda: summary.to_csv(xr.Dataset(), "C"),
-    "spectral_radius('abc')": lambda: stability.spectral_radius("abc"), "roots([])": lambda: stability.roots([]),
-    "threshold delay=1e30": lambda: stability.threshold("sgdm", delay=1e30, momentum=0.5),
-    "threshold_dataset delays=[0, 0]": lambda: stability.threshold_dataset("sgdm", delays=[0, 0]),
+    "spectral_radius('abc')": lambda: polynomials.spectral_radius("abc"), "roots([])": lambda: polynomials.roots([]),
+    "threshold delay=1e30": lambda: polynomials.threshold("sgdm", delay=1e30, momentum=0.5),
+    "threshold_dataset delays=[0, 0]": lambda: polynomials.threshold_dataset("sgdm", delays=[0, 0]),
     "save('notads')": lambda: nqm.save("notads", "C"), "save(None)": lambda: nqm.save(None, "C"),
     "constant(2000000)": lambda: delays.constant(2_000_000), "workers(1e8)": lambda: delays.workers(10**8),
     "uniform_pmf(0, 2000000)": lambda: delays.uniform_pmf(0, 2_000_000), "gaussian_pmf(1e6)": lambda: delays.gaussian_pmf(10**6),

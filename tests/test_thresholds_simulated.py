@@ -4,7 +4,8 @@ the linear methods, within the bias a finite budget implies, and works for any m
 import numpy as np
 import pytest
 
-from nqm import boundary, engine, stability
+from nqm import engine
+from nqm.thresholds import polynomials, simulated
 from nqm.errors import NqmError
 
 STEPS = 10_000
@@ -14,14 +15,14 @@ def _budget_bias(x_star, delay, momentum):
     """How far above x* a run still fails to diverge within STEPS: log(diverge factor) / (STEPS ·
     d log ρ / d log x), ρ the spectral radius of the characteristic polynomial."""
     eps = 1e-5
-    rho = stability.spectral_radius(stability.char_poly(x_star * (1 + eps), "sgdm", delay=delay, momentum=momentum))
+    rho = polynomials.spectral_radius(polynomials.char_poly(x_star * (1 + eps), "sgdm", delay=delay, momentum=momentum))
     return np.log(1e6) / (STEPS * np.log(rho) / eps)
 
 
 def test_the_simulated_threshold_of_sgdm_agrees_with_the_derived_one():
     momenta, delays = [0.0, 0.6], [0, 3]
-    ds = boundary.simulated_threshold("sgdm", momentum=momenta, delay=delays, steps=STEPS, tol=1e-3)
-    derived = stability.threshold("sgdm", delay=delays, momentum=momenta)
+    ds = simulated.simulated_threshold("sgdm", momentum=momenta, delay=delays, steps=STEPS, tol=1e-3)
+    derived = polynomials.threshold("sgdm", delay=delays, momentum=momenta)
     for i, d in enumerate(delays):
         for j, m in enumerate(momenta):
             ratio = float(ds.threshold[i, j]) / derived[i, j]
@@ -31,14 +32,14 @@ def test_the_simulated_threshold_of_sgdm_agrees_with_the_derived_one():
 
 def test_a_round_compiles_once_and_any_method_and_process_works():
     kw = dict(rho=[0.5, 1.5], delay=["uniform:1:3"], steps=2_000, tol=0.02)
-    boundary.simulated_threshold("ab", momentum=[0.5, 0.8], **kw)
+    simulated.simulated_threshold("ab", momentum=[0.5, 0.8], **kw)
     compiled = engine.loop.advance._cache_size()
-    ds = boundary.simulated_threshold("ab", momentum=[0.3, 0.7], seeds=3, **kw)
+    ds = simulated.simulated_threshold("ab", momentum=[0.3, 0.7], seeds=3, **kw)
     assert engine.loop.advance._cache_size() == compiled  # new momenta, seeds and rounds: no new program
     assert ds.threshold.dims == ("delay", "momentum", "rho") and ds.attrs["criterion"] == "simulated"
     assert (ds.threshold_min <= ds.threshold).all() and (ds.threshold <= ds.threshold_max).all()
     assert np.isfinite(ds.threshold).all() and (ds.threshold > 0).all()
-    pool = boundary.simulated_threshold("dana", momentum=0.5, delay="workers:3", steps=2_000, tol=0.02)
+    pool = simulated.simulated_threshold("dana", momentum=0.5, delay="workers:3", steps=2_000, tol=0.02)
     assert np.isfinite(pool.threshold).all()
 
 
@@ -47,5 +48,5 @@ def test_a_round_compiles_once_and_any_method_and_process_works():
 def test_bad_input_is_one_line(kwargs):
     kwargs = {"method": "sgdm", "momentum": 0.5, **kwargs}
     with pytest.raises(NqmError) as error:
-        boundary.simulated_threshold(kwargs.pop("method"), **kwargs)
+        simulated.simulated_threshold(kwargs.pop("method"), **kwargs)
     assert "\n" not in str(error.value)

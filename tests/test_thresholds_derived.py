@@ -8,7 +8,8 @@ import pytest
 from scipy.optimize import brentq
 
 import nqm
-from nqm import delays, diagnostics, engine, linear, stability
+from nqm import delays, diagnostics, engine
+from nqm.thresholds import derived, polynomials
 from nqm.errors import NqmError
 from nqm.optimizers import base
 
@@ -28,23 +29,23 @@ def _first_crossing(radius, grid):
 
 def test_sgd_equals_the_closed_form():
     d = np.arange(9)
-    np.testing.assert_allclose(linear.threshold("sgd", delay=d), stability.sgd_threshold_closed_form(d), rtol=RTOL)
+    np.testing.assert_allclose(derived.threshold("sgd", delay=d), polynomials.sgd_threshold_closed_form(d), rtol=RTOL)
 
 
 @pytest.mark.parametrize("method", ["sgdm", "shifted"])
 @pytest.mark.parametrize("dampening", [False, True])
 def test_constant_delay_equals_giladis_polynomials(method, dampening):
     d, m = [0, 1, 4, 9], [0.0, 0.3, 0.9]
-    got = linear.threshold(method, delay=d, momentum=m, dampening=dampening)
-    np.testing.assert_allclose(got, stability.threshold(method, d, m, dampening=dampening), rtol=RTOL)
+    got = derived.threshold(method, delay=d, momentum=m, dampening=dampening)
+    np.testing.assert_allclose(got, polynomials.threshold(method, d, m, dampening=dampening), rtol=RTOL)
 
 
 @pytest.mark.parametrize("spec", ["uniform:1:4", "gaussian:3", "pmf:0.5,0,0.5", "uniform:0:6"])
 @pytest.mark.parametrize("dampening", [False, True])
 def test_iid_delays_equal_giladis_mean_dynamics(spec, dampening):
     pmf, m = delays.pmf(delays.process(spec)), [0.0, 0.5, 0.9]
-    got = linear.threshold("sgdm", delay=spec, momentum=m, dampening=dampening)
-    np.testing.assert_allclose(got, stability.threshold("sgdm", None, m, dampening=dampening, pmf=pmf), rtol=RTOL)
+    got = derived.threshold("sgdm", delay=spec, momentum=m, dampening=dampening)
+    np.testing.assert_allclose(got, polynomials.threshold("sgdm", None, m, dampening=dampening, pmf=pmf), rtol=RTOL)
 
 
 def _nesterov(x, d, m, c):
@@ -62,26 +63,26 @@ def test_nesterov_equals_its_matrix_written_here(d, m, dampening):
     c = 1 - m if dampening else 1.0
     radius = lambda x: np.abs(np.linalg.eigvals(_nesterov(x, d, m, c))).max()  # noqa: E731
     want = _first_crossing(radius, np.geomspace(1e-4, 100, 3000))
-    assert linear.threshold("nesterov", delay=d, momentum=m, dampening=dampening) == pytest.approx(want, rel=RTOL)
+    assert derived.threshold("nesterov", delay=d, momentum=m, dampening=dampening) == pytest.approx(want, rel=RTOL)
 
 
 def test_ormo_with_one_worker_is_sgdm():
     m = [0.0, 0.5, 0.9]
-    np.testing.assert_allclose(linear.threshold("ormo", momentum=m), linear.threshold("sgdm", momentum=m), rtol=RTOL)
-    ormo, sgdm = (linear.transitions(name, lr=0.3, momentum=0.7) for name in ("ormo", "sgdm"))
+    np.testing.assert_allclose(derived.threshold("ormo", momentum=m), derived.threshold("sgdm", momentum=m), rtol=RTOL)
+    ormo, sgdm = (derived.transitions(name, lr=0.3, momentum=0.7) for name in ("ormo", "sgdm"))
     np.testing.assert_allclose(ormo.A, sgdm.A, rtol=1e-14)
 
 
 def test_dana_with_one_worker_is_nesterov():
     m = [0.0, 0.5, 0.9, 0.99]
-    np.testing.assert_allclose(linear.threshold("dana", momentum=m), linear.threshold("nesterov", momentum=m), rtol=RTOL)
+    np.testing.assert_allclose(derived.threshold("dana", momentum=m), derived.threshold("nesterov", momentum=m), rtol=RTOL)
 
 
 @pytest.mark.parametrize("dampening", [False, True])
 def test_staleness_is_sgdm_with_the_step_divided_by_the_delay(dampening):
     d, m = np.array([0, 1, 3, 6]), [0.0, 0.8]
-    got = linear.threshold("staleness", delay=d, momentum=m, dampening=dampening)
-    want = linear.threshold("sgdm", delay=d, momentum=m, dampening=dampening) * np.maximum(1, d)[:, None]
+    got = derived.threshold("staleness", delay=d, momentum=m, dampening=dampening)
+    want = derived.threshold("sgdm", delay=d, momentum=m, dampening=dampening) * np.maximum(1, d)[:, None]
     np.testing.assert_allclose(got, want, rtol=RTOL)
 
 
@@ -98,7 +99,7 @@ def test_matrices_reproduce_the_engine(method, spec):
     for rotating in (False, True):
         loss = np.zeros(steps)
         for curvature in lam:
-            T = linear.transitions(method, lr=lr, momentum=m, delay=spec, lam=curvature, rotating=rotating)
+            T = derived.transitions(method, lr=lr, momentum=m, delay=spec, lam=curvature, rotating=rotating)
             s, column = T.initial, {d: j for j, d in enumerate(T.delays)}
             for t in range(steps):
                 s = T.A[t % T.period, column[lags[t]]] @ s
@@ -108,8 +109,8 @@ def test_matrices_reproduce_the_engine(method, spec):
 
 def test_the_rotating_frame_is_the_period_product():
     for method in ("shifted", "dana"):
-        engine_frame = linear.transitions(method, lr=0.3, momentum=0.7, delay=3)
-        rotating = linear.transitions(method, lr=0.3, momentum=0.7, delay=3, rotating=True)
+        engine_frame = derived.transitions(method, lr=0.3, momentum=0.7, delay=3)
+        rotating = derived.transitions(method, lr=0.3, momentum=0.7, delay=3, rotating=True)
         assert (engine_frame.period, rotating.period, rotating.rotating) == (4, 1, True)
         product = np.linalg.multi_dot(engine_frame.A[::-1, 0])
         np.testing.assert_allclose(product, np.linalg.matrix_power(rotating.A[0, 0], 4), atol=1e-14)
@@ -120,20 +121,20 @@ def test_rates_are_those_of_the_transitions(method, spec):
     """Mean and mean-square rates over a period of the engine-frame matrices (8 states), with dense
     Kronecker products written here, against the averaged, rotating-frame and low-rank paths."""
     lr, m = 0.2, 0.5
-    T = linear.transitions(method, lr=lr, momentum=m, delay=spec)
+    T = derived.transitions(method, lr=lr, momentum=m, delay=spec)
     mean = np.linalg.multi_dot([np.einsum("d,dij->ij", T.pmf, a) for a in T.A[::-1]])
     square = np.linalg.multi_dot([np.einsum("d,dij,dkl->ikjl", T.pmf, a, a).reshape(64, 64) for a in T.A[::-1]])
     want = [np.abs(np.linalg.eigvals(M)).max() ** (1 / (k * T.period)) for M, k in ((mean, 1), (square, 2))]
-    got = [linear.spectral_radius(method, lr=lr, momentum=m, delay=spec, criterion=c) for c in ("mean", "mean-square")]
+    got = [derived.spectral_radius(method, lr=lr, momentum=m, delay=spec, criterion=c) for c in ("mean", "mean-square")]
     assert T.A.shape[-2:] == (8, 8) and T.period == len(T.A) > 1
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
 def test_the_noise_enters_where_the_gradient_does():
-    T = linear.transitions("sgdm", lr=0.3, momentum=0.7, delay=2, dampening=True)
+    T = derived.transitions("sgdm", lr=0.3, momentum=0.7, delay=2, dampening=True)
     assert T.labels == ("w[t]", "w[t-1]", "w[t-2]", "velocity")
     np.testing.assert_allclose(T.B[0, 0], [-0.3 * 0.3, 0, 0, 0.3])  # v += (1 − m) ξ, w −= η (1 − m) ξ
-    dana = linear.transitions("dana", lr=0.3, momentum=0.7, delay=1)
+    dana = derived.transitions("dana", lr=0.3, momentum=0.7, delay=1)
     assert dana.labels[dana.readout.argmax()] == "w[t]" and dana.period == 2
 
 
@@ -142,7 +143,7 @@ def test_the_noise_enters_where_the_gradient_does():
 
 def test_mean_square_equals_mean_at_a_constant_delay():
     for method, d in (("sgdm", 2), ("sgdm", 9), ("shifted", 4), ("ormo", 3)):
-        mean, square = (linear.threshold(method, delay=d, momentum=0.5, criterion=c) for c in ("mean", "mean-square"))
+        mean, square = (derived.threshold(method, delay=d, momentum=0.5, criterion=c) for c in ("mean", "mean-square"))
         assert square == pytest.approx(mean, rel=1e-9)
 
 
@@ -157,29 +158,29 @@ def test_mean_square_of_sgd_under_uniform_delays_equals_its_kronecker_map():
         return np.abs(np.linalg.eigvals(K)).max()
 
     want = _first_crossing(radius, np.linspace(0.3, 0.7, 401))
-    square, mean = (linear.threshold("sgd", delay="uniform:1:4", criterion=c) for c in ("mean-square", "mean"))
+    square, mean = (derived.threshold("sgd", delay="uniform:1:4", criterion=c) for c in ("mean-square", "mean"))
     assert square == pytest.approx(want, rel=1e-9)
     assert square / mean == pytest.approx(0.8804, abs=1e-4)  # mean-square is 12.0 % below the mean threshold
 
 
 @pytest.mark.parametrize("method, spec", [("sgdm", "uniform:1:8"), ("shifted", "pmf:0.5,0,0.5"), ("dana", "gaussian:2")])
 def test_the_criteria_are_ordered(method, spec):
-    mean, square = (linear.threshold(method, delay=spec, momentum=0.5, criterion=c) for c in ("mean", "mean-square"))
-    sure, error = linear.threshold(method, delay=spec, momentum=0.5, criterion="almost-sure", steps=10_000,
+    mean, square = (derived.threshold(method, delay=spec, momentum=0.5, criterion=c) for c in ("mean", "mean-square"))
+    sure, error = derived.threshold(method, delay=spec, momentum=0.5, criterion="almost-sure", steps=10_000,
                                    with_error=True)
     assert square < mean and square < sure - 3 * error and 0 < error < 0.02 * sure
 
 
 def test_almost_sure_is_exact_at_a_constant_delay():
-    x, error = linear.threshold("shifted", delay=5, momentum=0.6, criterion="almost-sure", with_error=True)
-    assert error == 0 and x == pytest.approx(linear.threshold("shifted", delay=5, momentum=0.6), rel=1e-12)
+    x, error = derived.threshold("shifted", delay=5, momentum=0.6, criterion="almost-sure", with_error=True)
+    assert error == 0 and x == pytest.approx(derived.threshold("shifted", delay=5, momentum=0.6), rel=1e-12)
 
 
 @pytest.mark.slow
 def test_almost_sure_threshold_is_where_long_runs_start_to_diverge():
     """SGD on λ = 1 under τ ~ unif{1..4}, noiseless, 16 other schedules of 60k steps: every run's
     loss shrinks 4 errors below x* and grows 4 errors above (a run's own exponent: ±0.8 error)."""
-    x, error = linear.threshold("sgd", delay="uniform:1:4", criterion="almost-sure", with_error=True)
+    x, error = derived.threshold("sgd", delay="uniform:1:4", criterion="almost-sure", with_error=True)
     lrs = x + np.array([-4, 4]) * error
     config = engine.RunConfig(target=1e-300, diverge_factor=1e300, max_steps=60_000, x64=True, progress=False)
     optimizer = base.make("sgdm", delay="uniform:1:4")
@@ -208,8 +209,8 @@ def _curved(*, workers: int = 1):
 
 def test_a_new_linear_method_gets_its_threshold_for_free(monkeypatch):
     monkeypatch.setitem(base._REGISTRY, "curved", _curved)
-    table = linear.threshold_table("curved", delays=[0, 3], scale=[0.5, 1.0])
-    x = stability.sgd_threshold_closed_form([0, 3])[:, None, None]
+    table = derived.threshold_table("curved", delays=[0, 3], scale=[0.5, 1.0])
+    x = polynomials.sgd_threshold_closed_form([0, 3])[:, None, None]
     s = np.array([0.5, 1.0])
     np.testing.assert_allclose(table.threshold, (np.sqrt(1 + 2 * s * x) - 1) / s, rtol=RTOL)  # η + s η²/2 = x
     assert table.threshold.dims == ("delay", "momentum", "scale")
@@ -219,38 +220,38 @@ def test_a_new_linear_method_gets_its_threshold_for_free(monkeypatch):
 
 
 def test_table_layout():
-    table = linear.threshold_table("sgdm", delays=[2, "uniform:1:4"], momenta=[0.0, 0.5], criterion="mean-square",
+    table = derived.threshold_table("sgdm", delays=[2, "uniform:1:4"], momenta=[0.0, 0.5], criterion="mean-square",
                                    dampening=True)
     assert table.threshold.dims == ("delay", "momentum")
     assert list(table.delay.values) == ["2", "uniform:1:4"] and list(table.mean_delay.values) == [2.0, 2.5]
     assert table.attrs["criterion"] == "mean-square" and table.attrs["convention"].startswith("dampened")
-    ints = linear.threshold_table("sgd", delays=range(3))
+    ints = derived.threshold_table("sgd", delays=range(3))
     assert ints.delay.dtype.kind == "i" and ints.attrs["convention"] == "no momentum"
 
 
 @pytest.mark.parametrize("call", [
-    lambda: linear.threshold("ab"),
-    lambda: linear.threshold("dc-asgd"),
-    lambda: linear.threshold_table("restart", delays=[1]),
-    lambda: linear.threshold("adam"),
-    lambda: linear.threshold("sgdm", momentum=1.0),
-    lambda: linear.threshold("sgdm", momentum=-0.1),
-    lambda: linear.threshold("sgd", momentum=0.5),
-    lambda: linear.threshold("sgdm", delay=-1),
-    lambda: linear.threshold("sgdm", delay=[]),
-    lambda: linear.threshold("sgdm", delay="workers:4"),
-    lambda: linear.threshold("sgdm", delay="poisson:3"),
-    lambda: linear.threshold("sgdm", delay=[2, 2]),
-    lambda: linear.threshold("sgdm", criterion="median"),
-    lambda: linear.threshold("sgdm", rho=0.5),
-    lambda: linear.threshold("ormo", dampening=True),
-    lambda: linear.threshold("sgdm", delay="uniform:1:4", criterion="almost-sure", steps=0),
-    lambda: linear.transitions("sgdm", lr=-0.1, momentum=0.5),
-    lambda: linear.transitions("sgdm", lr=[0.1, 0.2], momentum=0.5),
-    lambda: linear.transitions("sgdm", lr=0.1, momentum=0.5, lam=0),
-    lambda: linear.transitions("sgdm", lr=0.1, momentum=0.5, lam="x"),
-    lambda: linear.transitions("sgdm", lr=0.1, momentum=[0.5, 0.6]),
-    lambda: linear.spectral_radius("sgdm", lr=float("nan"), momentum=0.5),
+    lambda: derived.threshold("ab"),
+    lambda: derived.threshold("dc-asgd"),
+    lambda: derived.threshold_table("restart", delays=[1]),
+    lambda: derived.threshold("adam"),
+    lambda: derived.threshold("sgdm", momentum=1.0),
+    lambda: derived.threshold("sgdm", momentum=-0.1),
+    lambda: derived.threshold("sgd", momentum=0.5),
+    lambda: derived.threshold("sgdm", delay=-1),
+    lambda: derived.threshold("sgdm", delay=[]),
+    lambda: derived.threshold("sgdm", delay="workers:4"),
+    lambda: derived.threshold("sgdm", delay="poisson:3"),
+    lambda: derived.threshold("sgdm", delay=[2, 2]),
+    lambda: derived.threshold("sgdm", criterion="median"),
+    lambda: derived.threshold("sgdm", rho=0.5),
+    lambda: derived.threshold("ormo", dampening=True),
+    lambda: derived.threshold("sgdm", delay="uniform:1:4", criterion="almost-sure", steps=0),
+    lambda: derived.transitions("sgdm", lr=-0.1, momentum=0.5),
+    lambda: derived.transitions("sgdm", lr=[0.1, 0.2], momentum=0.5),
+    lambda: derived.transitions("sgdm", lr=0.1, momentum=0.5, lam=0),
+    lambda: derived.transitions("sgdm", lr=0.1, momentum=0.5, lam="x"),
+    lambda: derived.transitions("sgdm", lr=0.1, momentum=[0.5, 0.6]),
+    lambda: derived.spectral_radius("sgdm", lr=float("nan"), momentum=0.5),
 ])
 def test_bad_input_is_one_line(call):
     with pytest.raises(NqmError) as error:
@@ -260,4 +261,4 @@ def test_bad_input_is_one_line(call):
 
 def test_nonlinear_methods_point_at_the_simulated_threshold():
     with pytest.raises(NqmError, match="not linear.*--simulate"):
-        linear.threshold("ab")
+        derived.threshold("ab")

@@ -1,0 +1,118 @@
+"""Simulated stability boundaries: the largest learning rate whose run does not diverge, found by
+bisection with the engine — for any method (linear or not) and any delay process.
+
+For every case (delay, momentum, the method's other hyperparameters, seed) a bracket
+``lo < η* ≤ hi`` — ``lo`` observed not to diverge within ``steps``, ``hi`` observed to diverge — is
+first found on a geometric scan, then halved (geometrically) until ``hi / lo ≤ 1 + tol``. Each round
+advances every bracket of a delay and seed in one engine call over all of them (a case is a cell
+as ``nqm sweep`` runs it, same noise and delays), so a round compiles once. A run counts as
+diverged under the engine's rule (loss not finite or above ``diverge_factor · L(w₀)``).
+
+What it finds is where single runs blow up within a finite budget: just above a linear threshold a
+run grows slowly, so the simulated boundary lies above the derived one by about
+``log(diverge_factor) / (steps · d log ρ / d log η)``; a longer budget brings it closer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import xarray as xr
+
+from nqm import delays, sweeps
+from nqm.errors import NqmError
+from nqm.problem import Problem, explicit
+from nqm.status import DIVERGED
+from nqm.validate import coordinates, count
+
+SCAN = 4.0 ** np.arange(-7, 4)  # the first brackets: x = λ_max · η from 6e-5 to 16, a factor 4 apart
+
+
+__all__ = ["simulated_threshold"]
+
+
+def simulated_threshold(method: str = "sgdm", *, momentum, delay=0, seeds: int = 1, seed: int = 0,
+                        steps: int = 20_000, tol: float = 1e-3, problem: Problem | None = None, noise: float = 0.0,
+                        progress: bool = False, **hyper_and_options) -> xr.Dataset:
+    """``x* = λ_max · η*``, the largest stable learning rate found by simulation, per case.
+
+    Args:
+      method: any registered method.
+      momentum: momenta (a value or a list).
+      delay: constant delays and/or delay processes (a value or a list), as in :func:`nqm.sweep`.
+      seeds: seeds ``seed … seed + seeds − 1`` (noise and random delays); min, median and max reported.
+      steps: the budget within which a run must diverge to count as unstable.
+      tol: the relative width ``hi / lo − 1`` at which bisection stops.
+      problem: the quadratic (default: one eigenvalue, λ = 1, so that x* = η*).
+      noise: the gradient-noise scale σ.
+      hyper_and_options: the method's other hyperparameters as lists (e.g. ``rho=[0.5, 1, 2]``) and
+        its options (e.g. ``dampening=True``), as in :func:`nqm.sweep`.
+
+    Returns:
+      a Dataset with ``threshold`` (the median over seeds of x*), ``threshold_min``,
+      ``threshold_max`` and ``threshold_hi`` (the median upper end of the final brackets) over
+      ``delay × momentum × [hyperparameters]``; NaN where even the smallest scanned rate diverged,
+      ∞ where none diverged.
+    """
+    problem = explicit([1.0]) if problem is None else problem
+    steps = count(steps, "steps", high=10**8)
+    seeds = count(seeds, "seeds", high=1000)
+    if not (np.isfinite(tol) and 0 < tol < 1):
+        raise NqmError(f"tol must be a number in (0, 1), got {tol}")
+    task, grids = sweeps.job(method, problem, dict(hyper_and_options, max_steps=steps, progress=progress))
+    task = task._replace(config=dataclasses.replace(task.config, target=-1.0))  # never stop at a target
+    coords = coordinates(momentum=momentum, noise=noise, seed=np.arange(seed, seed + seeds), **grids)
+    if coords["noise"].size != 1:
+        raise NqmError("noise takes one value for a threshold; call it once per noise level")
+    coords["delay"], processes = delays.coordinate(delay)
+    extra = list(grids)
+    cases = [dict(zip(["momentum", *extra], combo)) for combo in
+             itertools.product(coords["momentum"], *(coords[name] for name in extra))]
+    lam_max = problem.lam_max
+    shape = (coords["delay"].size, len(cases), seeds)
+    lo, hi = np.full(shape, np.nan), np.full(shape, np.nan)
+
+    def diverged(d, s, lr, which):
+        """Whether each case ``which`` diverges at ``lr`` under delay ``d`` and seed ``s``."""
+        values = {name: np.array([cases[c][name] for c in which]) for name in ["momentum", *extra]}
+        values.update(lr=np.asarray(lr, np.float64), noise=np.full(len(which), coords["noise"][0]))
+        coordinates(distinct=False, lr=values["lr"])
+        return task.run(processes[d], values, s, description=f"{method} threshold").status == DIVERGED
+
+    every = np.arange(len(cases))
+    for d, (i, s) in itertools.product(range(len(processes)), enumerate(coords["seed"])):
+        # The scan, in one call: the first diverging rate and the one below it bracket the boundary.
+        scan = diverged(d, s, np.repeat(SCAN / lam_max, len(cases)), np.tile(every, SCAN.size)).reshape(SCAN.size, -1)
+        first = np.where(scan.any(0), scan.argmax(0), SCAN.size)
+        inside = (first > 0) & (first < SCAN.size)
+        lo[d, inside, i] = SCAN[first[inside] - 1] / lam_max
+        hi[d, inside, i] = SCAN[first[inside]] / lam_max
+        lo[d, first == SCAN.size, i] = np.inf
+        open_ = np.flatnonzero(inside)
+        while open_.size:
+            mid = np.sqrt(lo[d, open_, i] * hi[d, open_, i])
+            unstable = diverged(d, s, mid, open_)
+            hi[d, open_[unstable], i], lo[d, open_[~unstable], i] = mid[unstable], mid[~unstable]
+            open_ = open_[hi[d, open_, i] / lo[d, open_, i] > 1 + tol]
+    dims = ["delay", "momentum", *extra]
+    grid_shape = (coords["delay"].size, coords["momentum"].size, *(coords[name].size for name in extra))
+    x = lo * lam_max
+    with np.errstate(invalid="ignore"):
+        data = {
+            "threshold": (dims, np.median(x, -1).reshape(grid_shape), {"long_name": "simulated x* = lam_max * eta*"}),
+            "threshold_min": (dims, x.min(-1).reshape(grid_shape)),
+            "threshold_max": (dims, x.max(-1).reshape(grid_shape)),
+            "threshold_hi": (dims, np.median(hi * lam_max, -1).reshape(grid_shape),
+                             {"long_name": "upper end of the final bracket (diverged there)"}),
+        }
+    return xr.Dataset(
+        data, coords={"delay": coords["delay"], "momentum": coords["momentum"], **{n: coords[n] for n in extra},
+                      "mean_delay": ("delay", [p.mean for p in processes])},
+        attrs={"method": method, "criterion": "simulated", "steps": steps, "tol": tol, "seeds": seeds,
+               "seed": seed, "noise": float(coords["noise"][0]), **problem.describe(),
+               "diverge_factor": task.config.diverge_factor,
+               "delay_processes": ", ".join(p.label for p in processes),
+               **{k: int(v) if isinstance(v, bool) else v for k, v in task.options.items() if np.isscalar(v)}},
+    )
