@@ -29,7 +29,7 @@ import numpy as np
 
 import nqm
 from nqm.thresholds.agreement import agreement
-from nqm.sweeps import t_star
+from nqm.status import t_star
 
 SMOKE = os.environ.get("NQM_SMOKE") == "1"
 N, STEPS, SIDE = (200, 2_000, 6) if SMOKE else (2_000, 50_000, 20)

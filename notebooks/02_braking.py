@@ -134,9 +134,9 @@ variants = {"global": {}, "blocks:8": {"group": "blocks:8"}, "element": {"group"
 rows = {}
 for name, options in variants.items():
     ds = nqm.sweep("ab", delay=D, rho=0.75, **grid, **options)
-    rows[name] = (nqm.sweeps.t_star(ds), int((ds.status == 1).sum()))
+    rows[name] = (nqm.t_star(ds), int((ds.status == 1).sum()))
 sgdm = nqm.sweep("sgdm", delay=D, **grid)
-rows["SGDM"] = (nqm.sweeps.t_star(sgdm), int((sgdm.status == 1).sum()))
+rows["SGDM"] = (nqm.t_star(sgdm), int((sgdm.status == 1).sum()))
 for name, (ts, area) in rows.items():
     print(f"{name:>16}: T* = {ts:8.1f}   converged cells = {area}")
 
@@ -157,7 +157,7 @@ for name, (ts, area) in rows.items():
 # %%
 for mode in ("both", "vel-only", "weight-only"):
     ds = nqm.sweep("ab", delay=D, rho=0.75, mode=mode, **grid)
-    print(f"{mode:>12}: T* = {nqm.sweeps.t_star(ds):8.1f}   converged cells = {int((ds.status == 1).sum())}")
+    print(f"{mode:>12}: T* = {nqm.t_star(ds):8.1f}   converged cells = {int((ds.status == 1).sum())}")
 
 # %% [markdown]
 # Braking the velocity is what matters: `vel-only` keeps most of the gain, `weight-only` (braking

@@ -18,7 +18,7 @@ _EXPORTS = {
     "RunConfig": "nqm.engine", "simulate": "nqm.engine",
     "NqmError": "nqm.errors", "use_every_core": "nqm.devices",
     "Problem": "nqm.problem", "explicit": "nqm.problem", "loguniform": "nqm.problem", "zhang": "nqm.problem",
-    "load": "nqm.io", "save": "nqm.io", "sweep": "nqm.sweeps", "best": "nqm.search", "trajectory": "nqm.diagnostics",
+    "load": "nqm.io", "save": "nqm.io", "sweep": "nqm.sweeps", "best": "nqm.search", "trajectory": "nqm.diagnostics", "t_star": "nqm.status",
     "plot_heatmaps": "nqm.plots.heatmap",
 }
 

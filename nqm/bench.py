@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import nqm
-from nqm import engine
+from nqm import engine, validate
 from nqm.optimizers import make
 from nqm.status import BUDGET, DIVERGED, REACHED
 
@@ -56,8 +56,6 @@ TARGETS = {"sgdm_vs_probe": 0.5, "ab_vs_probe": 0.35, "sgdm_vs_numpy": 20.0, "ea
 
 def check(cells: int, dim: int, steps: int) -> None:
     """The benchmark's sizes within :data:`nqm.validate.BOUNDS` (its probe holds cells × N of w and v)."""
-    from nqm import validate
-
     cells = validate.count(cells, "cells", high=validate.BOUNDS["cells"])
     dim = validate.count(dim, "dim", high=validate.BOUNDS["dim"])
     validate.count(steps, "steps", high=validate.BOUNDS["steps"] // 4)  # the early-exit run takes 4 × steps

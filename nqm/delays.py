@@ -35,7 +35,7 @@ from typing import Callable, NamedTuple, Protocol
 import numpy as np
 
 from nqm.errors import NqmError
-from nqm.validate import BOUNDS, count as _count
+from nqm import validate
 
 _STREAM = 0x64656C61  # separates the delay stream from anything else drawn from the same seed
 
@@ -118,13 +118,12 @@ def coordinate(values) -> tuple[np.ndarray, list]:
     """The ``delay`` coordinate of a result or a table, and the processes: integers when every delay
     given is a number (a constant), else every process's label (an integer still selects its
     constant there: :class:`nqm.results.DelayIndex`). Empty or repeated delays are errors."""
-    from nqm.validate import coordinates
 
     items = list(values) if isinstance(values, (list, tuple, range, np.ndarray)) else [values]
     if not items:
         raise NqmError("delay is empty: give at least one delay (an integer, or a spec such as uniform:1:8)")
     if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in items):
-        coord = coordinates(delay=items)["delay"]
+        coord = validate.coordinates(delay=items)["delay"]
         return coord, [constant(int(d)) for d in coord]
     processes = [process(v) for v in items]
     labels = np.array([p.label for p in processes])
@@ -183,7 +182,7 @@ class Constant:
 
 
 def constant(delay: int) -> Constant:
-    return Constant(_count(delay, "a constant delay", low=0, high=BOUNDS["delay"]))
+    return Constant(validate.count(delay, "a constant delay", low=0, high=validate.BOUNDS["delay"]))
 
 
 @register("constant", syntax="constant:D", help="every gradient D steps old (D + 1 round-robin workers)",
@@ -243,16 +242,16 @@ def validate_pmf(pmf) -> np.ndarray:
         raise NqmError(f"a delay pmf must be a list of numbers, got {pmf!r}") from None
     if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0:
         raise NqmError(f"a delay pmf must be a 1-D list of finite weights >= 0 with a positive sum, got {pmf!r}")
-    if np.flatnonzero(p)[-1] + 1 > BOUNDS["pmf"]:
-        raise NqmError(f"a delay pmf may reach a delay of at most {BOUNDS['delay']:,}, this one reaches "
+    if np.flatnonzero(p)[-1] + 1 > validate.BOUNDS["pmf"]:
+        raise NqmError(f"a delay pmf may reach a delay of at most {validate.BOUNDS['delay']:,}, this one reaches "
                        f"{np.flatnonzero(p)[-1]:,}")
     return p[: np.flatnonzero(p)[-1] + 1] / p.sum()
 
 
 def uniform_pmf(a: int, b: int) -> np.ndarray:
     """``τ ~ unif{a..b}`` (Giladi et al. 2020, eq. 20), over k = 0..b."""
-    a = _count(a, "the smallest uniform delay", low=0, high=BOUNDS["delay"])
-    b = _count(b, "the largest uniform delay", low=0, high=BOUNDS["delay"])
+    a = validate.count(a, "the smallest uniform delay", low=0, high=validate.BOUNDS["delay"])
+    b = validate.count(b, "the largest uniform delay", low=0, high=validate.BOUNDS["delay"])
     if a > b:
         raise NqmError(f"a uniform delay needs A <= B, got uniform:{a}:{b}")
     return np.where(np.arange(b + 1) >= a, 1.0 / (b - a + 1), 0.0)
@@ -263,7 +262,7 @@ def gaussian_pmf(mu: int) -> np.ndarray:
     ``z ~ N(μ, 1)``, k = 1..2μ, renormalised. E[τ] = μ only once the tails vanish (μ ≥ 4): k = 0 is
     cut but k = 2μ kept."""
     # Its support reaches 2μ: the delay bound applies to that.
-    mu = _count(mu, "the mean of a gaussian delay", low=1, high=BOUNDS["delay"] // 2)
+    mu = validate.count(mu, "the mean of a gaussian delay", low=1, high=validate.BOUNDS["delay"] // 2)
     d = np.abs(np.arange(2 * mu + 1) - mu)  # by symmetry, so both tails keep full precision
     cdf = lambda x: 0.5 * np.vectorize(math.erfc)(-np.asarray(x, float) / math.sqrt(2.0))  # no scipy.stats import
     return validate_pmf(np.r_[0.0, (cdf(0.5 - d) - cdf(-0.5 - d))[1:]])
@@ -357,7 +356,7 @@ def _worker_schedule(pool: Workers, seed: int, steps: int):
 
 
 def workers(count: int, slow_fraction: float = 0.0, slowdown: float = 1.0) -> Workers:
-    count = _count(count, "the number of workers", low=1, high=BOUNDS["workers"])
+    count = validate.count(count, "the number of workers", low=1, high=validate.BOUNDS["workers"])
     if not 0 <= slow_fraction <= 1:
         raise NqmError(f"the fraction of slow workers must be in [0, 1], got {slow_fraction}")
     if not (np.isfinite(slowdown) and slowdown > 0):

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from nqm import engine, validate
+from nqm import delays, engine, jobs, validate
 from nqm.engine import First, GeometricMean, Histogram, Mean
 from nqm.errors import NqmError
 from nqm.optimizers.base import momentum_coefficient
@@ -192,12 +192,11 @@ def trajectory(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.
       Dataset with one variable per recorder over ``step`` (and ``component`` for per-component
       ones, with coordinate ``eigenvalue``) and one per summary.
     """
-    from nqm import delays, sweeps
 
     for name, flag in (("x64", x64), ("independent_noise", independent_noise), ("summaries", summaries)):
         if not isinstance(flag, (bool, np.bool_)):
             raise NqmError(f"{name} must be True or False, got {flag!r}")
-    task, values = sweeps.cell(method, lr=lr, momentum=momentum, noise=noise, seed=seed, problem=problem, x64=x64,
+    task, values = jobs.cell(method, lr=lr, momentum=momentum, noise=noise, seed=seed, problem=problem, x64=x64,
                                **hyper_and_options)
     seed = int(np.ravel(seed)[0])
     record = () if record is None else (record,) if isinstance(record, str) else tuple(record)

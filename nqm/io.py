@@ -16,6 +16,7 @@ import numpy as np
 import xarray as xr
 
 from nqm.errors import NqmError
+from nqm.results import index_delays
 
 CHECKSUM = "nqm_checksum"  # the attribute holding the checksum of a saved result's arrays
 
@@ -143,8 +144,6 @@ def lock(path: str | os.PathLike):
 def load(path: str | os.PathLike) -> xr.Dataset:
     """Read a result written by :func:`save` (fully into memory; the file is closed), its
     checksum verified: a damaged file is one error line, never wrong numbers."""
-    from nqm.results import index_delays
-
     ds = load_dataset(path)
     if "steps" not in ds or "status" not in ds:
         raise NqmError(f"{path} is not an nqm sweep result (no steps/status variables)")
@@ -213,3 +212,18 @@ def check_writable(path: str | os.PathLike) -> None:
         raise NqmError(f"cannot write {path}: directory {directory} does not exist")
     if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise NqmError(f"cannot write {path}: permission denied")
+
+
+def json_plain(value):
+    """numpy scalars and arrays as Python numbers and lists, NaN and ±inf as None (for JSON)."""
+    if isinstance(value, dict):
+        return {str(k): json_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [json_plain(v) for v in value]
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if np.isfinite(value) else None  # JSON has no NaN: "no value"
+    return value

@@ -11,7 +11,8 @@ import re
 
 import pytest
 
-from nqm.plots.script import _plain, existing_data, read_data
+from nqm.io import json_plain
+from nqm.plots.script import existing_data, read_data
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -60,4 +61,4 @@ def test_stored_claims_are_those_of_the_data_file(figure):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     data = read_data(existing_data(ROOT / "figures" / f"{figure}.png"))
-    assert _plain(module.claims(data)) == _claims(figure)
+    assert json_plain(module.claims(data)) == _claims(figure)

@@ -8,7 +8,7 @@ import nqm
 from nqm import summary
 from nqm.cli import main
 from nqm.errors import NqmError
-from nqm.sweeps import t_star
+from nqm.status import t_star
 
 
 def _synthetic():

@@ -185,7 +185,7 @@ def test_problem_loss_is_rotation_invariant_and_splits_by_component():
 
 
 def test_independent_noise_cell_identities_do_not_collide():
-    from nqm.sweeps import cell_uids
+    from nqm.jobs import cell_uids
 
     lr, m = np.meshgrid(np.geomspace(1e-4, 10, 1000), np.linspace(0, 0.99, 300))
     uids = cell_uids({"lr": lr.ravel(), "momentum": m.ravel(), "noise": np.full(lr.size, 0.01)})

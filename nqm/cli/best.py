@@ -13,9 +13,9 @@ BOX = "a value V (fixed) or LO:HI (searched"
 
 
 def add_parser(subparsers):
-    from nqm import search, sweeps
+    from nqm import jobs, search
     from nqm.optimizers import methods
-    from nqm.sweeps import all_hyper_dims
+    from nqm.jobs import all_hyper_dims
 
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP + ". T*_best is one point's own T, what "
                                    "nqm sweep gives there, not the grids' 1st-percentile T*.")
@@ -23,7 +23,7 @@ def add_parser(subparsers):
     box.add_argument("--lr", required=True, metavar="V|LO:HI", help=f"{BOX} on a log scale)")
     box.add_argument("--momentum", required=True, metavar="V|LO:HI", help=f"{BOX} on log(1 - m))")
     for name in all_hyper_dims():
-        owners = [m for m in methods() if name in sweeps.hyper_dims(m)]
+        owners = [m for m in methods() if name in jobs.hyper_dims(m)]
         box.add_argument("--" + name.replace("_", "-"), default=None, metavar="V|LO:HI",
                          help=f"{', '.join(owners)}: {BOX} on a log scale; default: the sweep's)")
     parser.add_argument("--method", choices=methods(), default=groups.default_of(search.best, "method"),
@@ -55,7 +55,7 @@ def run(args) -> None:
 
     from nqm import search
     from nqm.io import save
-    from nqm.sweeps import all_hyper_dims
+    from nqm.jobs import all_hyper_dims
 
     if args.delay is not None and args.delay_dist is not None:
         raise NqmError("give either --delay or --delay-dist: a search runs under one delay")

@@ -76,7 +76,8 @@ def method(parser, grid_group, aliases: tuple = ()) -> None:
     no edit here."""
     from nqm.optimizers import methods
     from nqm.optimizers.base import hyperparameters
-    from nqm.sweeps import all_hyper_dims, sweep
+    from nqm.jobs import all_hyper_dims
+    from nqm.sweeps import sweep
 
     parser.add_argument("--method", choices=sorted((*methods(), *aliases)), default=default_of(sweep, "method"),
                         help="optimizer" + (f" ({', '.join(aliases)}: sgdm at momentum 0)" if aliases else ""))
@@ -120,7 +121,7 @@ def method_options(args, grids: bool = True) -> dict:
     """The method's options and (``grids``) hyperparameter grids given on the command line."""
     from nqm.optimizers import methods
     from nqm.optimizers.base import options
-    from nqm.sweeps import all_hyper_dims
+    from nqm.jobs import all_hyper_dims
 
     given = {n: getattr(args, n) for m in methods() for n in options(m)}
     if grids:
@@ -131,15 +132,15 @@ def method_options(args, grids: bool = True) -> dict:
 def problem(parser, default: str | None = None) -> None:
     """The quadratic: ``--spectrum``, ``--dim``, ``--lo``/``--hi``, ``--eigenvalues``, ``--rotate``
     (``default``: what a command uses when none is given, if not zhang's)."""
-    from nqm import problem as problems
+    from nqm.problem import explicit, loguniform, zhang
 
     group = parser.add_argument_group("problem" + (f" (default: {default})" if default else ""))
     group.add_argument("--spectrum", choices=("zhang", "loguniform"), default="zhang", help="eigenvalue spectrum")
     group.add_argument("--dim", type=int, default=None,
-                       help=f"N (default: {default_of(problems.zhang, 'dim')}; not with --eigenvalues)")
+                       help=f"N (default: {default_of(zhang, 'dim')}; not with --eigenvalues)")
     for bound, what in (("lo", "smallest"), ("hi", "largest")):
         group.add_argument(f"--{bound}", type=float, default=None,
-                           help=f"{what} eigenvalue of loguniform (default: {default_of(problems.loguniform, bound):g})")
+                           help=f"{what} eigenvalue of loguniform (default: {default_of(loguniform, bound):g})")
     group.add_argument("--eigenvalues", nargs="+", type=float, default=None, metavar="E", help="explicit spectrum")
     group.add_argument("--rotate", type=int, default=None, metavar="SEED",
                        help="random rotation of H (default: no rotation, axis-aligned)")
@@ -155,7 +156,7 @@ def problem_from(args):
     """The :class:`nqm.problem.Problem` the problem group describes."""
     import numpy as np
 
-    from nqm import problem as problems
+    from nqm.problem import explicit, loguniform, zhang
 
     if args.eigenvalues is not None and (args.dim is not None or args.spectrum != "zhang"):
         raise NqmError("--eigenvalues gives the whole spectrum: drop --dim and --spectrum")
@@ -163,16 +164,16 @@ def problem_from(args):
         raise NqmError("--lo and --hi set the loguniform spectrum: add --spectrum loguniform or drop them")
     if args.rotate is not None and args.rotate < 0:
         raise NqmError(f"--rotate takes a seed >= 0, got {args.rotate}")
-    dim = validate.count(default_of(problems.zhang, "dim") if args.dim is None else args.dim, "--dim", high=validate.BOUNDS["dim"])
+    dim = validate.count(default_of(zhang, "dim") if args.dim is None else args.dim, "--dim", high=validate.BOUNDS["dim"])
     if args.eigenvalues is not None:
         lam = np.asarray(args.eigenvalues)
         if not (np.isfinite(lam).all() and (lam > 0).all()):
             raise NqmError("--eigenvalues must be finite numbers > 0")
-        p = problems.explicit(lam)
+        p = explicit(lam)
     elif args.spectrum == "loguniform":
-        p = problems.loguniform(dim, **{k: getattr(args, k) for k in ("lo", "hi") if getattr(args, k) is not None})
+        p = loguniform(dim, **{k: getattr(args, k) for k in ("lo", "hi") if getattr(args, k) is not None})
     else:
-        p = problems.zhang(dim)
+        p = zhang(dim)
     return p.with_rotation(args.rotate)
 
 

@@ -80,9 +80,9 @@ def locked(args: argparse.Namespace) -> contextlib.ExitStack:
 def save_figure(fig, path: str) -> None:
     """Write a figure (150 dpi) atomically (:func:`nqm.io.save_figure`); a failed write is one
     line and leaves the previous figure as it was."""
-    from nqm.io import save_figure as write
+    from nqm.io import save_figure
 
-    write(fig, path, dpi=150)
+    save_figure(fig, path, dpi=150)
     print(f"wrote {path}")
 
 

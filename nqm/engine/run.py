@@ -21,10 +21,11 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from nqm import delays
-from nqm.engine import layout as layouts
 from nqm.engine import loop
 from nqm.engine.record import Summary, first_view, value_shapes
-from nqm.engine.step import Cells, Inputs, init_cells, model as model_of
+from nqm.engine import step
+from nqm.engine.layout import Layout, blocks, choose, compact, fetch, put, split, worth_compacting
+from nqm.engine.step import Cells, Inputs, init_cells
 from nqm.config import RunConfig
 from nqm.errors import NqmError
 from nqm.optimizers import Optimizer
@@ -62,7 +63,7 @@ class Snapshot(NamedTuple):
 class _Run(NamedTuple):
     """What every group of a run shares."""
 
-    layout: layouts.Layout
+    layout: Layout
     model: Any
     w0: Any
     limits: Any
@@ -149,20 +150,20 @@ def simulate(
 
     with jax.enable_x64(config.x64):
         dtype = jnp.float64 if config.x64 else jnp.float32
-        layout = layouts.choose(problem, optimizer, process.history(plan[0]), cells, config, dtype, record, summaries,
+        layout = choose(problem, optimizer, process.history(plan[0]), cells, config, dtype, record, summaries,
                                 int(stride))
         replicated = NamedSharding(layout.sharding.mesh, PartitionSpec())
-        model = layouts.put(model_of(problem, dtype), replicated)
+        model = put(step.model(problem, dtype), replicated)
         w0 = jnp.asarray(problem.w0, dtype)
         outcome = _empty_outcome(layout, model, w0, cells, config.max_steps // int(stride))
         if cells == 0:
             return outcome
-        limits = layouts.put((
+        limits = put((
             np.asarray(config.target, dtype),
             np.asarray(config.diverge_factor * problem.initial_loss, dtype),
             np.asarray(config.max_steps, np.int32),
         ), replicated)
-        seed = layouts.put(np.asarray(seed, np.uint32), replicated)
+        seed = put(np.asarray(seed, np.uint32), replicated)
         fresh = np.arange(cells) if resume is None else np.setdiff1d(np.arange(cells), resume.index)
         groups = [(fresh[i:i + layout.group_cells], None) for i in range(0, fresh.size, layout.group_cells)]
         if resume is not None and resume.index.size:
@@ -235,7 +236,7 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
                                   for f in Cells._fields if f != "trace"})
         cells = cells._replace(status=np.where(padded >= 0, cells.status, BUDGET).astype(np.int8))
     sharding = run.layout.sharding
-    batches = [tuple(layouts.split(tree, i * size, size, sharding) for tree in (cells, inputs)) for i in range(len(owner))]
+    batches = [tuple(split(tree, i * size, size, sharding) for tree in (cells, inputs)) for i in range(len(owner))]
     bar = run.bar
     by_step = getattr(bar, "unit", None) == "step"  # a disabled bar has no unit, and shows nothing anyway
     if by_step:
@@ -252,7 +253,7 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
             # Drawn a chunk ahead and shared by the short chunks it covers: never drawn twice.
             window_t0 = t
             rows = slice(t, t + spec.chunk_steps)
-            schedule = layouts.put(tuple(np.resize(x[rows], spec.chunk_steps) for x in run.plan), replicated)
+            schedule = put(tuple(np.resize(x[rows], spec.chunk_steps) for x in run.plan), replicated)
             noise = None if spec.independent_noise else loop.common_noise(run.seed, jnp.int32(t), run.model,
                                                                           spec.chunk_steps, spec.mesh)
             window = (noise, schedule)
@@ -264,16 +265,16 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
         if spec.record:
             _collect_trace(outcome.trace, batches, owner, t, length, spec.stride)
         t, chunk = t + length, chunk + 1
-        status = np.stack(layouts.fetch([cells_b.status for cells_b, _ in batches]))
+        status = np.stack(fetch([cells_b.status for cells_b, _ in batches]))
         finished = (status != RUNNING) & (owner >= 0)
-        steps = np.stack(layouts.fetch([c.steps for c, _ in batches])) if finished.any() else None
+        steps = np.stack(fetch([c.steps for c, _ in batches])) if finished.any() else None
         outcome.work[0] += _work(run.layout, owner, finished, steps, t - length, length)
         if finished.any():
-            loss = np.stack(layouts.fetch([c.loss for c, _ in batches]))
+            loss = np.stack(fetch([c.loss for c, _ in batches]))
             ids = owner[finished]
             outcome.steps[ids], outcome.status[ids], outcome.loss[ids] = steps[finished], status[finished], loss[finished]
             if spec.summaries:
-                totals = jax.tree.map(lambda *xs: np.stack(xs), *layouts.fetch([c.summary for c, _ in batches]))
+                totals = jax.tree.map(lambda *xs: np.stack(xs), *fetch([c.summary for c, _ in batches]))
                 for name, summary in spec.summaries:
                     done = jax.tree.map(lambda x: x[finished], totals[name])
                     outcome.summary[name][ids] = summary.result(done, steps[finished])
@@ -291,23 +292,23 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
             break
         if run.between_chunks is not None:
             run.between_chunks(functools.partial(_snapshot, batches, owner, t))
-        if config.compaction and layouts.worth_compacting(owner, run.layout):
-            batches, owner = layouts.compact(batches, owner, run.layout)
+        if config.compaction and worth_compacting(owner, run.layout):
+            batches, owner = compact(batches, owner, run.layout)
 
 
 def _work(layout, owner, finished, steps, t0: int, length: int) -> int:
     """Cell-steps computed by a chunk from ``t0``: a block runs ``length`` steps while any of its
     cells still runs, up to its last finisher's step if all finished in the chunk, none otherwise."""
-    live, done = layouts.blocks(owner >= 0, layout), layouts.blocks(finished, layout)
+    live, done = blocks(owner >= 0, layout), blocks(finished, layout)
     ran = np.where(live.any(-1) & ~(live == done).all(-1), length, 0)
     if steps is not None:
-        last = np.where(done, layouts.blocks(steps, layout) - t0, 0).max(-1)
+        last = np.where(done, blocks(steps, layout) - t0, 0).max(-1)
         ran = np.where(live.any(-1) & (live == done).all(-1), last, ran)
     return int(ran.sum()) * layout.spec.block_cells
 
 
 def _snapshot(batches, owner, t) -> Snapshot:
-    cells = jax.tree.map(lambda *xs: np.concatenate(xs), *layouts.fetch([c._replace(trace={}) for c, _ in batches]))
+    cells = jax.tree.map(lambda *xs: np.concatenate(xs), *fetch([c._replace(trace={}) for c, _ in batches]))
     live = owner.reshape(-1) >= 0
     return Snapshot(t, owner.reshape(-1)[live], jax.tree.map(lambda x: x[live], cells))
 
@@ -316,7 +317,7 @@ def _collect_trace(trace: dict, batches, owner, t0: int, length: int, stride: in
     """Copy the chunk's recorded values of every live cell into the host arrays."""
     first, end = t0 // stride, (t0 + length) // stride  # entries of steps first·stride … end·stride
     for (cells_b, _), ids in zip(batches, owner):
-        values = layouts.fetch(cells_b.trace)
+        values = fetch(cells_b.trace)
         live = ids >= 0
         for name, array in trace.items():
             array[ids[live], first:end] = values[name][live, :end - first]

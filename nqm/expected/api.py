@@ -7,7 +7,7 @@ import numpy as np
 import xarray as xr
 
 import nqm
-from nqm import delays, validate
+from nqm import delays, jobs, validate
 from nqm.config import checked_config
 from nqm.errors import NqmError
 from nqm.expected import autoregression, second_moment, steady
@@ -156,16 +156,14 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     expectation), with the same dimensions and attributes (one seed, 0). ``delay``: constant delays
     and/or iid specs (``"uniform:1:4"``, ``"gaussian:3"``, ``"pmf:…"``; labels as :func:`nqm.sweep`
     gives them); worker pools, whose delays are not iid, are refused."""
-    from nqm import sweeps
-
     config = checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True)
     coords = validate.coordinates(lr=lr, momentum=momentum, noise=noise, seed=0)
     coords["delay"], processes = _delays(delay)
     validate.grid_size(coords)
     problem, bins = _checked(method, coords["momentum"], problem, bins)
-    job = sweeps.Job("sgdm" if method == "sgd" else method, {"dampening": dampening} if method != "sgd" else {},
+    job = jobs.Job("sgdm" if method == "sgd" else method, {"dampening": dampening} if method != "sgd" else {},
                      problem, config)
-    result = sweeps.empty(job, coords, processes)
+    result = jobs.empty(job, coords, processes)
     result.attrs.update(method=method, mode="exact expected dynamics", bins=-1 if bins is None else bins)
     steady_loss = np.empty(result.steps.shape)
     m, lr_ = (x.ravel() for x in np.meshgrid(coords["momentum"], coords["lr"], indexing="ij"))

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqm.conventions import convention, momentum_coefficient  # noqa: F401  (part of this API)
+from nqm.delays import process
 from nqm.errors import NqmError
 
 
@@ -145,8 +146,6 @@ def make(method: str, *, delay=0, **given) -> Optimizer:
     Options left at ``None`` take the family's default; an option the family does not have is an
     error (so that e.g. ``--group`` is never silently ignored for SGDM).
     """
-    from nqm.delays import process
-
     accepted = options(method)
     given = {k: v for k, v in given.items() if v is not None}
     extra = sorted(set(given) - set(accepted))

@@ -40,9 +40,10 @@ from typing import Any, Callable
 import numpy as np
 import xarray as xr
 
+from nqm import __version__
 from nqm.devices import use_every_core
 from nqm.errors import NqmError
-from nqm.io import check_writable, load_dataset, save, write_bytes
+from nqm.io import check_writable, json_plain, load_dataset, save, write_bytes
 
 DATA_SUFFIXES = (".nc", ".json")
 
@@ -124,7 +125,7 @@ class FigureScript:
         data = read_data(data_path)
         fig = self.draw(data)
         write_figure(fig, png, self.dpi)
-        numbers = {key: _plain(value) for key, value in self.claims(data).items()}
+        numbers = {key: json_plain(value) for key, value in self.claims(data).items()}
         write_bytes(claims_path(png), _json({"figure": self.name, "data": data_path.name, "claims": numbers}))
         print(f"wrote {png} (drawn from {data_path}; claims in {claims_path(png).name})")
         return png
@@ -147,7 +148,7 @@ def write_data(data, png: Path, regime: dict) -> Path:
     stamp = {**regime, "nqm_version": _version(), "created": datetime.date.today().isoformat()}
     if isinstance(data, xr.Dataset):
         path = png.with_suffix(".nc")
-        attrs = {**data.attrs, **stamp, "options": json.dumps(_plain(stamp["options"]))}
+        attrs = {**data.attrs, **stamp, "options": json.dumps(json_plain(stamp["options"]))}
         save(data.assign_attrs({k: _netcdf_attr(v) for k, v in attrs.items()}), path)
     elif isinstance(data, dict):
         path = png.with_suffix(".json")
@@ -196,7 +197,6 @@ def stack(datasets: dict, dim: str) -> xr.Dataset:
 
 
 def _version() -> str:
-    from nqm import __version__
 
     return __version__
 
@@ -208,24 +208,10 @@ def _netcdf_attr(value):
     if value is None:
         return "none"
     if isinstance(value, (dict, list, tuple)) and not all(isinstance(v, (int, float)) for v in value):
-        return json.dumps(_plain(value))
+        return json.dumps(json_plain(value))
     return value
 
-
-def _plain(value):
-    """numpy scalars and arrays as Python numbers and lists, NaN and ±inf as None (for JSON)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if np.isfinite(value) else None  # JSON has no NaN: "no value"
-    return value
 
 
 def _json(value) -> bytes:
-    return (json.dumps(_plain(value), indent=1, ensure_ascii=False) + "\n").encode()
+    return (json.dumps(json_plain(value), indent=1, ensure_ascii=False) + "\n").encode()

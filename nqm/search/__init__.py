@@ -6,6 +6,13 @@
   (what the figure scripts draw from).
 """
 
-from nqm.search.api import Axis, answer, best, describe
+import importlib
 
 __all__ = ["Axis", "answer", "best", "describe"]
+
+
+def __getattr__(name):
+    # Loaded on first use: reading kept answers (nqm.search.answers, figure redraws) needs no JAX.
+    if name in __all__:
+        return getattr(importlib.import_module("nqm.search.api"), name)
+    raise AttributeError(f"module 'nqm.search' has no attribute {name!r}")

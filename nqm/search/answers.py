@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from nqm.errors import NqmError
-from nqm.plots.script import _plain
+from nqm.io import json_plain, write_bytes
 from nqm.status import REACHED
 
 REGIME = ("method", "delay", "noise", "spectrum", "target", "max_steps", "seeds", "seed", "robust", "box",
@@ -37,7 +37,7 @@ REGIME = ("method", "delay", "noise", "spectrum", "target", "max_steps", "seeds"
 def outcome(ds, points: bool = False) -> dict:
     """The answer of one :func:`nqm.best` result with its seed spreads, edges and regime (JSON-ready);
     ``points``: also every evaluated search point (values, T, robust T) for drawing a landscape."""
-    from nqm.search import Axis, answer
+    from nqm.search.api import Axis, answer  # here: reading answers needs no JAX, searching does
 
     found, a = answer(ds), ds.attrs
     names = a["parameters"].split(",")
@@ -65,7 +65,7 @@ def outcome(ds, points: bool = False) -> dict:
     out["edges"] = [] if at is None else [f"{n}={side}" for n in searched for side, end in
                                           zip(("lo", "hi"), box[n].split(":")) if _on(at[n], float(end))]
     out.update(cells=int(a["cells"]), rounds=int(a["rounds"]), stopped=a["stopped"])
-    out["regime"] = {k: _plain(a[k]) for k in REGIME if k in a}
+    out["regime"] = {k: json_plain(a[k]) for k in REGIME if k in a}
     if points:
         search = ds.nudge.values == 0
         out["points"] = {n: [float(v) for v in ds[n].values[search]] for n in searched}
@@ -81,8 +81,7 @@ def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log
     With ``checkpoint`` (a JSON file), each finished search is written there at once, and a search
     already there with the same arguments is not run again: an interrupted run resumes.
     ``points(key)``: whether to keep that search's evaluated points."""
-    import nqm
-    from nqm.io import write_bytes
+    from nqm.search.api import best  # here: reading answers needs no JAX, searching does
 
     done = {}
     if checkpoint and os.path.exists(checkpoint):
@@ -97,7 +96,7 @@ def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log
             results[key] = done[key]["outcome"]
             continue
         start = time.perf_counter()
-        ds = nqm.best(**{"progress": False, **kwargs})
+        ds = best(**{"progress": False, **kwargs})
         found = outcome(ds, points=points(key))
         found["wall_seconds"] = round(time.perf_counter() - start, 1)
         results[key] = found
@@ -127,7 +126,7 @@ def _describe(kwargs) -> str:
     def text(value):
         if hasattr(value, "describe"):
             return json.dumps(value.describe(), sort_keys=True)
-        return repr(_plain(value))
+        return repr(json_plain(value))
     return json.dumps({k: text(v) for k, v in sorted(kwargs.items())})
 
 

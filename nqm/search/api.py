@@ -64,12 +64,14 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-import nqm
-from nqm import delays, status as codes
+import nqm.expected
+from nqm import delays, engine, jobs, optimizers, sweeps
 from nqm.config import checked_config
 from nqm.errors import NqmError
+from nqm.problem import zhang
 from nqm.results import attribute
 from nqm.search.refine import Refinement
+from nqm.status import MEANING
 from nqm.validate import coordinates, count
 
 COARSE = {1: 16, 2: 8, 3: 5}  # default coarse points per axis for k searched axes (else 4)
@@ -210,8 +212,6 @@ class _Search:
     def create(cls, method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected, problem,
                coarse, width, patience, options):
         """Check every argument (one-line errors, before any work) and set the evaluator up."""
-        from nqm import expected as exact, sweeps
-
         seeds = count(seeds, "seeds")
         if np.ndim(seed) != 0:
             raise NqmError("seed is the first seed, one integer: give seeds=K for seeds seed … seed+K-1")
@@ -224,12 +224,12 @@ class _Search:
         if np.ndim(noise) != 0:
             raise NqmError("noise takes one value in nqm.best (it is not searched); call it once per value")
         noise = float(coordinates(noise=noise)["noise"][0])
-        problem = nqm.zhang() if problem is None else problem
+        problem = zhang() if problem is None else problem
         settings = {k: v for k, v in options.items() if v is not None}
         progress = bool(settings.get("progress", True))
         if expected:
-            if method not in exact.METHODS:
-                raise NqmError(f"expected=True needs a linear method ({', '.join(exact.METHODS)}), not {method!r}; "
+            if method not in nqm.expected.METHODS:
+                raise NqmError(f"expected=True needs a linear method ({', '.join(nqm.expected.METHODS)}), not {method!r}; "
                                "drop expected=True to search it with the engine")
             if np.ndim(delay) != 0 or delays.pmf(delay) is None:
                 raise NqmError(f"expected=True needs one constant or iid delay (one with a pmf), got {delay!r}; "
@@ -251,10 +251,10 @@ class _Search:
             method_config = [("dampening", bool(run.get("dampening", False))), ("bins", run.get("bins"))]
         else:
             process = delays.process(delay)
-            grids, opt_options, run_settings = sweeps._split(method, settings)
+            grids, opt_options, run_settings = jobs.split(method, settings)
             config = checked_config(**run_settings)
-            optimizer = nqm.optimizers.make(method, delay=process, **opt_options)
-            nqm.engine.check(problem, optimizer)
+            optimizer = optimizers.make(method, delay=process, **opt_options)
+            engine.check(problem, optimizer)
             method_config = [(k, v) for k, v in optimizer.config if k != "workers"]
             run = {**opt_options, **run_settings}
             given = {"lr": lr, "momentum": momentum, **grids}
@@ -277,7 +277,7 @@ class _Search:
 
         if expected:
             def evaluate(points):
-                ds = exact.evaluate(method, lr=points[:, 0], momentum=points[:, 1], delay=delay, noise=noise,
+                ds = nqm.expected.evaluate(method, lr=points[:, 0], momentum=points[:, 1], delay=delay, noise=noise,
                                     problem=problem, **run)
                 return tuple(ds[v].values[None] for v in ("steps", "status", "loss"))
         else:
@@ -327,7 +327,7 @@ class _Search:
         data = {
             "steps": (("seed", "point"), np.stack(store.steps, 1).astype(np.int32),
                       {"long_name": "steps to target (T)"}),
-            "status": (("seed", "point"), np.stack(store.status, 1).astype(np.int8), {"meaning": codes.MEANING}),
+            "status": (("seed", "point"), np.stack(store.status, 1).astype(np.int8), {"meaning": MEANING}),
             "loss": (("seed", "point"), np.stack(store.loss, 1), {"long_name": "loss at the last step"}),
             "median_steps": ("point", np.array(store.t),
                              {"long_name": "T: the median over seeds of the steps to target "

@@ -9,6 +9,8 @@ import xarray as xr
 
 from nqm import delays
 from nqm.errors import NqmError
+from nqm.optimizers import make
+from nqm.thresholds import derived
 from nqm.results import panel_keys
 from nqm.thresholds.polynomials import table_line
 from nqm.status import DIVERGED
@@ -23,9 +25,6 @@ def panel_threshold(ds: xr.Dataset, key: dict, momenta, table: xr.Dataset | None
     if table is not None:
         x = table_line(table, key, momenta)
     else:
-        from nqm.thresholds import derived
-        from nqm.optimizers import make
-
         method = ds.attrs.get("method")
         name = "sgdm" if method == "sgd" else method
         if name is None or not make(name).linear or delays.pmf(key.get("delay", 0)) is None:
@@ -48,8 +47,6 @@ def agreement(ds: xr.Dataset, band: float = 0.03, table: xr.Dataset | None = Non
       ``{"fraction": agreeing / compared, "compared": …, "in_band": …, "stable": …, "unstable": …}``.
     """
     if table is None:
-        from nqm.optimizers import make
-
         method = ds.attrs.get("method")
         if method is None or not make("sgdm" if method == "sgd" else method).linear:
             raise NqmError(f"method {method!r} is not linear, so it has no derived threshold; pass a threshold "

@@ -41,12 +41,11 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from nqm import delays as _delays
+from nqm.delays import coordinate, pmf
 from nqm.errors import NqmError
+from nqm.optimizers import base, make
 from nqm.thresholds.matrices import System, systems
 from nqm.thresholds.rates import BATCHES, lyapunov, per_step
-from nqm.optimizers import make
-from nqm.optimizers.base import hyperparameters, options as _options
 from nqm.validate import coordinates, count
 
 __all__ = ["CRITERIA", "Transitions", "transitions", "spectral_radius", "threshold", "threshold_table"]
@@ -124,8 +123,8 @@ def _setup(method, momentum, delay, criterion, kw, *, steps=STEPS, seed=0):
     if criterion not in CRITERIA:
         raise NqmError(f"criterion must be one of {', '.join(CRITERIA)}, got {criterion!r}")
     name = "sgdm" if method == "sgd" else method
-    fields = [f for f in hyperparameters(name)._fields if f not in ("lr", "momentum")]  # unknown method: NqmError
-    unknown = sorted(set(kw) - set(fields) - set(_options(name)))
+    fields = [f for f in base.hyperparameters(name)._fields if f not in ("lr", "momentum")]  # unknown method: NqmError
+    unknown = sorted(set(kw) - set(fields) - set(base.options(name)))
     if unknown:
         raise NqmError(f"{unknown[0]!r} is neither an option nor a hyperparameter of method {method!r}")
     options = tuple(sorted((k, v) for k, v in kw.items() if k not in fields and v is not None))
@@ -136,11 +135,11 @@ def _setup(method, momentum, delay, criterion, kw, *, steps=STEPS, seed=0):
     momenta = coordinates(momentum=momentum)["momentum"]
     if method == "sgd" and np.any(momenta != 0):
         raise NqmError("method 'sgd' has no momentum; use method='sgdm' or momentum=0")
-    defaults = hyperparameters(name)._field_defaults
+    defaults = base.hyperparameters(name)._field_defaults
     grids = coordinates(**{f: kw.get(f, defaults.get(f)) for f in fields})
-    labels, processes = _delays.coordinate(delay)
+    labels, processes = coordinate(delay)
     for p in processes:
-        if _delays.pmf(p) is None:
+        if pmf(p) is None:
             raise NqmError(f"delay {p.label} is a worker pool, which has no delay pmf; give a constant delay "
                            "or an iid distribution (uniform:A:B, gaussian:MU, pmf:P0,P1,...)")
     convention = "no momentum" if method == "sgd" else dict(optimizer.config).get("convention", "")

@@ -21,7 +21,7 @@ import numpy as np
 import xarray as xr
 
 from nqm.conventions import convention
-from nqm.delays import validate_pmf
+from nqm.delays import coordinate, validate_pmf
 from nqm.errors import NqmError
 from nqm.validate import BOUNDS
 
@@ -325,10 +325,9 @@ def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False) -> x
       Dataset with variable ``threshold`` over (``delay``, ``momentum``) — integers when every delay
       is constant, else the specs — coordinate ``mean_delay``, attrs method, convention.
     """
-    from nqm import delays as processes
 
     m = _distinct(_array(momenta, "momenta", high=1.0).reshape(-1), "momenta")
-    labels, chosen = processes.coordinate(np.arange(65) if delays is None else delays)
+    labels, chosen = coordinate(np.arange(65) if delays is None else delays)
     pmfs = [p.pmf() for p in chosen]
     if any(p is None for p in pmfs):
         raise NqmError("a worker pool has no delay pmf, so no characteristic polynomial; give constant or iid delays")

@@ -21,7 +21,7 @@ import itertools
 import numpy as np
 import xarray as xr
 
-from nqm import delays, sweeps
+from nqm import delays, jobs, sweeps
 from nqm.errors import NqmError
 from nqm.problem import Problem, explicit
 from nqm.status import DIVERGED
@@ -61,7 +61,7 @@ def simulated_threshold(method: str = "sgdm", *, momentum, delay=0, seeds: int =
     seeds = count(seeds, "seeds", high=1000)
     if not (np.isfinite(tol) and 0 < tol < 1):
         raise NqmError(f"tol must be a number in (0, 1), got {tol}")
-    task, grids = sweeps.job(method, problem, dict(hyper_and_options, max_steps=steps, progress=progress))
+    task, grids = jobs.job(method, problem, dict(hyper_and_options, max_steps=steps, progress=progress))
     task = task._replace(config=dataclasses.replace(task.config, target=-1.0))  # never stop at a target
     coords = coordinates(momentum=momentum, noise=noise, seed=np.arange(seed, seed + seeds), **grids)
     if coords["noise"].size != 1:

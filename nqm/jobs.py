@@ -1,0 +1,154 @@
+"""What every entry point checks before any work, and the result it fills: a :class:`Job`.
+
+A job is a method with its optimizer options, a problem and the run settings (:class:`RunConfig`),
+checked once; :func:`job` makes one from an entry point's keyword arguments (:func:`split` tells the
+method's hyperparameter grids, its options and the run settings apart), :func:`cell` from one cell's,
+and :func:`empty` lays out the result of a grid with every setting in its attributes. Sweeps, lists
+of points, traces, searches, simulated thresholds and the exact mode all start here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import NamedTuple
+
+import jax
+import numpy as np
+import xarray as xr
+
+from nqm import __version__, delays, engine, results
+from nqm.config import RunConfig, checked_config
+from nqm.errors import NqmError
+from nqm.optimizers import Optimizer, base, make, methods
+from nqm.problem import Problem, zhang
+from nqm.validate import coordinates, representable
+
+BASE_HYPER = ("lr", "momentum")
+RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(RunConfig))
+
+
+class Job(NamedTuple):
+    """What a run needs besides its cells' values, checked once at the entry point: the method and
+    its optimizer options, the problem and the run settings."""
+
+    method: str
+    options: dict
+    problem: Problem
+    config: RunConfig
+
+    @property
+    def dtype(self) -> str:
+        """The run's float precision: values it cannot hold are refused, not silently changed."""
+        return "float64" if self.config.x64 else "float32"
+
+    def optimizer(self, process: delays.Process) -> Optimizer:
+        return make(self.method, delay=process, **self.options)
+
+    def run(self, process: delays.Process, values: dict, seed: int, **engine_options) -> engine.Outcome:
+        """Run the cells ``values`` (per-cell arrays of lr, momentum, noise and the method's extra
+        hyperparameters) under ``process`` with ``seed``; see :func:`nqm.engine.simulate`."""
+        optimizer = self.optimizer(process)
+        hyper = {name: values[name] for name in optimizer.hyper._fields}
+        return engine.simulate(self.problem, optimizer, hyper, values["noise"], delay=process, seed=int(seed),
+                               uids=cell_uids(values), config=self.config, **engine_options)
+
+
+def job(method: str, problem: Problem | None, options: dict) -> tuple[Job, dict]:
+    """Check ``method``, ``problem`` and ``options`` (hyperparameters, optimizer options and run
+    settings, see :func:`sweep`) before any work; returns the job and the method's extra
+    hyperparameter values (with their defaults)."""
+    if not isinstance(method, str):
+        raise NqmError(f"method must be a name such as 'sgdm' (see nqm.optimizers.methods()), got {method!r}")
+    grids, opt_options, settings = split(method, options)
+    config = checked_config(**settings)
+    representable(config.target, "target", "float64" if config.x64 else "float32")
+    problem = zhang() if problem is None else problem
+    if not isinstance(problem, Problem):
+        raise NqmError(f"problem must be an nqm Problem (nqm.zhang(N), nqm.loguniform(...), nqm.explicit([...])), "
+                       f"got {problem!r}")
+    engine.check(problem, make(method, **opt_options))  # options, and how they fit the problem
+    return Job(method, opt_options, problem, config), grids
+
+
+def cell(method: str, *, lr, momentum, noise=0.0, seed=0, problem: Problem | None = None, x64: bool = False,
+         **options) -> tuple[Job, dict]:
+    """Check one cell's settings as :func:`sweep` does (same defaults, same noise identity; values
+    checked in the precision ``x64`` says): returns its job and its values (each ``(1,)``: lr,
+    momentum, noise, the extra hyperparameters)."""
+    task, grids = job(method, problem, options)
+    if any(k in RUN_OPTIONS for k in options):
+        raise NqmError(f"option(s) {', '.join(sorted(k for k in options if k in RUN_OPTIONS))} do not apply to a "
+                       "single cell")
+    coords = coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype="float64" if x64 else "float32",
+                          **grids)
+    if any(v.size != 1 for v in coords.values()):
+        raise NqmError("a trajectory is one cell: give one value each of lr, momentum, noise, seed, …")
+    return task, {k: v for k, v in coords.items() if k != "seed"}
+
+
+def split(method: str, options: dict) -> tuple[dict, dict, dict]:
+    """``options`` → (the method's extra hyperparameter grids with their defaults, its optimizer
+    options, run settings); anything else is an error that says where it belongs."""
+    extra = hyper_dims(method)
+    given = {k: v for k, v in options.items() if v is not None}
+    grids = {k: given.pop(k) for k in extra if k in given}
+    misplaced = sorted(k for k in given if k in all_hyper_dims())
+    if misplaced:
+        raise NqmError(f"{misplaced[0]} is not a hyperparameter of method {method!r}; "
+                       f"it has {', '.join(('lr', 'momentum') + extra)}")
+    unknown = sorted(set(given) - set(base.options(method)) - set(RUN_OPTIONS))
+    foreign = [k for k in unknown if any(k in base.options(m) for m in methods())]
+    if foreign:
+        owners = sorted(m for m in methods() if foreign[0] in base.options(m))
+        raise NqmError(f"option(s) {', '.join(foreign)} do not apply to method {method!r} "
+                       f"({foreign[0]} is an option of {', '.join(owners)})")
+    if unknown:
+        raise NqmError(f"unknown option(s) {', '.join(unknown)} for method {method!r}; see help(nqm.sweep)")
+    defaults = base.hyperparameters(method)._field_defaults
+    settings = {k: v for k, v in given.items() if k in RUN_OPTIONS}
+    opt_options = {k: v for k, v in given.items() if k not in RUN_OPTIONS}
+    return {k: grids.get(k, defaults.get(k)) for k in extra}, opt_options, settings
+
+
+def hyper_dims(method: str) -> tuple[str, ...]:
+    """The method's swept hyperparameters beyond lr and momentum (e.g. ``("rho",)`` for AB)."""
+    return tuple(f for f in base.hyperparameters(method)._fields if f not in BASE_HYPER)
+
+
+def all_hyper_dims() -> tuple[str, ...]:
+    """Every registered method's extra hyperparameters, each once, in registry order."""
+    return tuple(dict.fromkeys(f for m in methods() for f in hyper_dims(m)))
+
+
+def cell_uids(values: dict) -> np.ndarray:
+    """A cell's 64-bit identity (two uint32 words) from its hyperparameter values, not its position,
+    for independent noise: two cells of a sweep collide with probability about n²/2⁶⁵."""
+    names = ["lr", "momentum", "noise"] + sorted(n for n in values if n not in ("lr", "momentum", "noise"))
+    rows = np.stack([np.asarray(values[n], np.float64) for n in names], axis=1)
+    digests = b"".join(hashlib.blake2b(row.tobytes(), digest_size=8).digest() for row in rows)
+    return np.frombuffer(digests, dtype="<u4").reshape(-1, 2).copy()
+
+
+def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
+    """The result of ``task`` over ``coords`` with every cell still to run, its attributes recording
+    every setting (:mod:`nqm.results`)."""
+    config, optimizer = task.config, make(task.method, **task.options)
+    attrs = {
+        "method": task.method,
+        "method_title": base.title(task.method),
+        **{k: v for k, v in optimizer.config if k != "workers"},
+        **task.problem.describe(),
+        "target": config.target,
+        "max_steps": config.max_steps,
+        "diverge_factor": config.diverge_factor,
+        "noise_mode": "independent per cell" if config.independent_noise else "common random numbers",
+        "dtype": "float64" if config.x64 else "float32",
+        "seed": ",".join(str(s) for s in coords["seed"]),
+        "delay_processes": ", ".join(p.label for p in processes),
+        # Each process to the last bit (a pmf's label rounds its weights): what a checkpoint compares.
+        "delay_sha256": hashlib.sha256("\n".join(delays.identity(p) for p in processes).encode()).hexdigest(),
+        "nqm_version": __version__,
+        "jax_version": jax.__version__,
+    }
+    return results.empty(coords, hyper_dims(task.method), attrs, [p.mean for p in processes])
