@@ -1,10 +1,14 @@
-"""The momentum convention, named once (no JAX here: the stability analysis reads it too).
+"""The momentum convention and the "sgd" alias, named once (no JAX here: the stability analysis reads them too).
 
 Undampened, the AB paper's ``v_{t+1} = m v_t + g_t`` (the default); dampened, Giladi et al.'s
 ``v_{t+1} = m v_t + (1 − m) g_t``. Results and thresholds record which one they use.
 """
 
 from __future__ import annotations
+
+import numpy as np
+
+from nqm.errors import NqmError
 
 
 def momentum_coefficient(momentum, dampening: bool):
@@ -15,3 +19,21 @@ def momentum_coefficient(momentum, dampening: bool):
 def convention(dampening: bool) -> str:
     """How a result or threshold names its momentum convention."""
     return "dampened: v = m v + (1-m) g" if dampening else "undampened: v = m v + g"
+
+
+# SGD is SGDM at momentum 0. The analyses (thresholds, the exact mode, searches) accept it by name;
+# the engine runs the family it stands for. Resolved here only.
+ALIASES = {"sgd": "sgdm"}
+
+
+def family(method: str, momenta=None) -> str:
+    """The registered family that ``method`` names: ``"sgd"`` is ``"sgdm"`` at momentum 0, and
+    refused with any other ``momenta``; every other name is itself."""
+    if method in ALIASES and momenta is not None and np.any(np.asarray(momenta, dtype=float) != 0):
+        raise NqmError(f"{method} has no momentum: give momentum=0, or use method {ALIASES[method]!r}")
+    return ALIASES.get(method, method)
+
+
+def convention_of(method: str, dampening: bool) -> str:
+    """How a threshold or result names the momentum convention of ``method``."""
+    return "no momentum" if method in ALIASES else convention(dampening)

@@ -296,7 +296,7 @@ def test_commands_share_the_grid_problem_and_method_groups():
     assert "--delay-dist" in sweep and not (registry - {"--method", "--dampening"}) & expected_
     args = build_parser("expected").parse_args(["expected", "--lr", "1", "--momentum", "0", "--out", "x.nc", "--bins"])
     assert args.bins == expected.DEFAULT_BINS and args.method == groups.default_of(expected.sweep, "method")
-    assert next(a for a in _parser("expected")._actions if a.dest == "method").choices == expected.METHODS
+    assert next(a for a in _parser("expected")._actions if a.dest == "method").choices == expected.methods()
     assert next(a for a in _parser("threshold")._actions if a.dest == "method").choices == sorted((*methods(), "sgd"))
 
 

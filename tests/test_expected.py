@@ -194,7 +194,7 @@ def test_cli_knows_every_linear_method_and_the_default_bins(tmp_path):
     from nqm import cli
 
     parse = cli.build_parser("expected").parse_args
-    for method in expected.METHODS:  # the CLI's choices are nqm.expected's own
+    for method in expected.methods():  # the CLI's choices are nqm.expected's own
         assert parse(["expected", "--method", method, "--lr", "1", "--momentum", "0", "--out", "x.nc"]).method == method
     out = tmp_path / "e.nc"
     assert cli.main(["expected", "--method", "nesterov", "--lr", "0.1", "0.3", "--momentum", "0.5", "--dim", "30",

@@ -204,7 +204,7 @@ def _curved(*, workers: int = 1):
     """SGD whose step η + s η²/2 is not affine in η (linear in the weights)."""
     del workers
     step = lambda h, state, w, g, ctx: (w - (h.lr + h.scale * h.lr**2 / 2) * g, state, {})  # noqa: E731
-    return base.Optimizer("curved", _ScaleHyper, lambda w0: (), step, (), linear=True)
+    return base.Optimizer(_ScaleHyper, lambda w0: (), step, (), linear=True, name="curved")
 
 
 def test_a_new_linear_method_gets_its_threshold_for_free(monkeypatch):

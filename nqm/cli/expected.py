@@ -15,7 +15,7 @@ def add_parser(subparsers):
     from nqm import expected
 
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
-    parser.add_argument("--method", choices=expected.METHODS, default=groups.default_of(expected.sweep, "method"),
+    parser.add_argument("--method", choices=expected.methods(), default=groups.default_of(expected.sweep, "method"),
                         help="linear method")
     groups.grid(parser, delay_processes=True, seeds=False)
     parser.add_argument("--dampening", action="store_true", help="v = m v + (1-m) g (Giladi et al.)")

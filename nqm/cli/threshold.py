@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from nqm.cli import groups
 from nqm.cli.parser import RANGES, joined
+from nqm.conventions import family
 from nqm.errors import NqmError
 
 NAME = "threshold"
@@ -61,7 +62,7 @@ def run(args) -> None:
 
         given = {name: getattr(args, name) for name in SIMULATION if getattr(args, name) is not None}
         problem = groups.problem_from(args) if groups.problem_given(args) else None
-        ds = simulated_threshold("sgdm" if method == "sgd" else method, momentum=momenta, delay=delays,
+        ds = simulated_threshold(family(method), momentum=momenta, delay=delays,
                                  problem=problem, progress=True, **given, **options)
         columns = ["threshold", "threshold_min", "threshold_max"]
     else:

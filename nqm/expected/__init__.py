@@ -20,7 +20,8 @@ being deterministic, it can skip what a closed form settles, which sampling cann
 
 Modules, by responsibility:
 
-- :mod:`~nqm.expected.recursion` — the autoregression of each method (``recursion``, ``METHODS``);
+- :mod:`~nqm.expected.recursion` — the autoregression written out for ``METHODS`` (sgdm, nesterov,
+  shifted), which under a constant delay take the closed-form path;
 - :mod:`~nqm.expected.steady` — stability and ``V_∞`` from reflection coefficients;
 - :mod:`~nqm.expected.closed_form` — roots, the closed form, and what it proves before stepping;
 - :mod:`~nqm.expected.stepping` — the jitted float64 loop over slots of cells;
@@ -30,14 +31,15 @@ Modules, by responsibility:
 
 An evaluator turns (method, delay, cells, spectrum, noise levels, limits) into steps, status,
 loss, curve and ``V_∞`` per cell; :func:`nqm.expected.api._evaluate` picks it. Constant delays (a
-one-hot pmf included) have the autoregression; iid delays (``uniform:A:B``, ``gaussian:MU``,
-``pmf:…``) the second-moment map ``E[s sᵀ] ↦ Σ_d p_d A_d E[s sᵀ] A_dᵀ`` plus the noise, on the state
+one-hot pmf included) of the methods written out have the autoregression; every other linear method
+(:func:`methods`: any registered with ``linear=True``) and every iid delay (``uniform:A:B``,
+``gaussian:MU``, ``pmf:…``) have the second-moment map ``E[s sᵀ] ↦ Σ_d p_d A_d E[s sᵀ] A_dᵀ`` plus the noise, on the state
 of :mod:`nqm.thresholds.derived` (:mod:`~nqm.expected.second_moment`). Worker pools have no pmf: no exact mode.
 """
 
-from nqm.expected.api import DEFAULT_BINS, evaluate, expected_loss, steady_state_loss, sweep
+from nqm.expected.api import DEFAULT_BINS, evaluate, expected_loss, methods, steady_state_loss, sweep
 from nqm.expected.recursion import METHODS, Recursion, recursion
 from nqm.expected.steady import stable
 
-__all__ = ["DEFAULT_BINS", "METHODS", "Recursion", "evaluate", "expected_loss", "recursion", "stable",
+__all__ = ["DEFAULT_BINS", "METHODS", "Recursion", "evaluate", "expected_loss", "methods", "recursion", "stable",
            "steady_state_loss", "sweep"]

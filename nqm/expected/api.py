@@ -7,11 +7,12 @@ import numpy as np
 import xarray as xr
 
 import nqm
-from nqm import delays, jobs, validate
+from nqm import delays, jobs, optimizers, validate
 from nqm.config import checked_config
+from nqm.conventions import ALIASES, family
 from nqm.errors import NqmError
 from nqm.expected import autoregression, second_moment, steady
-from nqm.expected.recursion import recursion
+from nqm.expected.recursion import METHODS, recursion
 from nqm.problem import Problem
 from nqm.status import MEANING
 
@@ -50,11 +51,17 @@ def _spectrum(problem, bins):
     return total[keep] / count[keep], count[keep]
 
 
+def methods() -> tuple[str, ...]:
+    """Every method the exact mode takes: the linear ones of the registry, and ``"sgd"``."""
+    return tuple(sorted(ALIASES)) + tuple(m for m in optimizers.methods() if optimizers.make(m).linear)
+
+
 def _checked(method, momentum, problem, bins):
     """The method, problem and bins, checked; ``momentum`` is the checked momenta."""
-    recursion(method, 0, 0.1, 0.0)  # a linear method
-    if method == "sgd" and np.any(np.asarray(momentum) != 0):
-        raise NqmError("sgd has no momentum: give momentum=0, or use method='sgdm'")
+    if method not in methods():
+        raise NqmError(f"exact expected dynamics exist for the linear methods {', '.join(methods())}, not "
+                       f"{method!r}; use nqm sweep for the others")
+    family(method, momentum)  # sgd: momentum 0
     problem = nqm.zhang() if problem is None else problem
     if not isinstance(problem, Problem):
         raise NqmError(f"problem must be an nqm.Problem (e.g. nqm.zhang(1000)), got {problem!r}")
@@ -71,7 +78,7 @@ def _evaluate(problem, method, delay, lr, momentum, sigma, *, dampening, bins, t
     bound = diverge_factor * 0.5 * float(weight @ lam)
     process = delays.process(delay)
     kw = dict(target=target, bound=bound, max_steps=max_steps, trace_steps=trace_steps)
-    if (constant := _constant(process)) is not None:
+    if (constant := _constant(process)) is not None and family(method) in METHODS:
         return autoregression.run(method, constant, lr, momentum, dampening, lam, weight, sigma, **kw)
     return second_moment.run(method, process, lr, momentum, dampening, lam, weight, sigma, **kw)
 
@@ -90,8 +97,9 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
     process = _one_delay(delay)
     problem, bins = _checked(method, flat["momentum"], problem, bins)
     lam, weight = _spectrum(problem, bins)
-    if (constant := _constant(process)) is not None:
-        _, unit = steady.analyse(recursion(method, constant, flat["lr"], flat["momentum"], dampening), lam, weight)
+    if (constant := _constant(process)) is not None and family(method) in METHODS:
+        rows = recursion(method, constant, flat["lr"], flat["momentum"], dampening)
+        _, unit = steady.analyse(rows, lam, weight)
     else:
         unit = second_moment.steady_state(method, process, flat["lr"], flat["momentum"], dampening, lam, weight)
     with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
@@ -161,8 +169,7 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     coords["delay"], processes = _delays(delay)
     validate.grid_size(coords)
     problem, bins = _checked(method, coords["momentum"], problem, bins)
-    job = jobs.Job("sgdm" if method == "sgd" else method, {"dampening": dampening} if method != "sgd" else {},
-                     problem, config)
+    job = jobs.Job(family(method), second_moment.optimizer_options(family(method), dampening), problem, config)
     result = jobs.empty(job, coords, processes)
     result.attrs.update(method=method, mode="exact expected dynamics", bins=-1 if bins is None else bins)
     steady_loss = np.empty(result.steps.shape)

@@ -4,7 +4,7 @@
     nesterov  w_{t+1} = (1+m) w_t − m w_{t−1} − cη(1+m)λ w_{t−D} + cηmλ w_{t−D−1}   − cη σ√λ ((1+m) z_t − m z_{t−1})
     shifted   w_{t+1} = w_t + (m − cηλ) w_{t−D} − m w_{t−D−1}                         − cη σ√λ z_t
 
-(SGD is sgdm at m = 0; ``c = 1`` or ``1 − m`` dampened; Nesterov's first step has no ``g_{−1}``),
+(SGD is sgdm at m = 0, :func:`nqm.conventions.family`; ``c = 1`` or ``1 − m`` dampened; Nesterov's first step has no ``g_{−1}``),
 written ``w_{t+1} = Σ_k a_k w_{t−k} + σ√λ (b_0 z_t + b_1 z_{t−1})`` with ``a_k = base_k + λ slope_k``.
 Its characteristic polynomial is ``z^p − Σ_k a_k z^{p−1−k}``.
 """
@@ -15,9 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nqm.conventions import family
 from nqm.errors import NqmError
 
-METHODS = ("sgd", "sgdm", "nesterov", "shifted")
+# The methods written out here: under a constant delay they take the closed-form path. Any other
+# linear method takes the second-moment map built from its own update (tests/test_expected.py
+# holds these rows against that map for every method here).
+METHODS = ("sgdm", "nesterov", "shifted")
 
 
 @dataclass(frozen=True)
@@ -56,12 +60,10 @@ class Recursion:
 
 def recursion(method: str, delay: int, lr, momentum, dampening: bool = False) -> Recursion:
     """The autoregression of ``method`` at constant ``delay``, one row per element of ``lr``/``momentum``."""
-    if method not in METHODS:
-        raise NqmError(f"exact expected dynamics exist for the linear methods {', '.join(METHODS)}, not {method!r}; "
-                       f"use nqm sweep for the others")
+    if family(method) not in METHODS:
+        raise NqmError(f"the autoregression is written out for {', '.join(METHODS)}, not {method!r}")
+    method = family(method, momentum)  # sgd: sgdm at momentum 0
     lr, m = np.broadcast_arrays(np.atleast_1d(np.asarray(lr, np.float64)), np.asarray(momentum, np.float64))
-    if method == "sgd":
-        m = np.zeros_like(m)
     c = 1.0 - m if dampening else np.ones_like(m)
     lags = (0, delay, delay + 1) if method == "shifted" else (0, 1, delay) + ((delay + 1,) if method == "nesterov" else ())
     lags = tuple(sorted(set(lags)))

@@ -33,19 +33,31 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqm import delays
+from nqm.conventions import family
 from nqm.errors import NqmError
+from nqm.optimizers import base
+from nqm.thresholds.matrices import systems
 from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
 
 BATCH_ENTRIES = 2**24  # (cells × components × m²) per batch: about 128 MiB for each of K and its solve
+
+
+def optimizer_options(name: str, dampening: bool) -> dict:
+    """The optimizer options of the family ``name`` for the exact mode: its momentum convention, if
+    it has one to choose (a family without ``dampening`` refuses ``dampening=True``)."""
+    if "dampening" in base.options(name):
+        return {"dampening": bool(dampening)}
+    if dampening:
+        raise NqmError(f"method {name!r} has no dampened convention: drop dampening")
+    return {}
 
 
 def _matrices(method: str, process, lr, momentum, dampening: bool):
     """Per cell ``(P, Q, b)`` with ``A_d = P_d + λ Q_d`` (cells, k, n, n) and kicks ``b_d`` (cells, k, n),
     the pmf of the k delays and ``s_0``. Built at λ = 1 and 2 (affine in λ: checked at λ = ½) for
     each momentum, and at any η (affine in η), in the rotating frame (period 1)."""
-    from nqm.thresholds.matrices import systems  # here: scipy.sparse is for iid delays only
-
-    name, options = ("sgdm", ()) if method == "sgd" else (method, (("dampening", bool(dampening)),))
+    name = family(method)
+    options = tuple(optimizer_options(name, dampening).items())
     momenta, row = np.unique(momentum, return_inverse=True)
     rows = tuple((("momentum", float(m)),) for m in momenta)
     built = {lam: systems(name, options, process, lam, rows) for lam in (1.0, 2.0, 0.5)}

@@ -31,7 +31,6 @@ def adaptive_braking(
     alpha_max: float | None = None,
     eps: float = 1e-12,
     dampening: bool = False,
-    workers: int = 1,
 ) -> Optimizer:
     """Adaptive Braking, per parameter group ``i``:
 
@@ -58,11 +57,9 @@ def adaptive_braking(
       alpha_min, alpha_max: optional clamps of α (e.g. ``alpha_max=1`` never amplifies).
       eps: floor ``ε`` of the norm product.
       dampening: weight the gradient by ``1 − m``.
-      workers: unused (one velocity, whoever computed the gradient).
 
     Reference: Venigalla et al. (2020), eq. 2 and Algorithm 10.
     """
-    del workers
     if mode not in MODES:
         raise NqmError(f"unknown AB mode {mode!r}; choose one of {', '.join(MODES)}")
     if int(micro_steps) != micro_steps or micro_steps < 1:
@@ -109,7 +106,7 @@ def adaptive_braking(
         ("alpha_min", alpha_min), ("alpha_max", alpha_max), ("eps", eps),
         ("dampening", dampening), ("convention", convention(dampening)),
     )
-    return Optimizer("ab", BrakingHyper, init, step, config, velocity=velocity)
+    return Optimizer(BrakingHyper, init, step, config, velocity=velocity)
 
 
 def _grouping(group):

@@ -52,7 +52,6 @@ class Optimizer(NamedTuple):
     """A configured optimizer: pure ``init``/``step`` functions and the names of its hyperparameters.
 
     Attributes:
-      name: registry name (``"sgdm"``, ``"ab"``, ...; see :func:`methods`).
       hyper: the NamedTuple type of per-cell hyperparameters (fields = swept names).
       init: ``init(w0) -> state``.
       step: ``step(hyper, state, w, g, ctx) -> (w_next, state, info)``.
@@ -66,9 +65,10 @@ class Optimizer(NamedTuple):
       linear: whether the noiseless update is linear in the weights, the gradients and the state
         (per eigencomponent, for every hyperparameter value): such a method has a transition matrix,
         hence a derived stability threshold and exact expected dynamics.
+      name: its registry name (``"sgdm"``, ``"ab"``, …; see :func:`methods`), given by :func:`make`
+        from the name it was registered under (a family never writes it itself).
     """
 
-    name: str
     hyper: type
     init: Callable[[Any], Any]
     step: Callable[..., tuple]
@@ -77,6 +77,7 @@ class Optimizer(NamedTuple):
     sent: Callable[..., Any] | None = None
     workers: int | None = None
     linear: bool = False
+    name: str = ""
 
 
 class MomentumHyper(NamedTuple):
@@ -89,8 +90,10 @@ _TITLES: dict[str, str] = {}
 
 
 def register(name: str, *, title: str | None = None):
-    """Decorator: make a factory ``f(*, workers, **options) -> Optimizer`` available by name
-    (``title``: how figures and results name the method; default the name)."""
+    """Decorator: make a factory ``f(**options) -> Optimizer`` available as ``name``, which
+    :func:`make` gives the optimizer it builds (``title``: how figures and results name the method;
+    default the name). A factory that keeps per-worker state declares a ``workers`` parameter and
+    gets the delay process's worker count; no other factory sees it."""
 
     def deco(factory):
         _REGISTRY[name] = factory
@@ -158,7 +161,9 @@ def make(method: str, *, delay=0, **given) -> Optimizer:
 @functools.lru_cache(maxsize=256)
 def _build(method: str, workers: int, options: tuple) -> Optimizer:
     # Memoized: the same settings give the same (hashable) functions, so jit never recompiles.
-    return _REGISTRY[method](workers=workers, **{k: _thawed(v) for k, v in options})
+    factory = _REGISTRY[method]
+    per_worker = {"workers": workers} if "workers" in inspect.signature(factory).parameters else {}
+    return factory(**per_worker, **{k: _thawed(v) for k, v in options})._replace(name=method)
 
 
 class _Labels(tuple):
@@ -181,7 +186,7 @@ class WorkerVelocities(NamedTuple):
     velocities: Any  # (workers, N): each worker's own velocity
 
 
-def heavy_ball(name: str, hyper: type = MomentumHyper, *, dampening: bool = False, gradient=None, keep=None,
+def heavy_ball(hyper: type = MomentumHyper, *, dampening: bool = False, gradient=None, keep=None,
                rate=None, nesterov: bool = False, info=None, linear: bool = False) -> Optimizer:
     """The heavy-ball family, one velocity whoever computed the gradient:
 
@@ -203,10 +208,10 @@ def heavy_ball(name: str, hyper: type = MomentumHyper, *, dampening: bool = Fals
         return w - step_size * direction, VelocityState(v), {} if info is None else info(g, state.velocity)
 
     config = (("dampening", dampening), ("convention", convention(dampening)))
-    return Optimizer(name, hyper, init, step, config, velocity=velocity, linear=linear)
+    return Optimizer(hyper, init, step, config, velocity=velocity, linear=linear)
 
 
-def worker_momentum(name: str, *, dampening: bool = False, workers: int = 1, sent=None) -> Optimizer:
+def worker_momentum(*, dampening: bool = False, workers: int = 1, sent=None) -> Optimizer:
     """One velocity per worker: the worker ``k`` that computed ``g_t`` continues its own,
 
         v^k ← m v^k + c g_t,   w_{t+1} = w_t − η v^k,
@@ -225,7 +230,7 @@ def worker_momentum(name: str, *, dampening: bool = False, workers: int = 1, sen
         return w - hyper.lr * v, WorkerVelocities(velocities), {}
 
     config = (("dampening", dampening), ("convention", convention(dampening)), ("workers", workers))
-    return Optimizer(name, MomentumHyper, init, step, config, velocity=own, sent=sent, workers=workers, linear=True)
+    return Optimizer(MomentumHyper, init, step, config, velocity=own, sent=sent, workers=workers, linear=True)
 
 
 def velocity(state, ctx):

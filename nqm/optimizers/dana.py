@@ -24,4 +24,4 @@ def dana(*, dampening: bool = False, workers: int = 1) -> Optimizer:
       dampening: weight the gradient by ``c = 1 − m`` instead of 1.
       workers: how many workers (and velocities) the delay process has.
     """
-    return worker_momentum("dana", dampening=dampening, workers=workers, sent=_look_ahead)
+    return worker_momentum(dampening=dampening, workers=workers, sent=_look_ahead)

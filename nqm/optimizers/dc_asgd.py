@@ -19,7 +19,7 @@ def _compensated(hyper, w, g, ctx):
 
 
 @register("dc-asgd", title="DC-ASGD")
-def dc_asgd(*, dampening: bool = False, workers: int = 1) -> Optimizer:
+def dc_asgd(*, dampening: bool = False) -> Optimizer:
     """The stale gradient corrected by a diagonal Hessian estimate, then an SGDM step:
 
         ĝ_t = g_t + λ_dc g_t ⊙ g_t ⊙ (w_t − w_{t−τ_t}),
@@ -30,7 +30,5 @@ def dc_asgd(*, dampening: bool = False, workers: int = 1) -> Optimizer:
 
     Args:
       dampening: weight the gradient by ``1 − m``.
-      workers: unused (the stale weights come with each gradient).
     """
-    del workers
-    return heavy_ball("dc-asgd", CompensationHyper, dampening=dampening, gradient=_compensated)
+    return heavy_ball(CompensationHyper, dampening=dampening, gradient=_compensated)

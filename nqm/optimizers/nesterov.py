@@ -6,7 +6,7 @@ from nqm.optimizers.base import Optimizer, heavy_ball, register
 
 
 @register("nesterov", title="Nesterov momentum")
-def nesterov(*, dampening: bool = False, workers: int = 1) -> Optimizer:
+def nesterov(*, dampening: bool = False) -> Optimizer:
     """Nesterov momentum: ``v_{t+1} = m v_t + c g_t``, ``w_{t+1} = w_t − η (c g_t + m v_{t+1})``.
 
     The gradient is taken at the current (delayed) weights, and the step looks ahead along the new
@@ -14,7 +14,5 @@ def nesterov(*, dampening: bool = False, workers: int = 1) -> Optimizer:
 
     Args:
       dampening: weight the gradient by ``1 − m``.
-      workers: unused (one velocity, whoever computed the gradient).
     """
-    del workers
-    return heavy_ball("nesterov", dampening=dampening, nesterov=True, linear=True)
+    return heavy_ball(dampening=dampening, nesterov=True, linear=True)

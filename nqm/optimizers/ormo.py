@@ -9,7 +9,7 @@ from nqm.optimizers.base import MomentumHyper, Optimizer, register
 from nqm.optimizers.base import VelocityState, velocity
 
 
-def _ormo(name: str, workers: int, adaptive: bool) -> Optimizer:
+def _ormo(workers: int, adaptive: bool) -> Optimizer:
     """OrMo with K = ``workers`` workers and β = the ``momentum`` hyperparameter.
 
     Gradient groups: the gradient applied at step t was computed at iteration s = max(0, t − τ_t);
@@ -48,7 +48,7 @@ def _ormo(name: str, workers: int, adaptive: bool) -> Optimizer:
         return w, VelocityState(v), {}
 
     config = (("workers", k_workers), ("convention", "ordered momentum: u = eta v, beta = momentum"))
-    return Optimizer(name, MomentumHyper, init, step, config, velocity=velocity, workers=k_workers, linear=True)
+    return Optimizer(MomentumHyper, init, step, config, velocity=velocity, workers=k_workers, linear=True)
 
 
 @register("ormo", title="OrMo")
@@ -58,7 +58,7 @@ def ormo(*, workers: int = 1) -> Optimizer:
     Args:
       workers: K, the number of workers of the delay process (D + 1 with a constant delay D).
     """
-    return _ormo("ormo", workers, adaptive=False)
+    return _ormo(workers, adaptive=False)
 
 
 @register("ormo-da", title="OrMo-DA")
@@ -68,4 +68,4 @@ def ormo_da(*, workers: int = 1) -> Optimizer:
     Args:
       workers: K, the number of workers of the delay process (D + 1 with a constant delay D).
     """
-    return _ormo("ormo-da", workers, adaptive=True)
+    return _ormo(workers, adaptive=True)

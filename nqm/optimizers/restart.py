@@ -17,7 +17,7 @@ def _restarted(g, v):
 
 
 @register("restart", title="SGDM with adaptive restart")
-def restart(*, dampening: bool = False, workers: int = 1) -> Optimizer:
+def restart(*, dampening: bool = False) -> Optimizer:
     """Adaptive restart: the velocity is reset when it opposes the gradient,
 
         v'_t = 0 if g_tᵀ v_t < 0 else v_t,   v_{t+1} = m v'_t + c g_t,   w_{t+1} = w_t − η v_{t+1},
@@ -26,7 +26,5 @@ def restart(*, dampening: bool = False, workers: int = 1) -> Optimizer:
 
     Args:
       dampening: weight the gradient by ``1 − m``.
-      workers: unused (one velocity, whoever computed the gradient).
     """
-    del workers
-    return heavy_ball("restart", dampening=dampening, keep=_kept, info=_restarted)
+    return heavy_ball(dampening=dampening, keep=_kept, info=_restarted)

@@ -6,14 +6,12 @@ from nqm.optimizers.base import Optimizer, heavy_ball, register
 
 
 @register("sgdm", title="SGDM")
-def sgdm(*, dampening: bool = False, workers: int = 1) -> Optimizer:
+def sgdm(*, dampening: bool = False) -> Optimizer:
     """Heavy ball: ``v_{t+1} = m v_t + c g_t``, ``w_{t+1} = w_t − η v_{t+1}``.
 
     ``c = 1`` (AB paper convention) or ``c = 1 − m`` with ``dampening`` (Giladi et al. 2020).
 
     Args:
       dampening: weight the gradient by ``1 − m``.
-      workers: unused (one velocity, whoever computed the gradient).
     """
-    del workers
-    return heavy_ball("sgdm", dampening=dampening, linear=True)
+    return heavy_ball(dampening=dampening, linear=True)

@@ -19,4 +19,4 @@ def shifted(*, dampening: bool = False, workers: int = 1) -> Optimizer:
 
     Reference: Giladi et al. (2020), eq. 10.
     """
-    return worker_momentum("shifted", dampening=dampening, workers=workers)
+    return worker_momentum(dampening=dampening, workers=workers)

@@ -13,7 +13,7 @@ def _stale_rate(hyper, ctx, dtype):
 
 
 @register("staleness", title="staleness-aware SGDM")
-def staleness(*, dampening: bool = False, workers: int = 1) -> Optimizer:
+def staleness(*, dampening: bool = False) -> Optimizer:
     """SGDM whose step is divided by the staleness of the gradient it applies:
 
         s_t = max(1, τ_t),   v_{t+1} = m v_t + c g_t,   w_{t+1} = w_t − (η / s_t) v_{t+1}
@@ -22,7 +22,5 @@ def staleness(*, dampening: bool = False, workers: int = 1) -> Optimizer:
 
     Args:
       dampening: weight the gradient by ``1 − m``.
-      workers: unused (the staleness comes with each gradient).
     """
-    del workers
-    return heavy_ball("staleness", dampening=dampening, rate=_stale_rate, linear=True)
+    return heavy_ball(dampening=dampening, rate=_stale_rate, linear=True)

@@ -67,6 +67,7 @@ import xarray as xr
 import nqm.expected
 from nqm import delays, engine, jobs, optimizers, sweeps
 from nqm.config import checked_config
+from nqm.conventions import family
 from nqm.errors import NqmError
 from nqm.problem import zhang
 from nqm.results import attribute
@@ -228,8 +229,8 @@ class _Search:
         settings = {k: v for k, v in options.items() if v is not None}
         progress = bool(settings.get("progress", True))
         if expected:
-            if method not in nqm.expected.METHODS:
-                raise NqmError(f"expected=True needs a linear method ({', '.join(nqm.expected.METHODS)}), not {method!r}; "
+            if method not in nqm.expected.methods():
+                raise NqmError(f"expected=True needs a linear method ({', '.join(nqm.expected.methods())}), not {method!r}; "
                                "drop expected=True to search it with the engine")
             if np.ndim(delay) != 0 or delays.pmf(delay) is None:
                 raise NqmError(f"expected=True needs one constant or iid delay (one with a pmf), got {delay!r}; "
@@ -265,8 +266,8 @@ class _Search:
         axes = tuple(v for v in parsed.values() if isinstance(v, Axis))
         if not axes:
             raise NqmError("nothing to search: give at least one parameter as a pair (lo, hi), e.g. lr=(0.01, 2)")
-        if method == "sgd" and parsed["momentum"] != 0.0:
-            raise NqmError("sgd has no momentum: give momentum=0 (or search sgdm)")
+        box = parsed["momentum"]
+        family(method, [box.lo, box.hi] if isinstance(box, Axis) else box)  # sgd: momentum 0
         coarse = count(COARSE.get(len(axes), 4) if coarse is None else coarse, "coarse", low=2)
         max_cells = count(max_cells, "max_cells")
         if coarse ** len(axes) * seeds > max_cells:

@@ -8,6 +8,7 @@ import numpy as np
 import xarray as xr
 
 from nqm import delays
+from nqm.conventions import family
 from nqm.errors import NqmError
 from nqm.optimizers import make
 from nqm.thresholds import derived
@@ -26,8 +27,7 @@ def panel_threshold(ds: xr.Dataset, key: dict, momenta, table: xr.Dataset | None
         x = table_line(table, key, momenta)
     else:
         method = ds.attrs.get("method")
-        name = "sgdm" if method == "sgd" else method
-        if name is None or not make(name).linear or delays.pmf(key.get("delay", 0)) is None:
+        if method is None or not make(family(method)).linear or delays.pmf(key.get("delay", 0)) is None:
             return None
         extra = {k: float(v) for k, v in key.items() if k not in ("delay", "noise", "seed")}
         x = derived.threshold(method, momentum=momenta, delay=delays.process(key.get("delay", 0)).label,
@@ -48,7 +48,7 @@ def agreement(ds: xr.Dataset, band: float = 0.03, table: xr.Dataset | None = Non
     """
     if table is None:
         method = ds.attrs.get("method")
-        if method is None or not make("sgdm" if method == "sgd" else method).linear:
+        if method is None or not make(family(method)).linear:
             raise NqmError(f"method {method!r} is not linear, so it has no derived threshold; pass a threshold "
                            "table (nqm threshold --simulate ... --out table.nc)")
     compared = agree = stable_count = unstable_count = 0

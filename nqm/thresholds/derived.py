@@ -41,6 +41,7 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
+from nqm.conventions import family
 from nqm.delays import coordinate, pmf
 from nqm.errors import NqmError
 from nqm.optimizers import base, make
@@ -122,7 +123,7 @@ def _setup(method, momentum, delay, criterion, kw, *, steps=STEPS, seed=0):
     hyperparameters' grids, convention, steps, seed)."""
     if criterion not in CRITERIA:
         raise NqmError(f"criterion must be one of {', '.join(CRITERIA)}, got {criterion!r}")
-    name = "sgdm" if method == "sgd" else method
+    name = family(method)
     fields = [f for f in base.hyperparameters(name)._fields if f not in ("lr", "momentum")]  # unknown method: NqmError
     unknown = sorted(set(kw) - set(fields) - set(base.options(name)))
     if unknown:
@@ -133,8 +134,7 @@ def _setup(method, momentum, delay, criterion, kw, *, steps=STEPS, seed=0):
         raise NqmError(f"method {method!r} is not linear, so it has no transition matrix; estimate its "
                        "threshold by simulation instead (nqm threshold --simulate)")
     momenta = coordinates(momentum=momentum)["momentum"]
-    if method == "sgd" and np.any(momenta != 0):
-        raise NqmError("method 'sgd' has no momentum; use method='sgdm' or momentum=0")
+    family(method, momenta)  # sgd: momentum 0
     defaults = base.hyperparameters(name)._field_defaults
     grids = coordinates(**{f: kw.get(f, defaults.get(f)) for f in fields})
     labels, processes = coordinate(delay)
@@ -142,7 +142,7 @@ def _setup(method, momentum, delay, criterion, kw, *, steps=STEPS, seed=0):
         if pmf(p) is None:
             raise NqmError(f"delay {p.label} is a worker pool, which has no delay pmf; give a constant delay "
                            "or an iid distribution (uniform:A:B, gaussian:MU, pmf:P0,P1,...)")
-    convention = "no momentum" if method == "sgd" else dict(optimizer.config).get("convention", "")
+    convention = "no momentum" if name != method else dict(optimizer.config).get("convention", "")
     steps = -(-count(steps, "steps", low=BATCHES) // BATCHES) * BATCHES  # whole batches
     return name, options, (labels, processes), momenta, grids, convention, steps, count(seed, "seed", low=0)
 

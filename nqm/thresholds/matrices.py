@@ -16,7 +16,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.sparse
 
 from nqm import delays
 from nqm.optimizers import make
@@ -179,6 +178,8 @@ def systems(name: str, options: tuple, process, lam: float, rows: tuple, rotate:
       rotate: use the rotating frame where the phases only relabel workers.
       average: average the matrices over the delays as they are built (for the mean criterion).
     """
+    import scipy.sparse  # here, not at the top: the exact mode's constant delays never need it (~0.15 s to import)
+
     optimizer = make(name, delay=process, **dict(options))
     if optimizer.workers is None:  # no per-worker state: one optimizer (and compilation) for every delay
         optimizer = make(name, **dict(options))

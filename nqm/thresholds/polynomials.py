@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from nqm.conventions import convention
+from nqm.conventions import convention_of, family
 from nqm.delays import coordinate, validate_pmf
 from nqm.errors import NqmError
 from nqm.validate import BOUNDS
@@ -232,8 +232,7 @@ def _pmfs(method, delay, pmf, m):
     """List of pmfs (constant delay = one-hot) and the leading output shape; checks the method."""
     if method not in METHODS:
         raise NqmError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if method == "sgd" and np.any(m != 0):
-        raise NqmError("method 'sgd' has no momentum; use method='sgdm' or momentum=0")
+    family(method, m)  # sgd: momentum 0
     if pmf is not None:
         if delay is not None:
             raise NqmError("give either delay (constant) or pmf (stochastic), not both")
@@ -336,7 +335,7 @@ def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False) -> x
         {"threshold": (("delay", "momentum"), x, {"long_name": "stability threshold x* = a*eta*"})},
         coords={"delay": labels, "momentum": m, "mean_delay": ("delay", [p.mean for p in chosen])},
         attrs={"method": method, "criterion": "mean",
-               "convention": "no momentum" if method == "sgd" else convention(bool(dampening)),
+               "convention": convention_of(method, bool(dampening)),
                "reference": "Giladi et al. 2020, At Stability's Edge"},
     )
 
