@@ -9,6 +9,7 @@ import fcntl
 import hashlib
 import io
 import os
+import sys
 import tempfile
 import warnings
 
@@ -32,9 +33,8 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
     """
     if not isinstance(ds, xr.Dataset):
         raise NqmError(f"save writes an xarray.Dataset (a result of nqm), got {type(ds).__name__}")
-    import jax
-
-    if jax.process_index() != 0:
+    jax = sys.modules.get("jax")  # a run across processes has loaded JAX; without it this is process 0
+    if jax is not None and jax.process_index() != 0:
         return
     write_bytes(path, to_bytes(ds))
 

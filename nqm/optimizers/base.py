@@ -103,6 +103,13 @@ def register(name: str, *, title: str | None = None):
     return deco
 
 
+def unregister(name: str) -> None:
+    """Remove the method ``name`` from the registry (a study's own method, registered for a while)."""
+    options(name)  # an unknown method is an error
+    del _REGISTRY[name], _TITLES[name]
+    _build.cache_clear()
+
+
 def title(method: str) -> str:
     """The method's name in figures and result attributes (e.g. "Adaptive Braking")."""
     options(method)  # an unknown method is an error
@@ -110,6 +117,7 @@ def title(method: str) -> str:
 
 
 def methods() -> tuple[str, ...]:
+    """Every registered method's name, sorted."""
     return tuple(sorted(_REGISTRY))
 
 

@@ -1,0 +1,106 @@
+"""The package's structure as a contract: the layers of ``pyproject.toml``'s import-linter section
+(docs/architecture.md explains them) hold, no module imports itself back through others, and a
+wrong import is caught — so the next change that breaks the layering fails the suite."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import grimp
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# Prints the import cycles of the package nqm found on sys.path, one per line.
+CYCLES = """
+import grimp
+
+graph = grimp.build_graph("nqm")
+index, low, stack, on, found = {}, {}, [], set(), []
+
+def visit(module):  # Tarjan's strongly connected components
+    index[module] = low[module] = len(index)
+    stack.append(module)
+    on.add(module)
+    for other in graph.find_modules_directly_imported_by(module):
+        if other not in index:
+            visit(other)
+            low[module] = min(low[module], low[other])
+        elif other in on:
+            low[module] = min(low[module], index[other])
+    if low[module] == index[module]:
+        component = []
+        while not component or component[-1] != module:
+            component.append(stack.pop())
+            on.discard(component[-1])
+        if len(component) > 1:
+            found.append(sorted(component))
+
+for module in sorted(graph.modules):
+    if module not in index:
+        visit(module)
+for component in found:
+    print(" ".join(component))
+"""
+
+
+def _run(args, where):
+    env = dict(os.environ, PYTHONPATH=str(where))  # the package in `where`, whatever is installed
+    return subprocess.run([sys.executable, *args], cwd=where, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _lint(where):
+    return _run(["-c", "import sys; from importlinter.cli import lint_imports_command as lint; "
+                 "sys.argv = ['lint-imports', '--no-cache', 'pyproject.toml']; lint()"], where)
+
+
+def _copy_with(tmp_path, module: str, line: str) -> pathlib.Path:
+    """This checkout's package and contracts in ``tmp_path``, with ``line`` appended to ``module``."""
+    shutil.copytree(ROOT / "nqm", tmp_path / "nqm", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    path = tmp_path / (module.replace(".", "/") + ".py")
+    path.write_text(path.read_text() + "\n" + line + "\n")
+    return tmp_path
+
+
+def test_the_layers_hold():
+    result = _lint(ROOT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout
+
+
+def test_no_module_imports_itself_back():
+    result = _run(["-c", CYCLES], ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == ""
+
+
+def test_an_engine_module_that_imports_the_command_line_fails_the_contract(tmp_path):
+    where = _copy_with(tmp_path, "nqm.engine.step", "from nqm import cli  # noqa: E402,F401  (the mistake)")
+    result = _lint(where)
+    assert result.returncode == 1 and "BROKEN" in result.stdout
+    assert "nqm.engine.step -> nqm.cli" in result.stdout
+    cycles = _run(["-c", CYCLES], where)
+    assert "nqm.cli" in cycles.stdout and "nqm.engine.step" in cycles.stdout  # and it closes a circle
+
+
+def test_the_polynomials_may_not_reach_jax(tmp_path):
+    where = _copy_with(tmp_path, "nqm.thresholds.polynomials", "import jax  # noqa: E402,F401  (the mistake)")
+    result = _lint(where)
+    assert result.returncode == 1 and "nqm.thresholds.polynomials is not allowed to import jax" in result.stdout
+
+
+def test_the_contract_names_every_module():
+    """Every module of nqm sits in a layer (or is a package, or an alias kept for one version), so
+    a new module cannot slip past the contract unplaced."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
+    layers = [name.strip() for layer in config["layers"] for name in layer.split("|")]
+    aliases = {line.split(" -> ")[0] for line in config["ignore_imports"]}
+    graph = grimp.build_graph("nqm")
+    placed = lambda m: any(m == layer or m.startswith(layer + ".") for layer in layers)
+    packages = {"nqm", "nqm.__main__", "nqm.thresholds"}
+    assert sorted(m for m in graph.modules if not placed(m) and m not in packages | aliases) == []

@@ -1,0 +1,76 @@
+"""A new linear method is one file: registered with ``linear=True``, it gets derived thresholds and
+exact expected dynamics from its own update, through the API and the nqm command, with no other
+edit. The method here (quasi-hyperbolic momentum) lives in this file only."""
+
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from nqm import io
+from nqm.cli import main
+from nqm.optimizers import base
+
+
+class QuasiHyperbolicHyper(NamedTuple):
+    lr: object
+    momentum: object
+
+
+def quasi_hyperbolic(*, nu: float = 0.7) -> base.Optimizer:
+    """Quasi-hyperbolic momentum: ``v_{t+1} = m v_t + g_t``, ``w_{t+1} = w_t − η ((1 − ν) g_t + ν v_{t+1})``.
+
+    Args:
+      nu: the weight of the velocity in the step (ν = 1 is SGDM, ν = 0 SGD).
+    """
+
+    def init(w0):
+        return base.VelocityState(0.0 * w0)
+
+    def step(hyper, state, w, g, ctx):
+        del ctx
+        v = hyper.momentum * state.velocity + g
+        return w - hyper.lr * ((1.0 - nu) * g + nu * v), base.VelocityState(v), {}
+
+    return base.Optimizer(QuasiHyperbolicHyper, init, step, (("nu", nu),), velocity=base.velocity, linear=True)
+
+
+@pytest.fixture
+def qhm():
+    base.register("qhm", title="quasi-hyperbolic momentum")(quasi_hyperbolic)
+    yield "qhm"
+    base.unregister("qhm")
+
+
+def test_its_derived_threshold_is_the_simulated_one(qhm, tmp_path):
+    """``nqm threshold`` derives x* from the update; ``--simulate`` bisects the engine's runs."""
+    derived, simulated = tmp_path / "derived.nc", tmp_path / "simulated.nc"
+    common = ["threshold", "--method", qhm, "--delay", "0", "3", "--momentum", "0.5", "0.9", "--nu", "0.7"]
+    assert main([*common, "--out", str(derived)]) == 0
+    assert main([*common, "--simulate", "--steps", "20000", "--tol", "0.002", "--out", str(simulated)]) == 0
+    x_derived, x_simulated = (io.load_dataset(path).threshold.values for path in (derived, simulated))
+    assert np.all(np.isfinite(x_derived)) and np.all(x_derived > 0)
+    # Just above x* a run grows slowly and may outlast the budget: the bisection reads at most ~1 % high.
+    np.testing.assert_array_less(x_derived * 0.998, x_simulated)
+    np.testing.assert_array_less(x_simulated, x_derived * 1.02)
+
+
+def test_its_exact_expected_loss_is_the_simulated_loss(qhm, tmp_path):
+    """Without noise the expected loss is the loss: ``nqm expected`` and a float64 ``nqm sweep`` give
+    the same steps and status in every cell, and the same loss to rounding."""
+    grid = ["--method", qhm, "--lr", "geom:0.05:3:8", "--momentum", "0", "0.5", "0.9", "--delay", "2", "--dim", "30",
+            "--max-steps", "3000", "--noise", "0"]
+    exact, simulated = tmp_path / "exact.nc", tmp_path / "simulated.nc"
+    assert main(["expected", *grid, "--out", str(exact)]) == 0
+    assert main(["sweep", *grid, "--x64", "--no-progress", "--out", str(simulated)]) == 0
+    a, b = io.load(exact), io.load(simulated)
+    assert set(np.unique(a.status)) >= {-1, 1}  # both sides of the threshold are in the grid
+    xr.testing.assert_equal(a.status, b.status)
+    xr.testing.assert_equal(a.steps, b.steps)
+    np.testing.assert_allclose(a.loss.values, b.loss.values, rtol=1e-9)
+
+
+def test_it_leaves_the_registry_as_it_found_it(qhm):
+    assert qhm in base.methods() and base.title(qhm) == "quasi-hyperbolic momentum"
+    assert base.make(qhm).name == qhm and "nu" in base.options(qhm)
