@@ -8,7 +8,7 @@ import xarray as xr
 
 import nqm
 from nqm import delays, jobs, optimizers, validate
-from nqm.config import checked_config
+from nqm.config import RunConfig, checked_config
 from nqm.conventions import ALIASES, family
 from nqm.errors import NqmError
 from nqm.expected import autoregression, second_moment, steady
@@ -129,8 +129,8 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
 
 
 def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0, problem: Problem | None = None,
-             bins: int | None = None, dampening: bool = False, target: float = 0.01, max_steps: int = 100_000,
-             diverge_factor: float = 1e6) -> xr.Dataset:
+             bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
+             max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweeps.evaluate`: ``steps``, ``status`` and ``loss`` of
     the expected loss at a list of points (element ``i`` of ``lr`` and ``momentum``; repeats
     allowed), each exactly what :func:`sweep` gives for the same cell."""
@@ -156,8 +156,8 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
 
 
 def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Problem | None = None,
-          bins: int | None = None, dampening: bool = False, target: float = 0.01, max_steps: int = 100_000,
-          diverge_factor: float = 1e6) -> xr.Dataset:
+          bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
+          max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweep` for the linear methods: ``steps``, ``status``
     and ``loss`` of the *expected* loss, plus ``steady_state_loss`` (∞ where there is none) and
     ``reachable`` (whether ``E[L_∞] < target``: a cell that is not can never reach the target in

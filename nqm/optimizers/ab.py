@@ -21,7 +21,7 @@ class BrakingHyper(NamedTuple):
     rho: Any = 0.5  # the braking coefficient ρ (swept; 0 is SGDM)
 
 
-@register("ab", title="Adaptive Braking")
+@register("ab", title="Adaptive Braking", reductions=[({"rho": 0.0}, "sgdm", {}, 2)])
 def adaptive_braking(
     *,
     group="global",

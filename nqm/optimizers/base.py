@@ -85,19 +85,33 @@ class MomentumHyper(NamedTuple):
     momentum: Any
 
 
+class Reduction(NamedTuple):
+    """What a method equals at some setting: ``method`` with hyperparameters ``hyper`` (over lr = 0.2,
+    m = 0.6) steps exactly as ``other`` with ``other_hyper`` under a constant ``delay``."""
+
+    hyper: dict
+    other: str
+    other_hyper: dict
+    delay: int
+
+
 _REGISTRY: dict[str, Callable[..., Optimizer]] = {}
 _TITLES: dict[str, str] = {}
+_REDUCTIONS: dict[str, tuple] = {}
 
 
-def register(name: str, *, title: str | None = None):
+def register(name: str, *, title: str | None = None, reductions=()):
     """Decorator: make a factory ``f(**options) -> Optimizer`` available as ``name``, which
     :func:`make` gives the optimizer it builds (``title``: how figures and results name the method;
     default the name). A factory that keeps per-worker state declares a ``workers`` parameter and
-    gets the delay process's worker count; no other factory sees it."""
+    gets the delay process's worker count; no other factory sees it. ``reductions``: what the
+    method equals at some settings (:class:`Reduction` fields as tuples, e.g. AB at ρ = 0 is SGDM),
+    which the registry-wide tests check."""
 
     def deco(factory):
         _REGISTRY[name] = factory
         _TITLES[name] = title or name
+        _REDUCTIONS[name] = tuple(Reduction(*r) for r in reductions)
         return factory
 
     return deco
@@ -106,8 +120,14 @@ def register(name: str, *, title: str | None = None):
 def unregister(name: str) -> None:
     """Remove the method ``name`` from the registry (a study's own method, registered for a while)."""
     options(name)  # an unknown method is an error
-    del _REGISTRY[name], _TITLES[name]
+    del _REGISTRY[name], _TITLES[name], _REDUCTIONS[name]
     _build.cache_clear()
+
+
+def reductions(method: str) -> tuple[Reduction, ...]:
+    """What ``method`` equals at some settings, as registered (:func:`register`)."""
+    options(method)  # an unknown method is an error
+    return _REDUCTIONS[method]
 
 
 def title(method: str) -> str:

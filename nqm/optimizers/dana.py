@@ -10,7 +10,7 @@ def _look_ahead(hyper, state, w_next):
     return w_next - hyper.lr * hyper.momentum * state.velocities.sum(0)
 
 
-@register("dana", title="DANA")
+@register("dana", title="DANA", reductions=[({"momentum": 0.0}, "sgdm", {"momentum": 0.0}, 2)])
 def dana(*, dampening: bool = False, workers: int = 1) -> Optimizer:
     """DANA: worker ``k`` keeps its own velocity, and workers compute gradients at the master's
     estimate of the future weights (AB paper, Algorithms 6–7):

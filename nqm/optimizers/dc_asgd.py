@@ -18,7 +18,7 @@ def _compensated(hyper, w, g, ctx):
     return g + hyper.lambda_dc * g * g * (w - ctx.stale)
 
 
-@register("dc-asgd", title="DC-ASGD")
+@register("dc-asgd", title="DC-ASGD", reductions=[({"lambda_dc": 0.0}, "sgdm", {}, 2)])
 def dc_asgd(*, dampening: bool = False) -> Optimizer:
     """The stale gradient corrected by a diagonal Hessian estimate, then an SGDM step:
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from nqm.optimizers.base import Optimizer, heavy_ball, register
 
 
-@register("nesterov", title="Nesterov momentum")
+@register("nesterov", title="Nesterov momentum", reductions=[({"momentum": 0.0}, "sgdm", {"momentum": 0.0}, 2)])
 def nesterov(*, dampening: bool = False) -> Optimizer:
     """Nesterov momentum: ``v_{t+1} = m v_t + c g_t``, ``w_{t+1} = w_t − η (c g_t + m v_{t+1})``.
 

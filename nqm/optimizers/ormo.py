@@ -51,7 +51,7 @@ def _ormo(workers: int, adaptive: bool) -> Optimizer:
     return Optimizer(MomentumHyper, init, step, config, velocity=velocity, workers=k_workers, linear=True)
 
 
-@register("ormo", title="OrMo")
+@register("ormo", title="OrMo", reductions=[({}, "sgdm", {}, 0), ({"momentum": 0.0}, "sgdm", {"momentum": 0.0}, 3)])
 def ormo(*, workers: int = 1) -> Optimizer:
     """Ordered momentum (OrMo paper, Algorithm 2): see :func:`_ormo` for the exact rules.
 
@@ -61,7 +61,7 @@ def ormo(*, workers: int = 1) -> Optimizer:
     return _ormo(workers, adaptive=False)
 
 
-@register("ormo-da", title="OrMo-DA")
+@register("ormo-da", title="OrMo-DA", reductions=[({}, "ormo", {}, 3)])
 def ormo_da(*, workers: int = 1) -> Optimizer:
     """OrMo with the delay-adaptive learning rate ``η_t = η · min(1, K / τ_t)`` (OrMo-DA).
 

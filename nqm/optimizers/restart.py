@@ -16,7 +16,8 @@ def _restarted(g, v):
     return {"restart": jnp.vdot(g, v) < 0}
 
 
-@register("restart", title="SGDM with adaptive restart")
+@register("restart", title="SGDM with adaptive restart",
+          reductions=[({"momentum": 0.0}, "sgdm", {"momentum": 0.0}, 2)])
 def restart(*, dampening: bool = False) -> Optimizer:
     """Adaptive restart: the velocity is reset when it opposes the gradient,
 

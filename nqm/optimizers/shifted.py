@@ -5,7 +5,7 @@ from __future__ import annotations
 from nqm.optimizers.base import Optimizer, register, worker_momentum
 
 
-@register("shifted", title="shifted momentum")
+@register("shifted", title="shifted momentum", reductions=[({}, "sgdm", {}, 0)])
 def shifted(*, dampening: bool = False, workers: int = 1) -> Optimizer:
     """Shifted momentum: the worker ``k`` that computed ``g_t`` continues its own velocity,
     ``v^k ← m v^k + c g_t``, ``w_{t+1} = w_t − η v^k`` (all ``v^k = 0`` at first).

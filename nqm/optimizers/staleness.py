@@ -12,7 +12,7 @@ def _stale_rate(hyper, ctx, dtype):
     return hyper.lr / jnp.maximum(1, ctx.delay).astype(dtype)
 
 
-@register("staleness", title="staleness-aware SGDM")
+@register("staleness", title="staleness-aware SGDM", reductions=[({}, "sgdm", {}, 1)])
 def staleness(*, dampening: bool = False) -> Optimizer:
     """SGDM whose step is divided by the staleness of the gradient it applies:
 
