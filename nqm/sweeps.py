@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import itertools
 import os
+import warnings
 
 import numpy as np
 import xarray as xr
-from tqdm import tqdm
+import tqdm
 
 from nqm import delays, results
 from nqm.checkpoint import Checkpointer, discard_checkpoint, resume
@@ -94,7 +96,7 @@ def sweep(
 def _run(task: Job, result, coords, processes, writer: Checkpointer):
     todo = int((result.status.values == results.NOT_RUN).sum())
     # One bar over every cell of the sweep (disable=None: none when stderr is not a terminal).
-    bar = tqdm(total=todo, desc=task.method, unit="cell", dynamic_ncols=True,
+    bar = tqdm.tqdm(total=todo, desc=task.method, unit="cell", dynamic_ncols=True,
                disable=None if task.config.progress else True)
     with bar, writer.interruptible():
         for (delay_value, process), seed_value in itertools.product(zip(coords["delay"], processes), coords["seed"]):
@@ -158,3 +160,17 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, 
     return xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label})
 
 
+
+
+# Names this module held before the job machinery moved to nqm.jobs (and its re-exports were
+# dropped), kept for one version as deprecated aliases: they go in nqm 0.3.0.
+_MOVED = {"cell": "nqm.jobs", "cell_uids": "nqm.jobs", "hyper_dims": "nqm.jobs", "all_hyper_dims": "nqm.jobs",
+          "load": "nqm.io", "save": "nqm.io", "t_star": "nqm.status"}
+
+
+def __getattr__(name):
+    if name in _MOVED:
+        warnings.warn(f"nqm.sweeps.{name} is {_MOVED[name]}.{name}; the old name goes in nqm 0.3.0",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module 'nqm.sweeps' has no attribute {name!r}")

@@ -26,12 +26,12 @@ def test_sweep_writes_result_and_heatmap(tmp_path, capsys):
     out, fig = tmp_path / "r.nc", tmp_path / "h.png"
     code = main(["sweep", "--method", "ab", "--lr", "geom:0.05:2:4", "0.7", "--momentum", "0", "0.9",
                  "--delay", "0", "2", "--noise", "0", "0.01", "--rho", "0.5", "--group", "blocks:4",
-                 "--micro-steps", "2", "--ab-mode", "vel-only", "--seed", "3", *SMALL,
+                 "--micro-steps", "2", "--mode", "vel-only", "--seed", "3", *SMALL,
                  "--out", str(out), "--plot", str(fig), "--threshold"])
     assert code == 0
     ds = nqm.load(out)
     assert ds.sizes == {"delay": 2, "noise": 2, "rho": 1, "seed": 1, "momentum": 2, "lr": 5}
-    assert (ds.attrs["group"], ds.attrs["micro_steps"], ds.attrs["ab_mode"]) == ("blocks:4", 2, "vel-only")
+    assert (ds.attrs["group"], ds.attrs["micro_steps"], ds.attrs["mode"]) == ("blocks:4", 2, "vel-only")
     assert list(ds.seed.values) == [3] and ds.attrs["dim"] == 200
     assert fig.stat().st_size > 10_000
     assert not (tmp_path / "r.nc.partial").exists()
@@ -292,7 +292,7 @@ def test_commands_share_the_grid_problem_and_method_groups():
     sweep, trace, expected_ = _options("sweep"), _options("trace"), _options("expected")
     for options_ in (sweep, trace, expected_):
         assert grid | problem | {"--target", "--out"} <= options_
-    assert registry | {"--seed", "--ab-mode"} <= sweep & trace
+    assert registry | {"--seed", "--ab-mode"} <= sweep & trace  # --ab-mode: --mode's earlier spelling
     assert "--delay-dist" in sweep and not (registry - {"--method", "--dampening"}) & expected_
     args = build_parser("expected").parse_args(["expected", "--lr", "1", "--momentum", "0", "--out", "x.nc", "--bins"])
     assert args.bins == expected.DEFAULT_BINS and args.method == groups.default_of(expected.sweep, "method")

@@ -104,3 +104,24 @@ def test_the_contract_names_every_module():
     placed = lambda m: any(m == layer or m.startswith(layer + ".") for layer in layers)
     packages = {"nqm", "nqm.__main__", "nqm.thresholds"}
     assert sorted(m for m in graph.modules if not placed(m) and m not in packages | aliases) == []
+
+
+def test_the_old_names_still_work_for_one_version_and_say_so():
+    import importlib
+    import sys
+
+    for old, new, name in (("nqm.stability", "nqm.thresholds.polynomials", "threshold"),
+                           ("nqm.linear", "nqm.thresholds.derived", "threshold_table"),
+                           ("nqm.boundary", "nqm.thresholds.simulated", "simulated_threshold"),
+                           ("nqm.plots.searches", "nqm.search.answers", "run")):
+        sys.modules.pop(old, None)
+        with pytest.warns(DeprecationWarning, match=new):
+            module = importlib.import_module(old)
+        assert getattr(module, name) is getattr(importlib.import_module(new), name)
+    import nqm.sweeps
+    from nqm import jobs, status
+
+    with pytest.warns(DeprecationWarning, match="nqm.status.t_star"):
+        assert nqm.sweeps.t_star is status.t_star
+    with pytest.warns(DeprecationWarning, match="nqm.jobs.cell_uids"):
+        assert nqm.sweeps.cell_uids is jobs.cell_uids

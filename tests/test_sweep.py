@@ -30,7 +30,7 @@ def test_dimensions_coordinates_and_types(ab_result):
 
 def test_attributes_record_every_setting(ab_result):
     a = ab_result.attrs
-    assert a["method"] == "ab" and a["group"] == "global" and a["micro_steps"] == 1 and a["ab_mode"] == "both"
+    assert a["method"] == "ab" and a["group"] == "global" and a["micro_steps"] == 1 and a["mode"] == "both"
     assert a["convention"] == "undampened: v = m v + g" and a["dampening"] == 0
     assert a["spectrum"] == "zhang(1/j, N=300)" and a["dim"] == 300 and a["rotation_seed"] == -1
     assert a["target"] == 0.01 and a["max_steps"] == 2000 and a["seed"] == "0"

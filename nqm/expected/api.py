@@ -152,7 +152,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
     data = {"steps": ("point", steps[:, 0]), "status": ("point", status[:, 0]), "loss": ("point", loss[:, 0])}
     return xr.Dataset(data, coords={k: ("point", v) for k, v in values.items()},
                       attrs={"method": method, "delay": labels[0].item(), "noise": float(coords["noise"][0]),
-                             "mode": "exact expected dynamics"})
+                             "evaluation": "exact expected dynamics"})
 
 
 def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Problem | None = None,
@@ -171,7 +171,7 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     problem, bins = _checked(method, coords["momentum"], problem, bins)
     job = jobs.Job(family(method), second_moment.optimizer_options(family(method), dampening), problem, config)
     result = jobs.empty(job, coords, processes)
-    result.attrs.update(method=method, mode="exact expected dynamics", bins=-1 if bins is None else bins)
+    result.attrs.update(method=method, evaluation="exact expected dynamics", bins=-1 if bins is None else bins)
     steady_loss = np.empty(result.steps.shape)
     m, lr_ = (x.ravel() for x in np.meshgrid(coords["momentum"], coords["lr"], indexing="ij"))
     sigma = coords["noise"]

@@ -102,7 +102,7 @@ def adaptive_braking(
         return w - hyper.lr * direction, VelocityState(v_next), info
 
     config = (
-        ("group", group_label), ("micro_steps", micro_steps), ("ab_mode", mode),
+        ("group", group_label), ("micro_steps", micro_steps), ("mode", mode),
         ("alpha_min", alpha_min), ("alpha_max", alpha_max), ("eps", eps),
         ("dampening", dampening), ("convention", convention(dampening)),
     )

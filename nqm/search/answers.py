@@ -30,6 +30,8 @@ from nqm.errors import NqmError
 from nqm.io import json_plain, write_bytes
 from nqm.status import REACHED
 
+__all__ = ["REGIME", "outcome", "run", "seed_bars", "value"]
+
 REGIME = ("method", "delay", "noise", "spectrum", "target", "max_steps", "seeds", "seed", "robust", "box",
           "searched", "max_cells", "tol", "dtype")
 
