@@ -38,6 +38,9 @@ class RunConfig:
         (``None``: half of the accelerators' memory, or 4 GiB on CPU).
       devices: how many devices to shard over (``None``: all of the default backend).
       progress: show a tqdm progress bar.
+      first_passage: count a cell that reached the target as converged (status 1) even if it does
+        not stay there: the AB paper's literal definition. By default status 1 means *settled* and a
+        run that reaches the target without staying is 2, transient (:mod:`nqm.settling`).
     """
 
     target: float = 0.01
@@ -52,11 +55,12 @@ class RunConfig:
     memory_budget: float | None = None
     devices: int | None = None
     progress: bool = True
+    first_passage: bool = False
 
-    RESULT_FIELDS = ("target", "max_steps", "diverge_factor", "independent_noise", "x64")  # change a result
+    RESULT_FIELDS = ("target", "max_steps", "diverge_factor", "independent_noise", "x64", "first_passage")
 
 
-_FLAGS = ("independent_noise", "x64", "compaction", "progress")
+_FLAGS = ("independent_noise", "x64", "compaction", "progress", "first_passage")
 
 
 def checked_config(**settings) -> RunConfig:

@@ -144,6 +144,7 @@ def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
         "diverge_factor": config.diverge_factor,
         "noise_mode": "independent per cell" if config.independent_noise else "common random numbers",
         "dtype": "float64" if config.x64 else "float32",
+        "first_passage": config.first_passage,
         "seed": ",".join(str(s) for s in coords["seed"]),
         "delay_processes": ", ".join(p.label for p in processes),
         # Each process to the last bit (a pmf's label rounds its weights): what a checkpoint compares.

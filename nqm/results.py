@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 from xarray.indexes import PandasIndex
 
-from nqm.status import BUDGET, DIVERGED, MEANING, REACHED, RUNNING
+from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING, TRANSIENT, meaning
 
 GRID = ("momentum", "lr")  # the two dimensions of a heatmap panel
 NOT_RUN = RUNNING  # status of cells a checkpoint has not finished yet
@@ -39,13 +39,15 @@ def panels(ds: xr.Dataset) -> tuple[str, ...]:
 
 
 def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
-    """One (steps, status) per cell over seeds: reached only if every seed reached (T = the median
-    over seeds), diverged if any seed diverged, otherwise budget exhausted. What a panel's T* is
-    computed from, in figures, summaries and the sweep's closing lines alike."""
+    """One (steps, status) per cell over seeds: converged only if every seed converged (T = the
+    median over seeds), diverged if any seed diverged, else transient if any seed was, otherwise
+    budget exhausted. What a panel's T* is computed from, in figures, summaries and the sweep's
+    closing lines alike."""
     if "seed" not in ds.dims:
         return ds
     status = xr.where((ds.status == DIVERGED).any("seed"), DIVERGED,
-                      xr.where((ds.status == REACHED).all("seed"), REACHED, BUDGET))
+                      xr.where((ds.status == REACHED).all("seed"), REACHED,
+                               xr.where((ds.status == TRANSIENT).any("seed"), TRANSIENT, BUDGET)))
     steps = ds.steps.where(ds.status == REACHED).median("seed")
     return ds.drop_dims("seed").assign(steps=steps.fillna(0).astype(np.int64), status=status.astype(np.int8))
 
@@ -54,7 +56,7 @@ def empty(coords: dict, extra: tuple, attrs: dict, mean_delay) -> xr.Dataset:
     """A result with every cell not yet run: ``coords`` holds one array per dimension."""
     names = dims(extra)
     shape = tuple(coords[d].size for d in names)
-    status = xr.Variable(names, np.full(shape, NOT_RUN, np.int8), {"meaning": MEANING})
+    status = xr.Variable(names, np.full(shape, NOT_RUN, np.int8), {"meaning": meaning(bool(attrs.get("first_passage")))})
     return xr.Dataset(
         {
             "steps": xr.Variable(names, np.zeros(shape, np.int32), {"long_name": "steps to target (T)"}),

@@ -5,15 +5,27 @@ from __future__ import annotations
 
 import numpy as np
 
-REACHED, BUDGET, DIVERGED = 1, 0, -1
-RUNNING = 2  # a cell still running: only in checkpoints and inside the engine, never in a result
-MEANING = "1: reached target, 0: step budget exhausted, -1: diverged"
+SETTLED, TRANSIENT, BUDGET, DIVERGED = 1, 2, 0, -1
+# The first passage: what the engine's runs find (a cell that reached the target), before the
+# settled test tells settled from transient runs, and all that `first_passage=True` keeps.
+REACHED = SETTLED
+RUNNING = 3  # a cell still running: only in checkpoints and inside the engine, never in a result
+MEANING = ("1: settled (reached the target, and its long-run loss level is below it), 2: transient (reached "
+           "the target, then left it, or would: rising back, diverging, or asymptotically unstable), "
+           "0: step budget exhausted, -1: diverged before reaching the target")
+FIRST_PASSAGE_MEANING = "1: reached the target (first passage), 0: step budget exhausted, -1: diverged"
+
+
+def meaning(first_passage: bool) -> str:
+    """What a result's status codes mean under its definition of converged."""
+    return FIRST_PASSAGE_MEANING if first_passage else MEANING
 
 
 def t_star(ds, percentile: float = 1.0) -> float:
-    """``T*``: the ``percentile``-th percentile of T over the cells that reached the target,
-    linearly interpolated between cells (so it need not be a whole step; NaN if none reached)."""
-    steps = np.asarray(ds.steps.values)[np.asarray(ds.status.values) == REACHED]
+    """``T*``: the ``percentile``-th percentile of T over the converged cells (status 1: settled,
+    or reached under the first-passage definition), linearly interpolated between cells (so it need
+    not be a whole step; NaN if none converged)."""
+    steps = np.asarray(ds.steps.values)[np.asarray(ds.status.values) == SETTLED]
     return float(np.percentile(steps, percentile)) if steps.size else float("nan")
 
 

@@ -31,6 +31,8 @@ from nqm.errors import NqmError
 from nqm.io import lock
 from nqm.jobs import Job, empty, job
 from nqm.problem import Problem
+from nqm.settling import settle, test_for
+from nqm.status import meaning
 from nqm.validate import coordinates, grid_size, number
 
 
@@ -83,6 +85,7 @@ def sweep(
     if not isinstance(restart, (bool, np.bool_)):
         raise NqmError(f"restart must be True or False, got {restart!r}")
     result = empty(task, coords, processes)
+    result.attrs["settled_test"] = "; ".join(f"{p.label}: {test_for(task, p)}" for p in processes)
     with contextlib.ExitStack() as stack:
         if checkpoint is not None:
             stack.enter_context(lock(checkpoint))  # one sweep per checkpoint (and CLI output)
@@ -116,6 +119,7 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
     values = {d: v.reshape(-1)[todo] for d, v in zip(cell_dims, np.meshgrid(*(coords[d] for d in cell_dims), indexing="ij"))}
 
     def store(ids, outcome):
+        outcome = outcome._replace(status=settle(task, process, {k: v[ids] for k, v in values.items()}, outcome.status))
         writer.store(cell_dims, np.unravel_index(todo[ids], grid.shape), delay_value, seed_value, outcome)
 
     task.run(process, values, seed_value, on_finished=store,
@@ -155,9 +159,13 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, 
     grid_size({"point": values["lr"], "seed": seeds})
     process = delays.process(delay)
     outcomes = [task.run(process, values, s, description=f"{method} seed={s}") for s in seeds]
+    outcomes = [o._replace(status=settle(task, process, values, o.status)) for o in outcomes]
     data = {name: (("seed", "point"), np.stack([getattr(o, name) for o in outcomes])) for name in ("steps", "status", "loss")}
     coords = {"seed": seeds, **{k: ("point", v) for k, v in values.items()}}
-    return xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label})
+    result = xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label,
+                                                   "settled_test": test_for(task, process)})
+    result.status.attrs["meaning"] = meaning(task.config.first_passage)
+    return result
 
 
 

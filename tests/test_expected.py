@@ -129,7 +129,7 @@ def test_cells_and_noise_levels_are_independent_of_the_grid_and_the_slots(monkey
 
     monkeypatch.setattr(stepping, "head_start", head_start)
     full = expected.sweep("sgdm", **grid, **kw)
-    assert len(np.unique(full.status)) == 3  # reached, budget and diverged cells
+    assert {-1, 0, 1} <= set(np.unique(full.status))  # settled, budget and diverged cells (and transient)
     assert handed[0][0] > 5 and handed[0][1] == 0  # all of them ended in the head start
     original = autoregression.run
     for work in (0, 15 * 50 * 60):  # the compiled loop from the start; from step 60 on
@@ -256,7 +256,7 @@ def test_every_cell_of_the_figure_grid_runs_at_any_delay(delay):
     steady = ds.steady_state_loss.values
     assert not np.isnan(steady).any() and (steady >= 0).all()
     assert (ds.reachable.values[np.isinf(steady)] == 0).all()
-    assert set(np.unique(ds.status.values)) <= {-1, 0, 1} and np.isinf(steady).any()
+    assert set(np.unique(ds.status.values)) <= {-1, 0, 1, 2} and np.isinf(steady).any()
 
 
 @pytest.mark.parametrize("bad, message", [

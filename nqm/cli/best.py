@@ -34,7 +34,7 @@ def add_parser(subparsers):
     cell.add_argument("--delay-dist", default=None, metavar="SPEC", help="a delay process (instead of --delay)")
     cell.add_argument("--noise", type=float, default=0.0, help="gradient-noise scale σ")
     groups.problem(parser)
-    groups.run_settings(parser, "target", "max_steps", "x64", "independent_noise", "progress")
+    groups.run_settings(parser, "target", "max_steps", "first_passage", "x64", "independent_noise", "progress")
     search_ = parser.add_argument_group("the search")
     for name, kind, text in (("seeds", int, "evaluate every point on seeds --seed … --seed + K - 1; rank by the median T"),
                              ("seed", int, "the first seed"),

@@ -23,7 +23,7 @@ def add_parser(subparsers):
                         help=f"group the eigenvalues into B log-spaced bins (--bins alone: B = {expected.DEFAULT_BINS}; "
                              "default: every eigenvalue, no bins)")
     groups.problem(parser)
-    groups.run_settings(parser, "target", "max_steps", help={"target": "target expected loss"})
+    groups.run_settings(parser, "target", "max_steps", "first_passage", help={"target": "target expected loss"})
     groups.outputs(parser, "result file (netCDF)", plot="also write a heatmap (PNG/PDF/SVG)",
                    threshold=groups.THRESHOLD_HELP)
     return parser

@@ -29,6 +29,8 @@ _RUN = {
     "memory_budget": (float, "GiB of simulation state held at once; larger grids run in groups "
                              "(default: half the accelerator memory, or 4 GiB on CPU)"),
     "progress": (bool, "no progress bar"),
+    "first_passage": (bool, "count a run that reaches the target as converged even if it does not stay there "
+                            "(the AB paper's definition: status 1 is the first passage, never 2)"),
 }
 
 

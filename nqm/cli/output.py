@@ -165,10 +165,13 @@ def report(ds, panels: int = 24) -> None:
     import numpy as np
 
     from nqm import summary
-    from nqm.status import BUDGET, DIVERGED, REACHED, plural
+    from nqm.status import BUDGET, DIVERGED, REACHED, TRANSIENT, plural
 
     status = ds.status.values
-    print(f"{plural(status.size, 'cell')}: {int((status == REACHED).sum()):,} reached the target, "
+    converged = "reached the target" if ds.attrs.get("first_passage") else "settled below the target"
+    transient = f"{int((status == TRANSIENT).sum()):,} transient (reached it, did not stay), " \
+        if not ds.attrs.get("first_passage") else ""
+    print(f"{plural(status.size, 'cell')}: {int((status == REACHED).sum()):,} {converged}, {transient}"
           f"{int((status == DIVERGED).sum()):,} diverged, {int((status == BUDGET).sum()):,} ran out of budget")
     table = summary.summarize(ds)
     rows = int(np.prod([table.sizes[d] for d in table.t_star.dims]))

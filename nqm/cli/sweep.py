@@ -25,7 +25,7 @@ def add_parser(subparsers):
     grid = groups.grid(parser, delay_processes=True)
     groups.method(parser, grid)
     groups.problem(parser)
-    run = groups.run_settings(parser, "target", "max_steps", "x64", "independent_noise", "chunk_steps", "devices",
+    run = groups.run_settings(parser, "target", "max_steps", "first_passage", "x64", "independent_noise", "chunk_steps", "devices",
                               "memory_budget", "progress")
     run.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
     groups.outputs(parser, "result file (netCDF)", plot="also write a heatmap (PNG/PDF/SVG)",

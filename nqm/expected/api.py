@@ -14,7 +14,7 @@ from nqm.errors import NqmError
 from nqm.expected import autoregression, second_moment, steady
 from nqm.expected.recursion import METHODS, recursion
 from nqm.problem import Problem
-from nqm.status import MEANING
+from nqm.status import REACHED, TRANSIENT, meaning
 
 DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (README: the T error it causes)
 STEADY_MEANING = ("E[L] as t → ∞; inf: no steady state (a constant delay: a root of the recursion on or outside "
@@ -130,11 +130,13 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
 
 def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0, problem: Problem | None = None,
              bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
-             max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor) -> xr.Dataset:
+             max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor,
+             first_passage: bool = RunConfig.first_passage) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweeps.evaluate`: ``steps``, ``status`` and ``loss`` of
     the expected loss at a list of points (element ``i`` of ``lr`` and ``momentum``; repeats
     allowed), each exactly what :func:`sweep` gives for the same cell."""
-    checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True)
+    checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True,
+                   first_passage=first_passage)
     try:
         lr, momentum = np.broadcast_arrays(np.atleast_1d(np.asarray(lr, np.float64)),
                                            np.atleast_1d(np.asarray(momentum, np.float64)))
@@ -146,25 +148,45 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
     if labels.size != 1 or coords["noise"].size != 1:
         raise NqmError("evaluate takes one delay and one noise level; call it once per value")
     problem, bins = _checked(method, values["momentum"], problem, bins)
-    steps, status, loss, _, _ = _evaluate(problem, method, processes[0], values["lr"], values["momentum"],
-                                          coords["noise"], dampening=dampening, bins=bins, target=target,
-                                          max_steps=max_steps, diverge_factor=diverge_factor)
+    steps, status, loss, _, unit = _evaluate(problem, method, processes[0], values["lr"], values["momentum"],
+                                             coords["noise"], dampening=dampening, bins=bins, target=target,
+                                             max_steps=max_steps, diverge_factor=diverge_factor)
+    if not first_passage:
+        status = _settled(status, _level(unit, coords["noise"]), target)
     data = {"steps": ("point", steps[:, 0]), "status": ("point", status[:, 0]), "loss": ("point", loss[:, 0])}
-    return xr.Dataset(data, coords={k: ("point", v) for k, v in values.items()},
-                      attrs={"method": method, "delay": labels[0].item(), "noise": float(coords["noise"][0]),
-                             "evaluation": "exact expected dynamics"})
+    result = xr.Dataset(data, coords={k: ("point", v) for k, v in values.items()},
+                        attrs={"method": method, "delay": labels[0].item(), "noise": float(coords["noise"][0]),
+                               "evaluation": "exact expected dynamics"})
+    result.status.attrs["meaning"] = meaning(first_passage)
+    return result
+
+
+def _level(unit, sigma) -> np.ndarray:
+    """``E[L_∞] = σ² V_∞`` per cell (rows) and noise level (columns), ∞ where there is no steady state."""
+    with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
+        return np.where(np.isinf(unit)[:, None], np.inf, unit[:, None] * np.asarray(sigma) ** 2)
+
+
+def _settled(status, level, target) -> np.ndarray:
+    """The expected loss settles when its long-run level is below the target: a cell that reached
+    the target with ``E[L_∞] >= target`` (or none) is transient."""
+    return np.where((status == REACHED) & ~(level < target), TRANSIENT, status).astype(np.int8)
 
 
 def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Problem | None = None,
           bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
-          max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor) -> xr.Dataset:
+          max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor,
+          first_passage: bool = RunConfig.first_passage) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweep` for the linear methods: ``steps``, ``status``
     and ``loss`` of the *expected* loss, plus ``steady_state_loss`` (∞ where there is none) and
     ``reachable`` (whether ``E[L_∞] < target``: a cell that is not can never reach the target in
     expectation), with the same dimensions and attributes (one seed, 0). ``delay``: constant delays
     and/or iid specs (``"uniform:1:4"``, ``"gaussian:3"``, ``"pmf:…"``; labels as :func:`nqm.sweep`
-    gives them); worker pools, whose delays are not iid, are refused."""
-    config = checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True)
+    gives them); worker pools, whose delays are not iid, are refused. Status 1 is *settled*: the
+    expected loss reached the target and ``E[L_∞] < target``; 2 where it reached it without that
+    (``first_passage=True``: the first passage alone)."""
+    config = checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True,
+                            first_passage=first_passage)
     coords = validate.coordinates(lr=lr, momentum=momentum, noise=noise, seed=0)
     coords["delay"], processes = _delays(delay)
     validate.grid_size(coords)
@@ -180,11 +202,13 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     for i, process in enumerate(processes):
         steps, status, loss, _, unit = _evaluate(problem, method, process, lr_, m, sigma, dampening=dampening, bins=bins,
                                                  target=target, max_steps=max_steps, diverge_factor=diverge_factor)
+        level = _level(unit, sigma)
+        if not first_passage:
+            status = _settled(status, level, target)
         result.steps.values[i], result.status.values[i], result.loss.values[i] = order(steps), order(status), order(loss)
-        with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
-            steady_loss[i] = order(np.where(np.isinf(unit)[:, None], np.inf, unit[:, None] * sigma**2))
+        steady_loss[i] = order(level)
     result["steady_state_loss"] = (result.steps.dims, steady_loss, {"long_name": STEADY_MEANING})
     result["reachable"] = (result.steps.dims, (steady_loss < target).astype(np.int8),
                            {"meaning": "1: E[L_inf] < target; 0: the expected loss can never reach the target"})
-    result.status.attrs["meaning"] = MEANING
+    result.status.attrs["meaning"] = meaning(first_passage)
     return result

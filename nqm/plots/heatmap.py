@@ -13,7 +13,7 @@ from nqm.errors import NqmError
 from nqm.plots.script import suptitle
 from nqm.results import combine_seeds, panel_keys
 from nqm.thresholds.polynomials import table_line
-from nqm.status import DIVERGED, REACHED, format_t_star, t_star
+from nqm.status import DIVERGED, REACHED, TRANSIENT, format_t_star, plural, t_star
 
 
 def grid_panel(ds: xr.Dataset) -> xr.Dataset:
@@ -26,7 +26,8 @@ def grid_panel(ds: xr.Dataset) -> xr.Dataset:
 
 
 def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
-    """Draw one lr × momentum panel: T coloured on a log scale, diverged black, over budget white."""
+    """Draw one lr × momentum panel: T coloured on a log scale, diverged black, over budget white,
+    transient (reached the target without staying) hatched grey."""
     panel = panel[["steps", "status"]].transpose("momentum", "lr")
     lr_edges = _edges(panel.lr.values, log=True)
     m_edges = _edges(panel.momentum.values, log=False)
@@ -35,6 +36,9 @@ def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
     failed = np.ma.masked_where(status == REACHED, (status == DIVERGED).astype(float))
     ax.pcolormesh(lr_edges, m_edges, failed, cmap=mcolors.ListedColormap(["white", "black"]), vmin=0, vmax=1)
     mesh = ax.pcolormesh(lr_edges, m_edges, np.ma.masked_where(status != REACHED, steps), cmap=cmap, norm=norm)
+    for i, j in zip(*np.nonzero(status == TRANSIENT)):
+        ax.add_patch(mpatches.Rectangle((lr_edges[j], m_edges[i]), lr_edges[j + 1] - lr_edges[j], m_edges[i + 1] - m_edges[i],
+                                        facecolor="0.85", edgecolor="0.45", hatch="////", linewidth=0))
     ax.set_xscale("log")
     ax.set_xlim(lr_edges[0], lr_edges[-1])
     ax.set_ylim(m_edges[0], m_edges[-1])
@@ -95,7 +99,7 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool |
             rng = spread.sel({k: v for k, v in key.items() if k in spread.dims})
             ts_range = f"T* in [{float(rng.t_star_min):,.0f}, {float(rng.t_star_max):,.0f}]"
             label += "\n" + ts_range.replace("[nan, nan]", "— (none converged)")
-        ax.set_title(f"{label}\n{format_t_star(ts)}", fontsize=10)
+        ax.set_title(f"{label}\n{format_t_star(ts)}{transient_count(panel)}", fontsize=10)
     for ax in axes.flat[len(keys):]:
         ax.set_visible(False)
     for ax in axes[-1]:
@@ -103,7 +107,7 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool |
     for ax in axes[:, 0]:
         ax.set_ylabel("momentum m")
     steps_colorbar(fig, mesh, axes, shrink=min(0.9, 2.0 / nrows))
-    status_legend(fig, star=False)
+    status_legend(fig, star=False, transient=bool((ds.status == TRANSIENT).any()))
     missing = "" if drawn or threshold is False or threshold is None else \
         f" — no derived threshold ({ds.attrs.get('method')} is not linear, or no pmf): see nqm threshold --simulate"
     suptitle(fig, (title or default_title(ds, seeds)) + missing, fontsize=11)
@@ -124,22 +128,33 @@ def steps_colorbar(fig, mesh, axes, shrink: float = 0.9):
     return cbar
 
 
-def status_legend(fig, star: bool = True):
-    """Below the panels: what black, white (and the star) mean."""
+def status_legend(fig, star: bool = True, transient: bool = False):
+    """Below the panels: what black, white (hatched grey, the star) mean."""
     handles = [mpatches.Patch(facecolor="black", label="diverged"),
                mpatches.Patch(facecolor="white", edgecolor="0.5", label="target not reached in budget")]
+    if transient:
+        handles.append(mpatches.Patch(facecolor="0.85", edgecolor="0.45", hatch="////",
+                                      label="transient: reached the target, does not stay"))
     if star:
         handles.append(plt.Line2D([], [], marker="*", color="white", markeredgecolor="black", markersize=10,
                                   linestyle="none", label="fastest cell"))
     return fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False, fontsize=9)
 
 
+def transient_count(panel: xr.Dataset) -> str:
+    """``", N transient"`` for a panel with transient cells (none: nothing), for its title."""
+    count = int((panel.status == TRANSIENT).sum())
+    return f", {plural(count, 'transient cell')}" if count else ""
+
+
 def panel_summary(panel: xr.Dataset) -> str:
     """T* and the converged area of one lr × momentum panel, as its title's last line."""
     converged = int((panel.status == REACHED).sum())
     if not converged:
+        if transient_count(panel):
+            return f"none of {panel.status.size} cells converged{transient_count(panel)}"
         return f"none of {panel.status.size} cells reached the target"
-    return f"{format_t_star(t_star(panel))}, {converged} of {panel.status.size} cells converge"
+    return f"{format_t_star(t_star(panel))}, {converged} of {panel.status.size} cells converge{transient_count(panel)}"
 
 
 def draw_panels(fig, axes, panels: dict, *, norm=None, shrink: float = 0.9) -> mcolors.LogNorm:

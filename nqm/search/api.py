@@ -72,11 +72,11 @@ from nqm.errors import NqmError
 from nqm.problem import zhang
 from nqm.results import attribute
 from nqm.search.refine import Refinement
-from nqm.status import MEANING
+from nqm.status import meaning
 from nqm.validate import coordinates, count
 
 COARSE = {1: 16, 2: 8, 3: 5}  # default coarse points per axis for k searched axes (else 4)
-_EXPECTED_OPTIONS = ("bins", "dampening", "target", "max_steps", "diverge_factor", "progress")
+_EXPECTED_OPTIONS = ("bins", "dampening", "target", "max_steps", "diverge_factor", "first_passage", "progress")
 
 
 class Axis(NamedTuple):
@@ -244,7 +244,8 @@ class _Search:
             process = delays.process(delay)
             delay = int(process.delay) if isinstance(process, delays.Constant) else process.label
             run = {k: v for k, v in settings.items() if k != "progress"}
-            config = checked_config(**{k: v for k, v in run.items() if k in ("target", "max_steps", "diverge_factor")})
+            config = checked_config(**{k: v for k, v in run.items()
+                                       if k in ("target", "max_steps", "diverge_factor", "first_passage")})
             if run.get("bins") is not None:
                 count(run["bins"], "bins")
             given = {"lr": lr, "momentum": momentum}
@@ -290,6 +291,7 @@ class _Search:
 
         attrs = {"method": method, "delay": label, "noise": noise, **problem.describe(),
                  "target": config.target, "max_steps": config.max_steps, "diverge_factor": config.diverge_factor,
+                 "first_passage": int(config.first_passage),
                  "dtype": dtype, "noise_mode": noise_mode, "seeds": seeds, "seed": seed,
                  "robust": "none" if robust is None else float(robust), "tol": float(tol), "max_cells": max_cells,
                  "coarse": coarse, "width": width, "patience": patience, "parameters": ",".join(names),
@@ -328,7 +330,8 @@ class _Search:
         data = {
             "steps": (("seed", "point"), np.stack(store.steps, 1).astype(np.int32),
                       {"long_name": "steps to target (T)"}),
-            "status": (("seed", "point"), np.stack(store.status, 1).astype(np.int8), {"meaning": MEANING}),
+            "status": (("seed", "point"), np.stack(store.status, 1).astype(np.int8),
+                       {"meaning": meaning(bool(self.attrs["first_passage"]))}),
             "loss": (("seed", "point"), np.stack(store.loss, 1), {"long_name": "loss at the last step"}),
             "median_steps": ("point", np.array(store.t),
                              {"long_name": "T: the median over seeds of the steps to target "

@@ -1,0 +1,101 @@
+"""Converged means it stays converged: status 1 is *settled* (the run reached the target and its
+long-run loss level is below it), 2 *transient* (it reached the target and does not stay), decided
+asymptotically — never by the budget — and ``first_passage=True`` keeps the first passage alone."""
+
+import numpy as np
+import pytest
+
+import nqm
+from nqm.cli import main
+from nqm.expected import steady_state_loss
+from nqm.status import BUDGET, DIVERGED, SETTLED, TRANSIENT
+from nqm.thresholds import derived, polynomials
+
+# The noiseless SGDM baseline of the methods-against-delay figure at D = 4 (N = 1,000): it touches
+# the target at step 4,087 and diverges near step 24,500 — 1.24 × the derived stability limit.
+BASELINE = dict(momentum=0.99732, delay=4, problem=nqm.zhang(1_000), progress=False)
+UNSTABLE_LR = 8.35e-4
+
+
+def test_a_run_that_touches_the_target_above_the_stability_limit_is_transient_whatever_the_budget():
+    x_star = float(derived.threshold("sgdm", delay=4, momentum=BASELINE["momentum"]))
+    stable_lr = 0.98 * x_star / BASELINE["problem"].eigenvalues.max()
+    assert UNSTABLE_LR * BASELINE["problem"].eigenvalues.max() / x_star == pytest.approx(1.24, abs=0.01)
+    ds = nqm.sweep("sgdm", lr=[UNSTABLE_LR, stable_lr], max_steps=20_000, **BASELINE)
+    assert ds.status.values.ravel().tolist() == [TRANSIENT, SETTLED]
+    first = int(ds.steps.values.ravel()[0])
+    assert first == 4087
+    short = nqm.sweep("sgdm", lr=UNSTABLE_LR, max_steps=first + 10, **BASELINE)  # long before it diverges
+    assert short.status.values.ravel().tolist() == [TRANSIENT] and int(short.steps.values.ravel()[0]) == first
+    literal = nqm.sweep("sgdm", lr=[UNSTABLE_LR, stable_lr], max_steps=20_000, first_passage=True, **BASELINE)
+    assert literal.status.values.ravel().tolist() == [SETTLED, SETTLED]  # the AB paper's definition
+    np.testing.assert_array_equal(literal.steps.values, ds.steps.values)  # T is the first passage either way
+    assert "first passage" in literal.status.attrs["meaning"] and "transient" in ds.status.attrs["meaning"]
+
+
+@pytest.mark.parametrize("delay", [2, 8])
+def test_sgd_on_one_eigenvalue_settles_just_below_its_limit_and_not_just_above(delay):
+    x_star = float(polynomials.sgd_threshold_closed_form(delay))  # 2 sin(π / (2(2D + 1)))
+    ds = nqm.sweep("sgdm", lr=[0.99 * x_star, 1.01 * x_star], momentum=0, delay=delay, problem=nqm.explicit([1.0]),
+                   max_steps=20_000, progress=False)
+    assert ds.status.values.ravel().tolist() == [SETTLED, TRANSIENT]  # both reach 0.01 first
+
+
+@pytest.mark.parametrize("level, want", [(1.2, TRANSIENT), (0.5, SETTLED)])
+def test_with_noise_a_dip_below_the_target_settles_only_if_the_steady_level_is_below_it(level, want):
+    """σ is set so that the exact stationary mean E[L_∞] is ``level`` × the target: above it, the
+    runs that dip below are transient; below it, they settle."""
+    problem, lr, m = nqm.zhang(4), 0.1, 0.5
+    sigma = float(np.sqrt(level * 0.01 / steady_state_loss(problem, "sgdm", 2, lr, m, 1.0)))
+    ds = nqm.sweep("sgdm", lr=lr, momentum=m, delay=2, noise=sigma, seed=[0, 1, 2], problem=problem, max_steps=5000,
+                   progress=False)
+    assert (ds.status.values == want).all()
+    literal = nqm.sweep("sgdm", lr=lr, momentum=m, delay=2, noise=sigma, seed=[0, 1, 2], problem=problem,
+                        max_steps=5000, progress=False, first_passage=True)
+    assert (literal.status.values == SETTLED).all()
+
+
+def test_noiseless_runs_under_iid_delays_settle_below_the_almost_sure_threshold():
+    x_star = float(derived.threshold("sgdm", delay="uniform:0:4", momentum=0.5, criterion="almost-sure"))
+    ds = nqm.sweep("sgdm", lr=[0.97 * x_star, 1.03 * x_star], momentum=0.5, delay="uniform:0:4",
+                   problem=nqm.explicit([1.0]), max_steps=20_000, progress=False)
+    status = ds.status.values.ravel()
+    assert status[0] == SETTLED and status[1] in (TRANSIENT, DIVERGED)
+
+
+def test_the_exact_mode_tells_settled_from_transient_as_the_simulation_does():
+    """Without noise the expected loss is the loss: same statuses, transient cells included."""
+    grid = dict(lr=np.geomspace(0.05, 2, 10), momentum=[0.0, 0.5, 0.9], delay=[0, 2], problem=nqm.zhang(20),
+                max_steps=3000)
+    exact = nqm.expected.sweep("sgdm", **grid)
+    simulated = nqm.sweep("sgdm", x64=True, progress=False, **grid)
+    assert (simulated.status == TRANSIENT).any()
+    np.testing.assert_array_equal(exact.status.values, simulated.status.values)
+
+
+def test_methods_without_an_asymptotic_test_say_so_and_keep_the_first_passage():
+    ds = nqm.sweep("ab", lr=[0.3, 3.0], momentum=0.9, delay=[2, "workers:3"], rho=0.5, problem=nqm.zhang(10),
+                   max_steps=2000, progress=False)
+    assert set(np.unique(ds.status.values)) <= {SETTLED, BUDGET, DIVERGED}
+    assert "2: none yet for ab under 2:" in ds.attrs["settled_test"]
+    linear = nqm.sweep("sgdm", lr=0.3, momentum=0.5, delay=[2, "workers:3"], problem=nqm.zhang(10), max_steps=2000,
+                       progress=False)
+    assert linear.attrs["settled_test"].startswith("2: exact")
+    assert "none yet for sgdm under workers:3" in linear.attrs["settled_test"]
+
+
+def test_heatmaps_and_the_closing_lines_show_transient_cells_apart(tmp_path, capsys):
+    out = tmp_path / "r.nc"
+    assert main(["sweep", "--lr", "geom:0.3:3:4", "--momentum", "0", "0.9", "--delay", "2", "--dim", "20",
+                 "--max-steps", "3000", "--no-progress", "--out", str(out)]) == 0
+    assert "1 settled below the target, 1 transient (reached it, did not stay)" in capsys.readouterr().out
+    ds = nqm.load(out)
+    fig = nqm.plot_heatmaps(ds)
+    hatched = [p for p in fig.axes[0].patches if p.get_hatch()]
+    assert len(hatched) == int((ds.status == TRANSIENT).sum()) == 1
+    assert "1 transient cell" in fig.axes[0].get_title()
+    assert any("transient" in t.get_text() for t in fig.legends[0].get_texts())
+    literal = nqm.sweep("sgdm", lr=ds.lr.values, momentum=ds.momentum.values, delay=2, problem=nqm.zhang(20),
+                        max_steps=3000, progress=False, first_passage=True)
+    fig = nqm.plot_heatmaps(literal)
+    assert not [p for p in fig.axes[0].patches if p.get_hatch()] and "transient" not in fig.axes[0].get_title()
