@@ -15,9 +15,16 @@ How it is decided, by (method, delay process):
   constant delay, every eigencomponent stable (the same analysis at σ = 0); without noise under
   iid delays, every eigenvalue below the almost-sure threshold (``λ_max·η < x*``, the top
   Lyapunov exponent's first crossing);
-* any other (method, delay) — AB, DC-ASGD, restart, worker pools, a periodic method whose noisy
-  steady state has no closed form here — has no asymptotic test yet: its status 1 is the first
-  passage, and the result's ``settled_test`` attribute says so for that delay.
+* any other (method, delay) — AB, DC-ASGD, restart, worker pools, a periodic method whose steady
+  state has no closed form here — by continuing the run past its first passage T to at least
+  ``2·T + 1000`` steps and reading the second half of what follows T (:func:`stays_below`): it
+  stays if its loss does not grow (the slope of ``log L`` is not positive beyond two standard
+  errors) and its level is below the target (without noise the largest value there, with noise the
+  mean plus two standard errors). This certifies what the window can resolve: a growth rate
+  slower than about one standard error of that slope, or a departure that starts after the window,
+  goes unseen (README: Conventions).
+
+Each result's ``settled_test`` attribute says which test applied to each delay.
 
 ``first_passage=True`` skips the test: status 1 is then the first passage (the AB paper's literal
 definition), and no cell is 2.
@@ -25,6 +32,7 @@ definition), and no cell is 2.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -36,12 +44,17 @@ from nqm.expected import steady_state_loss
 from nqm.jobs import Job
 from nqm.optimizers import make
 from nqm.problem import explicit
-from nqm.status import REACHED, TRANSIENT
+from nqm.status import DIVERGED, REACHED, TRANSIENT
 from nqm.thresholds.derived import threshold
+from nqm.validate import MAX_STEPS
 
 EXACT = "exact: the linear dynamics' steady state and stability at every eigenvalue"
-ALMOST_SURE = "exact without noise: every eigenvalue below the almost-sure threshold (iid delays)"
-SKIPPED = "first passage: settled_test=False (first_passage=True)"
+CONTINUED = ("continued: the run goes on to at least 2·T + 1000 steps; it stays if its loss does not grow "
+             "(log-loss slope) and its level is below the target (without noise its largest value, with noise "
+             "its mean) over the second half of what follows T")
+SKIPPED = "none: first_passage=True, status 1 is the first passage"
+CONTINUE = 1000  # steps a run without an exact test goes on for, beyond twice its first passage
+TRACE_POINTS = 256  # traced losses of a continued run (every budget // 256 steps)
 
 
 def test_for(task: Job, process) -> str:
@@ -50,49 +63,111 @@ def test_for(task: Job, process) -> str:
         return SKIPPED
     if _exact(task, process):
         return EXACT
-    return (f"none yet for {task.method} under {process.label}: status 1 is the first passage "
-            "(the run reached the target; whether it stays is not decided)")
+    return CONTINUED
 
 
-def settle(task: Job, process, values: dict, status: np.ndarray) -> np.ndarray:
+def settle(task: Job, process, values: dict, seed: int, steps: np.ndarray, status: np.ndarray) -> np.ndarray:
     """``status`` with each reached cell (1) that does not stay below the target made transient (2).
 
     Args:
       task: the job the cells ran under.
       process: their delay process.
       values: per-cell hyperparameter arrays (``lr``, ``momentum``, ``noise``, …), as the engine got them.
+      seed: the seed they ran with.
+      steps: their first passages (the engine's steps).
       status: the engine's statuses of those cells (first passage).
 
     Returns:
-      the statuses with transient cells marked; unchanged where there is no asymptotic test
-      (:func:`test_for`) or with ``first_passage``.
+      the statuses with transient cells marked; unchanged with ``first_passage``.
     """
     status = np.array(status, np.int8, copy=True)
     reached = np.flatnonzero(status == REACHED)
-    if task.config.first_passage or reached.size == 0 or not _exact(task, process):
+    if task.config.first_passage or reached.size == 0:
         return status
-    lr, momentum, noise = (np.asarray(values[k], np.float64)[reached] for k in ("lr", "momentum", "noise"))
-    stays = np.ones(reached.size, bool)
-    noisy = noise > 0
-    dampening = bool(task.options.get("dampening", False))
-    method = task.method
-    if process.pmf() is not None and np.count_nonzero(process.pmf()) > 1:  # iid delays
-        quiet = ~noisy
-        if quiet.any():  # a single noiseless run: almost-sure stability, per momentum
-            for m in np.unique(momentum[quiet]):
-                rows = quiet & (momentum == m)
-                x_star = float(threshold(method, momentum=m, delay=process.label, criterion="almost-sure",
-                                         dampening=dampening))
-                stays[rows] = lr[rows] * task.problem.eigenvalues.max() < x_star
-        rows = noisy
+    cells = {k: np.asarray(v)[reached] for k, v in values.items()}
+    if _exact(task, process):
+        stays = _exactly(task, process, cells)
     else:
-        rows = np.ones(reached.size, bool)
-    if rows.any():
-        level = steady_state_loss(task.problem, method, process.label, lr[rows], momentum[rows], noise[rows],
-                                  dampening=dampening)
-        stays[rows] = level < task.config.target
+        stays = _continued(task, process, cells, seed, np.asarray(steps)[reached])
     status[reached[~stays]] = TRANSIENT
     return status
+
+
+def _exactly(task: Job, process, cells: dict) -> np.ndarray:
+    """Whether each cell stays, from the linear dynamics (see the module's docstring)."""
+    lr, momentum, noise = (np.asarray(cells[k], np.float64) for k in ("lr", "momentum", "noise"))
+    stays = np.ones(lr.size, bool)
+    noisy = noise > 0
+    dampening = bool(task.options.get("dampening", False))
+    if np.count_nonzero(process.pmf()) > 1:  # iid delays
+        for m in np.unique(momentum[~noisy]):  # a single noiseless run: almost-sure stability, per momentum
+            rows = ~noisy & (momentum == m)
+            x_star = float(threshold(task.method, momentum=m, delay=process.label, criterion="almost-sure",
+                                     dampening=dampening))
+            stays[rows] = lr[rows] * task.problem.eigenvalues.max() < x_star
+        rows = noisy
+    else:
+        rows = np.ones(lr.size, bool)
+    if rows.any():
+        level = steady_state_loss(task.problem, task.method, process.label, lr[rows], momentum[rows], noise[rows],
+                                  dampening=dampening)
+        stays[rows] = level < task.config.target
+    return stays
+
+
+def _continued(task: Job, process, cells: dict, seed: int, first: np.ndarray) -> np.ndarray:
+    """Whether each cell stays, by continuing its run past its first passage ``first``: to at least
+    ``2·T + CONTINUE`` steps (cells grouped by T within a factor 2, one engine run per group), its
+    loss traced at about :data:`TRACE_POINTS` steps; the second half of what follows the passage
+    is the window :func:`stays` judges."""
+    stays = np.zeros(first.size, bool)
+    octave = np.floor(np.log2(np.maximum(first, 1))).astype(int)
+    for k in np.unique(octave):
+        rows = np.flatnonzero(octave == k)
+        budget = min(2 * 2 ** (k + 1) + CONTINUE, MAX_STEPS)
+        stride = max(1, budget // TRACE_POINTS)
+        config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
+        out = task._replace(config=config).run(process, {n: v[rows] for n, v in cells.items()}, seed,
+                                                record={"loss": _loss}, stride=stride)
+        t = stride * np.arange(1, out.trace["loss"].shape[1] + 1)
+        for i, row in enumerate(rows):
+            if out.status[i] == DIVERGED:
+                continue  # it left the target for good
+            window = (t > (first[row] + budget) / 2) & (t <= budget)
+            stays[row] = stays_below(out.trace["loss"][i, window], t[window], bool(cells["noise"][row] > 0),
+                                     task.config.target)
+    return stays
+
+
+def stays_below(loss: np.ndarray, t: np.ndarray, noisy: bool, target: float) -> bool:
+    """Whether a loss traced at steps ``t`` (a window well past the first passage) stays below
+    ``target`` in the long run: it does not grow (the slope of ``log L`` against t is not positive
+    by more than two standard errors) and its level is below the target — without noise its
+    largest value (the lim sup), with noise its mean plus two standard errors (batch means)."""
+    loss = np.asarray(loss, np.float64)
+    if loss.size < 8 or not np.isfinite(loss).all():
+        return False
+    log = np.log(np.maximum(loss, np.finfo(np.float64).tiny))  # a loss that underflowed has decayed
+    slope, error = _slope(np.asarray(t, np.float64), log)
+    if slope - 2 * error > 0:
+        return False
+    if not noisy:
+        return bool(loss.max() < target)
+    batches = np.array([b.mean() for b in np.array_split(loss, 8)])
+    return bool(batches.mean() + 2 * batches.std(ddof=1) / np.sqrt(batches.size) < target)
+
+
+def _slope(t: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope of ``y`` against ``t`` and its standard error."""
+    t = t - t.mean()
+    slope = float(t @ (y - y.mean()) / (t @ t))
+    residual = y - y.mean() - slope * t
+    return slope, float(np.sqrt(residual @ residual / (t.size - 2) / (t @ t)))
+
+
+def _loss(view):
+    """``L(w_{t+1})``, the loss the engine judges a step by."""
+    return view.model.loss(view.w_next)
 
 
 def _exact(task: Job, process) -> bool:

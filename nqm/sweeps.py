@@ -119,7 +119,8 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
     values = {d: v.reshape(-1)[todo] for d, v in zip(cell_dims, np.meshgrid(*(coords[d] for d in cell_dims), indexing="ij"))}
 
     def store(ids, outcome):
-        outcome = outcome._replace(status=settle(task, process, {k: v[ids] for k, v in values.items()}, outcome.status))
+        cells = {k: v[ids] for k, v in values.items()}
+        outcome = outcome._replace(status=settle(task, process, cells, seed_value, outcome.steps, outcome.status))
         writer.store(cell_dims, np.unravel_index(todo[ids], grid.shape), delay_value, seed_value, outcome)
 
     task.run(process, values, seed_value, on_finished=store,
@@ -159,7 +160,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, 
     grid_size({"point": values["lr"], "seed": seeds})
     process = delays.process(delay)
     outcomes = [task.run(process, values, s, description=f"{method} seed={s}") for s in seeds]
-    outcomes = [o._replace(status=settle(task, process, values, o.status)) for o in outcomes]
+    outcomes = [o._replace(status=settle(task, process, values, s, o.steps, o.status)) for s, o in zip(seeds, outcomes)]
     data = {name: (("seed", "point"), np.stack([getattr(o, name) for o in outcomes])) for name in ("steps", "status", "loss")}
     coords = {"seed": seeds, **{k: ("point", v) for k, v in values.items()}}
     result = xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label,

@@ -65,7 +65,8 @@ def _job(size, delay, sigma, **search):
     cells = size["cells"] * seeds if sigma else size["noiseless_cells"]
     shared = dict(lr=BOX["lr"], momentum=BOX["momentum"], problem=nqm.zhang(size["dim"]), target=size["target"],
                   robust=size["delta"], delay=delay, noise=sigma, max_steps=size["budget"][delay], seeds=seeds,
-                  max_cells=cells, **({"coarse": size["coarse"]} if size["coarse"] else {}))
+                  max_cells=cells, first_passage=size.get("first_passage", False),
+                  **({"coarse": size["coarse"]} if size["coarse"] else {}))
     return {**shared, **search}
 
 

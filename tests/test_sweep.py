@@ -22,7 +22,7 @@ def test_dimensions_coordinates_and_types(ab_result):
     assert ds.steps.dims == ("delay", "noise", "rho", "seed", "momentum", "lr")
     assert ds.sizes == {"delay": 2, "noise": 2, "rho": 2, "seed": 1, "momentum": 2, "lr": 5}
     assert ds.steps.dtype == np.int32 and ds.status.dtype == np.int8
-    assert set(np.unique(ds.status.values)) <= {-1, 0, 1}
+    assert set(np.unique(ds.status.values)) <= {-1, 0, 1, 2}
     np.testing.assert_allclose(ds.lr.values, GRID["lr"])
     sgdm = nqm.sweep("sgdm", lr=0.1, momentum=0.5, **FAST)
     assert "rho" not in sgdm.dims and sgdm.steps.dims == ("delay", "noise", "seed", "momentum", "lr")
