@@ -350,8 +350,21 @@ def test_best_prints_its_answer_last_and_sweep_gives_it_again(tmp_path, capsys):
                  "--noise", "0.01", "--robust", "0.05", "--max-cells", "600", *common, "--json", "--out", str(out)]) == 0
     printed = capsys.readouterr().out.strip().splitlines()
     found = json.loads(printed[-1])
-    assert set(found) == {"t_star", "point", "robust_t_star", "robust_point", "seeds", "cells"}
+    assert set(found) == {"t_star", "point", "robust_t_star", "robust_point", "seeds", "robust_seeds", "cells"}
     assert found["cells"] <= 600 and found["point"]["rho"] == 0.5 and any("T*_best" in line for line in printed)
+    # The robust T with seeds is one statistic: per seed, the largest steps over the point's own
+    # neighbourhood (lr and 1 − m nudged by ±δ); its median ranks, its min and max are its spread.
+    ds, robust = nqm.load(out), found["robust_point"]
+    from nqm.search import Axis
+
+    lrs, momenta = ((v,) + Axis(n, 0.0, 1.0).nudged(v, 0.05) for n, v in (("lr", robust["lr"]), ("momentum", robust["momentum"])))
+    rows = [i for i in range(ds.sizes["point"]) if any(np.isclose(ds.lr.values[i], a, rtol=1e-12) for a in lrs)
+            and any(np.isclose(ds.momentum.values[i], b, rtol=1e-12, atol=1e-15) for b in momenta)]
+    assert len(rows) == 9
+    per_seed = np.where(ds.status.values[:, rows] == 1, ds.steps.values[:, rows], np.inf).max(axis=1)
+    assert found["robust_seeds"] == {"median": float(np.median(per_seed)), "min": float(per_seed.min()),
+                                     "max": float(per_seed.max())}
+    assert found["robust_t_star"] == found["robust_seeds"]["median"]
     point = found["point"]
     again = nqm.sweep("ab", lr=point["lr"], momentum=point["momentum"], rho=0.5, delay=2, noise=0.01, seed=[0, 1],
                       problem=nqm.zhang(30), max_steps=3000, progress=False)

@@ -166,6 +166,8 @@ def answer(ds: xr.Dataset) -> dict:
         out.update(robust_t_star=number(ds.attrs["robust_best_steps"]), robust_point=point("robust"))
     if int(ds.attrs["seeds"]) > 1:
         out["seeds"] = {k: number(ds.attrs[f"seeds_{k}"]) for k in ("median", "min", "max")}
+        if ds.attrs["robust"] != "none" and "robust_seeds_median" in ds.attrs:
+            out["robust_seeds"] = {k: number(ds.attrs[f"robust_seeds_{k}"]) for k in ("median", "min", "max")}
     out["cells"] = int(ds.attrs["cells"])
     return out
 

@@ -48,7 +48,7 @@ class Book:
             self.steps.append(steps[:, j])
             self.status.append(status[:, j])
             self.loss.append(loss[:, j])
-            self.t.append(float(np.median(np.where(status[:, j] == REACHED, steps[:, j], np.inf))))
+            self.t.append(float(np.median(self.per_seed(len(self.rows) - 1))))
             # where T is ∞, how close it came: the median final loss, a diverged seed counting as ∞
             self.rest.append(float(np.median(np.where(status[:, j] == DIVERGED, np.inf, loss[:, j]))))
         self.cells += int(np.size(steps))
@@ -56,6 +56,10 @@ class Book:
     def t_of(self, x) -> float | None:
         row = self.index.get(x)
         return None if row is None else self.t[row]
+
+    def per_seed(self, row: int) -> np.ndarray:
+        """Each seed's steps at a point, ∞ where that seed did not converge (settle)."""
+        return np.where(self.status[row] == REACHED, self.steps[row], np.inf).astype(np.float64)
 
 
 class Refinement:
@@ -108,12 +112,22 @@ class Refinement:
         return list(dict.fromkeys(itertools.product(*options)))
 
     def robust_t(self, x) -> float | None:
-        """The robust T of ``x``: ∞ once a known neighbour failed, ``None`` while some are unknown."""
+        """The robust T of ``x``: the median over seeds of :meth:`robust_seeds`; ``None`` while some
+        neighbours are unknown (∞ as soon as a known neighbour failed in most seeds)."""
+        per_seed = self.robust_seeds(x)
+        return None if per_seed is None else float(np.median(per_seed))
+
+    def robust_seeds(self, x) -> np.ndarray | None:
+        """Each seed's own robust T at ``x``: the largest of its steps over the neighbourhood (∞ where
+        a neighbour did not converge in that seed); ``None`` while some neighbours are unknown, or
+        ∞ in every seed once a known neighbour's median T is ∞."""
         around = self.neighbourhood(x)
-        known = [t for y in around if (t := self.book.t_of(y)) is not None]
-        if any(math.isinf(t) for t in known):
-            return math.inf
-        return max(known) if len(known) == len(around) else None
+        rows = [row for y in around if (row := self.book.index.get(y)) is not None]
+        if any(math.isinf(self.book.t[row]) for row in rows):
+            return np.full(self.s.seeds.size, np.inf)
+        if len(rows) < len(around):
+            return None
+        return np.max([self.book.per_seed(row) for row in rows], axis=0)
 
     def score(self, q, robust: bool) -> float:
         """The objective at lattice point ``q`` (T, or robust T); ∞ where unknown."""
@@ -344,11 +358,11 @@ class Refinement:
             out["robust_best_steps" if kind else "best_steps"] = value
             out.update({f"{prefix}_{n}": self.book.rows[row][i] if found else math.nan
                         for i, n in enumerate(self.s.names)})
-            if not kind:
-                per_seed = (np.where(self.book.status[row] == REACHED, self.book.steps[row], np.inf)
-                            if found else np.full(1, np.inf))
-                out.update(seeds_median=float(np.median(per_seed)), seeds_min=float(per_seed.min()),
-                           seeds_max=float(per_seed.max()))
+            per_seed = (self.robust_seeds(self.book.rows[row]) if kind else self.book.per_seed(row)) if found \
+                else np.full(1, np.inf)
+            seeds = "robust_seeds" if kind else "seeds"
+            out.update({f"{seeds}_median": float(np.median(per_seed)), f"{seeds}_min": float(per_seed.min()),
+                        f"{seeds}_max": float(per_seed.max())})
         return out
 
     def describe(self) -> str:
