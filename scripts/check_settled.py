@@ -9,7 +9,7 @@ verdict is settled when it never diverged and its level over the last fifth is b
 (without noise the largest value, with noise the mean). Printed per case: the cells compared, how
 many verdicts agree, and the disagreements both ways. ``--quick``: an 8 × 8 grid, 20 × the budget.
 
-    python scripts/check_settled.py [--quick]
+    python scripts/check_settled.py [--quick] [--out figures/check_settled.json]
 """
 
 import argparse
@@ -40,6 +40,7 @@ def main():
     nqm.use_every_core()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default=None, help="also write the JSON line to this file (e.g. figures/check_settled.json)")
     args = parser.parse_args()
     side, factor = (8, 20) if args.quick else (16, 100)
     budget, target, problem = 2_000, 0.01, nqm.zhang(100)
@@ -68,8 +69,12 @@ def main():
             print(f"{method:8s} {str(delay):10s} σ = {noise:<4g}: {row['agree']}/{row['compared']} agree "
                   f"({row['transient']} transient); settled but leaving later: {row['settled_but_long_run_leaves']}, "
                   f"transient but staying: {row['transient_but_long_run_stays']}")
-    print(json.dumps({"dim": problem.dim, "budget": budget, "long_run": budget * factor, "grid": f"{side}x{side}",
-                      "rows": rows}))
+    line = json.dumps({"dim": problem.dim, "budget": budget, "long_run": budget * factor, "grid": f"{side}x{side}",
+                       "delay": 4, "target": target, "seed": 0, "rows": rows})
+    print(line)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(line + "\n")
 
 
 if __name__ == "__main__":
