@@ -128,7 +128,7 @@ def _continued(task: Job, process, cells: dict, seed: int, first: np.ndarray) ->
         stride = max(1, budget // TRACE_POINTS)
         config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
         out = task._replace(config=config).run(process, {n: v[rows] for n, v in cells.items()}, seed,
-                                                record={"loss": _loss}, stride=stride)
+                                                record={"loss": traced_loss}, stride=stride)
         t = stride * np.arange(1, out.trace["loss"].shape[1] + 1)
         for i, row in enumerate(rows):
             if out.status[i] == DIVERGED:
@@ -147,14 +147,27 @@ def stays_below(loss: np.ndarray, t: np.ndarray, noisy: bool, target: float) -> 
     loss = np.asarray(loss, np.float64)
     if loss.size < 8 or not np.isfinite(loss).all():
         return False
-    log = np.log(np.maximum(loss, np.finfo(np.float64).tiny))  # a loss that underflowed has decayed
-    slope, error = _slope(np.asarray(t, np.float64), log)
-    if slope - 2 * error > 0:
+    if grows(loss, t):
         return False
     if not noisy:
         return bool(loss.max() < target)
     batches = np.array([b.mean() for b in np.array_split(loss, 8)])
     return bool(batches.mean() + 2 * batches.std(ddof=1) / np.sqrt(batches.size) < target)
+
+
+def grows(loss: np.ndarray, t: np.ndarray, blocks: int | None = None) -> bool:
+    """Whether a traced loss grows: the least-squares slope of ``log L`` against ``t`` is positive
+    by more than two standard errors. With ``blocks``, of the log of each block's largest value
+    instead — the envelope, which a run ringing near a stability boundary needs (its loss passes
+    near zero twice a period). A loss that underflowed to 0 has decayed."""
+    loss, t = np.asarray(loss, np.float64), np.asarray(t, np.float64)
+    if not np.isfinite(loss).all():
+        return True
+    if blocks is not None:
+        loss = np.array([b.max() for b in np.array_split(loss, blocks)])
+        t = np.array([b.mean() for b in np.array_split(t, blocks)])
+    slope, error = _slope(t, np.log(np.maximum(loss, np.finfo(np.float64).tiny)))
+    return slope - 2 * error > 0
 
 
 def _slope(t: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -165,8 +178,8 @@ def _slope(t: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return slope, float(np.sqrt(residual @ residual / (t.size - 2) / (t @ t)))
 
 
-def _loss(view):
-    """``L(w_{t+1})``, the loss the engine judges a step by."""
+def traced_loss(view):
+    """``L(w_{t+1})``, the loss the engine judges a step by (a recorder)."""
     return view.model.loss(view.w_next)
 
 

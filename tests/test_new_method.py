@@ -51,9 +51,7 @@ def test_its_derived_threshold_is_the_simulated_one(qhm, tmp_path):
     assert main([*common, "--simulate", "--steps", "20000", "--tol", "0.002", "--out", str(simulated)]) == 0
     x_derived, x_simulated = (io.load_dataset(path).threshold.values for path in (derived, simulated))
     assert np.all(np.isfinite(x_derived)) and np.all(x_derived > 0)
-    # Just above x* a run grows slowly and may outlast the budget: the bisection reads at most ~1 % high.
-    np.testing.assert_array_less(x_derived * 0.998, x_simulated)
-    np.testing.assert_array_less(x_simulated, x_derived * 1.02)
+    np.testing.assert_allclose(x_simulated, x_derived, rtol=2e-3)  # the growth test reads through the budget
 
 
 def test_its_exact_expected_loss_is_the_simulated_loss(qhm, tmp_path):

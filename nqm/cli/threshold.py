@@ -31,12 +31,13 @@ def add_parser(subparsers):
                              "(default: mean); all three agree for a constant delay")
     simulation = parser.add_argument_group("simulated thresholds (any method, any delay process)")
     simulation.add_argument("--simulate", action="store_true",
-                           help="the largest lr whose run does not diverge within --steps, by bisection with the engine")
+                           help="the largest lr whose run is stable (does not diverge, and its loss does not grow over the second half "
+                                "of --steps), by bisection with the engine")
     for name in SIMULATION:
         default = simulated.simulated_threshold.__kwdefaults__[name]
         kind = {"steps": int, "seeds": int}.get(name, float)
         simulation.add_argument(f"--{name}", type=kind, default=None, help={
-            "steps": "the budget within which a run must diverge",
+            "steps": "the budget of each run (growth is read over its second half)",
             "seeds": "seeds per case (noise and random delays): min, median and max reported",
             "tol": "relative width of the final brackets",
             "noise": "gradient-noise scale σ"}[name] + f" (default: {default:g})")
