@@ -17,7 +17,7 @@ import jax
 import numpy as np
 import xarray as xr
 
-from nqm import __version__, delays, engine, results
+from nqm import __version__, delays, engine, machine, results
 from nqm.config import RunConfig, checked_config
 from nqm.errors import NqmError
 from nqm.optimizers import Optimizer, base, make, methods
@@ -151,5 +151,6 @@ def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
         "delay_sha256": hashlib.sha256("\n".join(delays.identity(p) for p in processes).encode()).hexdigest(),
         "nqm_version": __version__,
         "jax_version": jax.__version__,
+        "platform": machine.summary(),  # what the last bits depend on (not the result's identity)
     }
     return results.empty(coords, hyper_dims(task.method), attrs, [p.mean for p in processes])

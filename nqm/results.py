@@ -100,7 +100,7 @@ def attribute(value):
 
 
 # Attributes that say how a result was computed but not what: a checkpoint may differ in these.
-NOT_IDENTITY = frozenset({"jax_version", "method_title", "nqm_checksum"})
+NOT_IDENTITY = frozenset({"jax_version", "method_title", "nqm_checksum", "platform"})
 _NAMES = {"spectrum_sha256": "the problem's eigenvalues differ", "delay_sha256": "the delay processes differ",
           "nqm_version": "the nqm version differs"}
 

@@ -79,14 +79,13 @@ import io
 import json
 import os
 import pathlib
-import platform
 import sys
 from typing import NamedTuple
 
 import numpy as np
 
 import nqm
-from nqm import diagnostics
+from nqm import diagnostics, machine
 
 DATA = pathlib.Path(__file__).with_name("data")
 PATH = DATA / "digests.json"
@@ -176,33 +175,6 @@ HISTOGRAM_SLACK = 1  # the cumulative α counts may differ by this much
 
 # --- platform ----------------------------------------------------------------------------------
 
-def _cpuinfo() -> dict:
-    """The first processor's fields of /proc/cpuinfo (empty where there is none)."""
-    try:
-        text = pathlib.Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return {}
-    info = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if info:
-                break
-            continue
-        key, _, value = line.partition(":")
-        info.setdefault(key.strip(), value.strip())
-    return info
-
-
-def _vector_isa(info: dict) -> str | None:
-    flags = set((info.get("flags") or info.get("Features") or "").split())
-    for isa in ("avx512f", "avx2", "avx", "sse4_2", "sve2", "sve"):
-        if isa in flags:
-            return isa
-    if "asimd" in flags:
-        return "neon"
-    return None
-
-
 def _xla_flags() -> tuple[str | None, str]:
     """(the ``--xla_cpu_max_isa`` cap, the other flags sorted); the device count is a field of its own."""
     cap, other = None, []
@@ -221,16 +193,13 @@ def fingerprint() -> dict:
     import jax
     import jaxlib
 
-    info = _cpuinfo()
+    described = machine.describe()
     cap, other = _xla_flags()
     return {
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
         "numpy": np.__version__,
-        "machine": platform.machine() or None,
-        "cpu_vendor": info.get("vendor_id") or info.get("CPU implementer") or None,
-        "cpu_model": info.get("model name") or info.get("CPU part") or platform.processor() or None,
-        "cpu_isa": _vector_isa(info),
+        **{name: described[name] for name in ("machine", "cpu_vendor", "cpu_model", "cpu_isa")},
         # one device compiles without sharding (measured: ab-workers' energy_ratio moves by an ulp)
         "cpu_devices": len(jax.devices("cpu")),
         "xla_cpu_max_isa": cap or "",

@@ -1,0 +1,44 @@
+"""The environment results were made in: constraints.txt pins every package nqm and its tests
+install, at versions pyproject.toml admits, and every result records the machine it ran on."""
+
+import pathlib
+import re
+
+import numpy as np
+import pytest
+from packaging.requirements import Requirement
+
+import nqm
+from nqm import machine, results
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _pins() -> dict:
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    return dict(line.lower().split("==") for line in lines if re.match(r"^[A-Za-z0-9]", line))
+
+
+def _requirements() -> list[Requirement]:
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["test"]]
+
+
+def test_constraints_pin_every_requirement_at_an_admitted_version():
+    pins = _pins()
+    for requirement in _requirements():
+        name = requirement.name.lower()
+        assert name in pins, f"{name} is not pinned in constraints.txt"
+        assert requirement.specifier.contains(pins[name], prereleases=True), f"{name}=={pins[name]} vs {requirement}"
+
+
+def test_every_result_records_its_platform_outside_its_identity():
+    ds = nqm.sweep("sgdm", lr=0.1, momentum=0.5, problem=nqm.zhang(5), max_steps=50, progress=False)
+    described = machine.describe()
+    assert ds.attrs["platform"] == machine.summary()
+    assert f"jax {described['jax']}" in ds.attrs["platform"] and f"numpy {np.__version__}" in ds.attrs["platform"]
+    other = ds.copy()
+    other.attrs["platform"] = "elsewhere"
+    assert results.difference(ds, other) is None  # a checkpoint resumes on another machine
