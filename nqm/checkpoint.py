@@ -1,6 +1,9 @@
 """Checkpoints of a sweep: finished cells in ``OUT.partial`` and the running cells' state beside
 it (``OUT.partial.cells.npz``), so that an interrupted sweep resumes mid-cell, bit-identical to an
 uninterrupted run. On SIGINT/SIGTERM the sweep saves at the next chunk boundary and stops.
+
+A search (:func:`nqm.best`) keeps its result so far after every round (:func:`resume_search`):
+run again, it replays the rounds kept without evaluating them.
 """
 
 from __future__ import annotations
@@ -30,6 +33,17 @@ class StaleCheckpoint(NqmError):
                          "or pass another checkpoint path")
 
 
+def checked(checkpoint, restart) -> None:
+    """Refuse, before any work, a checkpoint that is not a file path, or a ``restart`` that is not a
+    bool."""
+    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+        raise NqmError(f"checkpoint must be a file path, got {checkpoint!r}")
+    if checkpoint is not None and os.path.isdir(checkpoint):
+        raise NqmError(f"checkpoint {os.fspath(checkpoint)} is a directory; give the path of a file (e.g. sweep.partial)")
+    if not isinstance(restart, (bool, np.bool_)):
+        raise NqmError(f"restart must be True or False, got {restart!r}")
+
+
 def resume(result: xr.Dataset, path) -> xr.Dataset:
     """The checkpoint at ``path`` if it is of the same sweep as ``result`` — the same grid and every
     setting that changes a result (:func:`nqm.results.difference`) — with its arrays intact
@@ -37,14 +51,33 @@ def resume(result: xr.Dataset, path) -> xr.Dataset:
     if not os.path.exists(path):
         check_writable(path)
         return result
-    try:
-        saved = load(path)
-    except NqmError as exc:
-        raise StaleCheckpoint(f"checkpoint {os.fspath(path)} is damaged ({exc})", path) from None
+    saved = _load(path)
     different = results.difference(saved, result)
     if different:
         raise StaleCheckpoint(f"checkpoint {os.fspath(path)} is from a different sweep: {different}", path)
     return saved.transpose(*result.steps.dims)
+
+
+def resume_search(settings: dict, path) -> xr.Dataset | None:
+    """The points a search kept at ``path`` (the search's result so far) if every one of its
+    ``settings`` (the attributes that identify it: every setting that changes a number) is the same
+    there, with its arrays intact, else :class:`StaleCheckpoint`; ``None`` when there is none yet."""
+    if not os.path.exists(path):
+        check_writable(path)
+        return None
+    saved = _load(path)
+    kept = {k: saved.attrs[k] for k in settings if k in saved.attrs}
+    different = results.difference(xr.Dataset(attrs=kept), xr.Dataset(attrs=settings))
+    if different:
+        raise StaleCheckpoint(f"checkpoint {os.fspath(path)} is from a different search: {different}", path)
+    return saved
+
+
+def _load(path) -> xr.Dataset:
+    try:
+        return load(path)
+    except NqmError as exc:
+        raise StaleCheckpoint(f"checkpoint {os.fspath(path)} is damaged ({exc})", path) from None
 
 
 def discard_checkpoint(path) -> None:

@@ -9,6 +9,7 @@ import fcntl
 import hashlib
 import io
 import os
+import stat
 import sys
 import tempfile
 import warnings
@@ -203,11 +204,16 @@ def _portable(values: np.ndarray) -> np.ndarray:
 
 
 def check_writable(path: str | os.PathLike) -> None:
-    """Fail early, before any simulation, if ``path`` cannot be written."""
+    """Fail early, before any simulation, if ``path`` cannot be written: it must be a new path or a
+    regular file (every writer and every command's outputs are checked here)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path)) or "."
     if os.path.isdir(path):
         raise NqmError(f"cannot write {path}: it is a directory; give a file name such as results.nc")
+    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        # A device or a FIFO would be replaced by a regular file (the write is a rename): refuse it.
+        raise NqmError(f"cannot write {path}: it is not a regular file (a device, a FIFO or a socket); "
+                       "give the name of a new or regular file such as results.nc")
     if not os.path.isdir(directory):
         raise NqmError(f"cannot write {path}: directory {directory} does not exist")
     if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):

@@ -63,12 +63,18 @@ def job(method: str, problem: Problem | None, options: dict) -> tuple[Job, dict]
     grids, opt_options, settings = split(method, options)
     config = checked_config(**settings)
     representable(config.target, "target", "float64" if config.x64 else "float32")
+    problem = checked_problem(problem)
+    engine.check(problem, make(method, **opt_options))  # options, and how they fit the problem
+    return Job(method, opt_options, problem, config), grids
+
+
+def checked_problem(problem: Problem | None) -> Problem:
+    """``problem``, or :func:`nqm.zhang` (N = 10⁴) when it is ``None``; anything else is refused."""
     problem = zhang() if problem is None else problem
     if not isinstance(problem, Problem):
         raise NqmError(f"problem must be an nqm Problem (nqm.zhang(N), nqm.loguniform(...), nqm.explicit([...])), "
                        f"got {problem!r}")
-    engine.check(problem, make(method, **opt_options))  # options, and how they fit the problem
-    return Job(method, opt_options, problem, config), grids
+    return problem
 
 
 def cell(method: str, *, lr, momentum, noise=0.0, seed=0, problem: Problem | None = None, x64: bool = False,

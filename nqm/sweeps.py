@@ -26,14 +26,14 @@ import xarray as xr
 import tqdm
 
 from nqm import delays, results
-from nqm.checkpoint import Checkpointer, discard_checkpoint, resume
+from nqm.checkpoint import Checkpointer, checked, discard_checkpoint, resume
 from nqm.errors import NqmError
 from nqm.io import lock
 from nqm.jobs import Job, empty, job
 from nqm.problem import Problem
 from nqm.settling import settle, test_for
 from nqm.status import meaning
-from nqm.validate import coordinates, grid_size, number
+from nqm.validate import coordinates, floats, grid_size, number
 
 
 def sweep(
@@ -75,15 +75,10 @@ def sweep(
     coords = coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype=task.dtype, **grids)
     coords["delay"], processes = delays.coordinate(delay)
     grid_size(coords)
-    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
-        raise NqmError(f"checkpoint must be a file path, got {checkpoint!r}")
-    if checkpoint is not None and os.path.isdir(checkpoint):
-        raise NqmError(f"checkpoint {os.fspath(checkpoint)} is a directory; give the path of a file (e.g. sweep.partial)")
+    checked(checkpoint, restart)
     every = number(checkpoint_every, "checkpoint_every")
     if not (np.isfinite(every) and every >= 0):
         raise NqmError(f"checkpoint_every must be a number of seconds >= 0, got {checkpoint_every!r}")
-    if not isinstance(restart, (bool, np.bool_)):
-        raise NqmError(f"restart must be True or False, got {restart!r}")
     result = empty(task, coords, processes)
     result.attrs["settled_test"] = "; ".join(f"{p.label}: {test_for(task, p)}" for p in processes)
     with contextlib.ExitStack() as stack:
@@ -151,9 +146,10 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, 
     task, grids = job(method, problem, options)
     seeds = coordinates(seed=seed)["seed"]
     given = dict(lr=lr, momentum=momentum, noise=noise, **grids)
+    arrays = [floats(v, k) for k, v in given.items()]  # numbers: float64 would read "0.1" as 0.1
     try:
-        shaped = np.broadcast_arrays(*(np.atleast_1d(np.asarray(v, dtype=np.float64)) for v in given.values()))
-    except (TypeError, ValueError):
+        shaped = np.broadcast_arrays(*arrays)
+    except ValueError:
         raise NqmError("the points' lr, momentum, noise and hyperparameters must be numbers of one length "
                        f"(or single values): got lengths {[np.size(v) for v in given.values()]}") from None
     values = coordinates(distinct=False, dtype=task.dtype, **{k: v.ravel() for k, v in zip(given, shaped)})

@@ -30,7 +30,7 @@ _RULES = {
     "momentum": ("a momentum in [0, 1)", lambda x: (x >= 0) & (x < 1), float),
     "delay": (f"an integer delay between 0 and {MAX_DELAY:,}", lambda x: (x >= 0) & (x == np.round(x)) & (x <= MAX_DELAY), int),
     "noise": ("a noise scale >= 0", lambda x: x >= 0, float),
-    "seed": ("an integer seed >= 0", lambda x: (x >= 0) & (x == np.round(x)) & (x < 2**32), int),
+    "seed": (f"an integer seed between 0 and {2**32 - 1:,}", lambda x: (x >= 0) & (x == np.round(x)) & (x < 2**32), int),
 }
 _HYPER_RULE = ("a number >= 0", lambda x: x >= 0, float)  # ρ, λ_dc, …
 
@@ -47,15 +47,18 @@ def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndar
     for name, values in grids.items():
         if values is None and name in ("lr", "momentum"):
             raise NqmError(f"{name} is required: give one value or a list")
+        what, ok, kind = _RULES.get(name, _HYPER_RULE)
+        if values is None and name in _RULES:  # only a method hyperparameter may be left out (its default)
+            raise NqmError(f"{name} must be {what} (one value or a list), got None")
         if values is None:
             continue
-        what, ok, kind = _RULES.get(name, _HYPER_RULE)
-        array = _floats(values, name)
+        array = floats(values, name)
         if array.ndim != 1 or array.size == 0:
             raise NqmError(f"{name} is empty: give at least one value")
         bad = array[~(np.isfinite(array) & ok(array))]
         if bad.size:
-            raise NqmError(f"{name}={bad[0]:g} is invalid: each value must be {what}")
+            shown = int(bad[0]) if kind is int and np.isfinite(bad[0]) and bad[0] == np.round(bad[0]) else f"{bad[0]:g}"
+            raise NqmError(f"{name}={shown} is invalid: each value must be {what}")
         if distinct and np.unique(array).size != array.size:
             raise NqmError(f"{name} has repeated values: give each value once")
         if dtype is not None and kind is float:
@@ -68,12 +71,13 @@ def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndar
     return coords
 
 
-def _floats(values, name: str) -> np.ndarray:
-    """``values`` as a float64 array; strings (even ``"0.1"``), bools and None are refused."""
+def floats(values, name: str) -> np.ndarray:
+    """``values`` as a float64 array; strings (even ``"0.1"``), bools, complex numbers and None are
+    refused."""
     try:
         raw = np.asarray(values)
-        bad = raw.dtype.kind in "USbMm" or (raw.dtype.kind == "O" and any(
-            isinstance(x, (str, bytes, bool, np.bool_)) or x is None for x in raw.ravel()))
+        bad = raw.dtype.kind in "USbMmc" or (raw.dtype.kind == "O" and any(
+            isinstance(x, (str, bytes, bool, np.bool_, complex, np.complexfloating)) or x is None for x in raw.ravel()))
         array = None if bad else np.atleast_1d(raw.astype(np.float64))
     except (TypeError, ValueError, OverflowError):
         array = None
@@ -102,6 +106,13 @@ def number(value, name: str) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise NqmError(f"{name} must be a number, got {value!r}")
     return float(value)
+
+
+def flag(value, name: str) -> bool:
+    """A yes/no option: ``True`` or ``False`` (``"yes"``, ``1`` or ``None`` are refused, not read as truth)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise NqmError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def grid_size(coords: dict) -> int:

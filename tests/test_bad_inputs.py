@@ -2,14 +2,16 @@
 leaves existing outputs byte-identical: a table of CLI and Python-API cases."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 import xarray as xr
 
 import nqm
-from nqm import delays, diagnostics, summary
-from nqm.thresholds import polynomials
+from nqm import delays, diagnostics, expected, summary, sweeps
+from nqm.thresholds import derived, polynomials
+from nqm.thresholds.simulated import simulated_threshold
 from nqm.cli import main
 from nqm.errors import NqmError
 from nqm.optimizers import make
@@ -259,3 +261,42 @@ def test_api_save_to_a_bad_path_changes_nothing(tmp_path):
         with pytest.raises(NqmError):
             nqm.save(ds, path)
     assert len(SWEEP_API) + len(OTHER_API) >= 80
+
+
+# The newest entry points: the search, the simulated and derived thresholds, the exact mode.
+ENTRY_POINT_API = [
+    (lambda: nqm.best(lr=(0.1, 1.0), momentum=0.0, problem="zhang"), "problem must be an nqm Problem"),
+    (lambda: nqm.best(lr=(0.1, 1.0), momentum=0.0, noise=None), "noise"),
+    (lambda: simulated_threshold("sgdm", momentum=0.5, tol="x"), "tol must be a number"),
+    (lambda: simulated_threshold("sgdm", momentum=0.5, tol=None), "tol must be a number"),
+    (lambda: simulated_threshold("sgdm", momentum=0.5, noise=None), "noise"),
+    (lambda: simulated_threshold("sgdm", momentum=0.5, seed=[0, 1]), "seed is the first seed"),
+    (lambda: simulated_threshold("sgdm", momentum=0.5, target=1e-3), "takes no target"),
+    (lambda: simulated_threshold("sgdm", momentum=0.5, max_steps=100), "takes no max_steps"),
+    (lambda: expected.sweep(lr=0.1, momentum=0.5, noise=None, problem=nqm.zhang(8)), "noise"),
+    (lambda: expected.sweep(lr=0.1, momentum=0.5, dampening="yes", problem=nqm.zhang(8)), "dampening must be True"),
+    (lambda: nqm.sweep(lr=0.1, momentum=0.5, dampening="yes", problem=nqm.zhang(8)), "dampening must be True"),
+    (lambda: expected.sweep(lr=0.1 + 1j, momentum=0.5, problem=nqm.zhang(8)), "lr must be numbers"),
+    (lambda: expected.steady_state_loss(nqm.zhang(8), "sgdm", 0, "0.1", 0.5, 0.1), "lr must be numbers"),
+    (lambda: expected.evaluate(lr="0.1", momentum=0.5, problem=nqm.zhang(8)), "lr must be numbers"),
+    (lambda: sweeps.evaluate(lr="0.1", momentum=0.5, problem=nqm.zhang(8)), "lr must be numbers"),
+    (lambda: derived.transitions("sgdm", lr=0.1, momentum=0.5, lam="1"), "lam must be one curvature"),
+]
+
+
+@pytest.mark.parametrize("index", range(len(ENTRY_POINT_API)))
+def test_api_entry_points_bad_input_is_one_nqm_error_line(index):
+    call, words = ENTRY_POINT_API[index]
+    with pytest.raises(NqmError) as info:
+        call()
+    assert "\n" not in str(info.value) and words in str(info.value), str(info.value)
+
+
+def test_the_exact_mode_says_infinity_where_it_diverges_and_no_library_warning_leaks():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow RuntimeWarning fails the test
+        for delay in (0, "uniform:0:3"):
+            curve = expected.expected_loss(nqm.zhang(8), lr=5.0, momentum=0.5, steps=2000, delay=delay)
+            assert not np.isnan(curve).any() and curve[-1] == np.inf
+            expected.sweep(lr=[1e150, 1e300], momentum=0.0, noise=[0.0, 1e100], delay=delay, problem=nqm.zhang(8),
+                           max_steps=100)

@@ -1,5 +1,6 @@
 """The command line: the documented interface works, and bad input is one line with exit status 2."""
 
+import os
 import subprocess
 import sys
 
@@ -147,6 +148,37 @@ def test_the_overlay_is_the_methods_own_threshold_or_a_given_table(tmp_path):
     assert red(plot_heatmaps(ab, threshold=nqm.io.load_dataset(table)))
 
 
+@pytest.mark.parametrize("command", ["sweep", "expected", "plot"])
+def test_a_threshold_table_is_drawn_and_labelled_as_given(command, tmp_path, monkeypatch):
+    """--threshold TABLE draws the table (here half the derived threshold, labelled by its own
+    criterion), never the derived line in its place."""
+    from nqm.cli import output
+    from nqm.io import load_dataset
+
+    derived_table = tmp_path / "derived.nc"
+    assert main(["threshold", "--method", "sgdm", "--delay", "2", "--momentum", "0", "0.5", "0.8",
+                 "--out", str(derived_table)]) == 0
+    table = load_dataset(derived_table)
+    table["threshold"] = table.threshold / 2
+    table.attrs["criterion"] = "simulated"
+    nqm.save(table, tmp_path / "table.nc")
+    figures = []
+    monkeypatch.setattr(output, "save_figure", lambda fig, path: figures.append(fig))
+    grid = ["--lr", "geom:0.05:1.5:5", "--momentum", "0", "0.5", "0.8", "--delay", "2", "--dim", "8", "--max-steps",
+            "300"]
+    threshold = ["--threshold", str(tmp_path / "table.nc")]
+    if command == "plot":
+        nqm.save(nqm.sweep("sgdm", lr=np.geomspace(0.05, 1.5, 5), momentum=[0.0, 0.5, 0.8], delay=2,
+                           problem=nqm.zhang(8), max_steps=300, progress=False), tmp_path / "r.nc")
+        argv = ["plot", str(tmp_path / "r.nc"), "--out", str(tmp_path / "f.png"), *threshold]
+    else:
+        argv = [command, *grid, "--out", str(tmp_path / "r.nc"), "--plot", str(tmp_path / "f.png"), *threshold]
+    assert main(argv) == 0
+    lines = [line for ax in figures[0].axes for line in ax.get_lines() if line.get_color() == "red"]
+    assert len(lines) == 1 and lines[0].get_label() == "stability η*(m) (simulated)"
+    np.testing.assert_allclose(lines[0].get_xdata()[[0, -1]], table.threshold.values[0, [0, -1]], rtol=1e-12)
+
+
 def test_python_dash_m_reports_errors_without_traceback(tmp_path):
     run = subprocess.run([sys.executable, "-m", "nqm", "sweep", "--lr", "-1", "--momentum", "0.5",
                           "--out", str(tmp_path / "r.nc")], capture_output=True, text=True)
@@ -205,6 +237,54 @@ def test_a_second_run_loads_the_first_runs_programs_and_gives_the_same_bits(tmp_
     assert sorted(p.name for p in cache.iterdir()) == kept  # the second run compiled nothing new
     for name in ("steps", "status", "loss", "steady_state_loss"):
         np.testing.assert_array_equal(runs[0][name].values, runs[1][name].values)
+
+
+def test_a_cache_entry_cut_short_shows_no_library_warning_and_changes_no_result(tmp_path):
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["NQM_COMPILATION_CACHE"] = str(cache)
+    argv = ["sweep", "--lr", "0.1", "0.3", "--momentum", "0", "0.5", "--dim", "8", "--max-steps", "200",
+            "--no-progress"]
+    runs = []
+    for i in range(2):
+        out = tmp_path / f"run{i}.nc"
+        done = subprocess.run([sys.executable, "-m", "nqm", *argv, "--out", str(out)], capture_output=True, text=True,
+                              env=env)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        runs.append(nqm.load(out))
+        for entry in cache.iterdir():  # every entry cut short, as a file-size limit or a full disk leaves it
+            if entry.is_file():
+                entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
+    for name in ("steps", "status", "loss"):
+        np.testing.assert_array_equal(runs[0][name].values, runs[1][name].values)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--expected", "--seeds", "2"], "--expected has no seeds (the expectation is exact): drop --seeds"),
+    (["--expected", "--x64"], "drop --x64"),
+    (["--expected", "--independent-noise"], "drop --independent-noise"),
+    (["--expected", "--method", "ab", "--rho", "0.5"], "not --method ab; drop --expected"),
+    (["--expected", "--delay-dist", "workers:4"], "worker pool workers:4 (no delay pmf); drop --expected"),
+    (["--max-cells", "10"], "--max-cells 10 is too small for the first grid (64 cells"),
+    (["--seed", "4294967295", "--seeds", "2"], "seed=4294967296 is invalid"),
+    (["--robust", "1e-300", "--x64"], "the nudge δ = 1e-300 is too small"),
+])
+def test_best_refuses_in_the_commands_words(extra, message, tmp_path, monkeypatch, capsys):
+    from nqm import expected, sweeps
+
+    def refuse(*args, **kw):
+        raise AssertionError("evaluated before the input was checked")
+
+    monkeypatch.setattr(sweeps, "evaluate", refuse)
+    monkeypatch.setattr(expected, "evaluate", refuse)
+    argv = ["best", "--lr", "0.05:1", "--momentum", "0:0.9", "--dim", "8", "--max-steps", "50", "--no-progress",
+            *extra, "--out", str(tmp_path / "b.nc")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    for api_words in ("seeds=1", "expected=True", "coarse", "e+09"):
+        assert api_words not in err[0]
+    assert list(tmp_path.iterdir()) == []
 
 
 # ------------------------------------------------------------------ one parser, shared groups

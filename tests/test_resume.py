@@ -128,3 +128,69 @@ def test_damaged_running_cells_are_refused(tmp_path, monkeypatch):
     running.write_bytes(running.read_bytes()[:100])  # truncated
     with pytest.raises(checkpoints.StaleCheckpoint, match="cannot read the checkpoint's running cells"):
         nqm.sweep("sgdm", checkpoint=path, **kw)
+
+
+# ------------------------------------------------------------------ a search resumes by round
+
+SEARCH = dict(lr=(0.05, 3.0), momentum=(0.0, 0.95), delay=3, robust=0.05, max_cells=300, problem=nqm.zhang(20),
+              max_steps=1000, progress=False)
+SEARCH_CLI = ["best", "--lr", "0.05:3", "--momentum", "0:0.95", "--delay", "3", "--robust", "0.05", "--max-cells", "300",
+              "--dim", "20", "--max-steps", "1000", "--no-progress"]
+
+
+def _interrupted_after(rounds: int):
+    """``nqm.sweeps.evaluate`` that is interrupted (Ctrl-C) at its call ``rounds + 1``; and its calls."""
+    from nqm import sweeps
+
+    real, calls = sweeps.evaluate, []
+
+    def evaluate(*args, **kwargs):
+        calls.append(len(np.atleast_1d(kwargs["lr"])))
+        if len(calls) > rounds:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+    return evaluate, calls
+
+
+def test_an_interrupted_search_resumes_its_rounds_and_gives_the_uninterrupted_answer(tmp_path, monkeypatch):
+    from nqm import sweeps
+
+    uninterrupted = nqm.best("sgdm", **SEARCH)
+    checkpoint = tmp_path / "search.partial"
+    evaluate, _ = _interrupted_after(3)
+    with monkeypatch.context() as patch:
+        patch.setattr(sweeps, "evaluate", evaluate)
+        with pytest.raises(KeyboardInterrupt):
+            nqm.best("sgdm", checkpoint=checkpoint, **SEARCH)
+    kept = nqm.load(checkpoint)
+    assert sorted(set(kept.round_number.values)) == [0, 1, 2] and not (tmp_path / "search.partial.lock").exists()
+    evaluate, calls = _interrupted_after(10**6)
+    monkeypatch.setattr(sweeps, "evaluate", evaluate)
+    resumed = nqm.best("sgdm", checkpoint=checkpoint, **SEARCH)
+    assert resumed.identical(uninterrupted)
+    assert sum(calls) == int((uninterrupted.round_number.values > 2).sum())  # only the rounds not kept
+    with pytest.raises(nqm.NqmError, match="different search: setting max_steps differs"):
+        nqm.best("sgdm", checkpoint=checkpoint, **{**SEARCH, "max_steps": 999})
+
+
+def test_ctrl_c_on_best_says_it_keeps_its_checkpoint_and_the_same_command_resumes(tmp_path, monkeypatch, capsys):
+    from nqm import sweeps
+    from nqm.cli import main
+
+    out = tmp_path / "best.nc"
+    evaluate, _ = _interrupted_after(2)
+    with monkeypatch.context() as patch:
+        patch.setattr(sweeps, "evaluate", evaluate)
+        assert main([*SEARCH_CLI, "--out", str(out)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"nqm: interrupted; the checkpoint {out}.partial holds every round evaluated so far: run the same "
+                   "command again to resume"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.nc.partial"]
+    assert main([*("999" if a == "1000" else a for a in SEARCH_CLI), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "different search" in err[0] and "--restart" in err[0], err
+    assert main([*SEARCH_CLI, "--out", str(out)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.nc"]
+    saved, direct = nqm.load(out), nqm.best("sgdm", **SEARCH)
+    for name in ("steps", "status", "loss", "lr", "momentum", "round_number", "robust_steps"):
+        np.testing.assert_array_equal(saved[name].values, direct[name].values)

@@ -2,10 +2,13 @@
 
 import os
 import pathlib
+import signal
+import stat
 import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from nqm.cli import main
@@ -324,6 +327,83 @@ def test_an_interrupted_trace_says_so_in_one_line_and_mentions_no_checkpoint(tmp
         time.sleep(12)  # imported, compiled, running
         child.send_signal(signal.SIGINT)
         _, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 130 and err.strip() == "nqm: interrupted", (child.returncode, err)
+    assert list(tmp_path.iterdir()) == []  # no output, no lock left
+
+
+# ------------------------------------------------------------------ special files, a search's write, SIGTERM
+
+@pytest.mark.parametrize("argv", [
+    ["threshold", "--method", "sgd", "--delay", "0", "1"],
+    ["sweep", "--lr", "0.1", "--momentum", "0", "--dim", "8", "--max-steps", "20", "--no-progress"],
+    ["best", "--lr", "0.1:1", "--momentum", "0", "--dim", "8", "--max-steps", "20", "--no-progress"],
+], ids=lambda argv: argv[0])
+def test_a_fifo_given_as_the_output_is_refused_and_left_a_fifo(argv, tmp_path, capsys):
+    fifo = tmp_path / "fifo.nc"
+    os.mkfifo(fifo)
+    assert main([*argv, "--out", str(fifo)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a regular file" in err[0], err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and list(tmp_path.iterdir()) == [fifo]
+
+
+def test_saving_to_a_device_or_a_fifo_is_refused(tmp_path):
+    import nqm
+
+    fifo = tmp_path / "fifo.nc"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/null"):
+        with pytest.raises(nqm.NqmError, match="not a regular file"):
+            nqm.save(nqm.sweep("sgdm", lr=0.1, momentum=0, problem=nqm.zhang(8), max_steps=5, progress=False), path)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_search_whose_write_fails_prints_its_answer_and_keeps_every_point(tmp_path, monkeypatch, capsys):
+    import nqm
+    import nqm.io
+    from nqm.search import answer
+
+    out = tmp_path / "best.nc"
+    out.write_bytes(b"previous result")
+    real = nqm.io.atomic_write
+
+    def full_disk(path, mode="wb"):  # the output's disk is full; the rest can be written
+        if os.fspath(path) == str(out):
+            raise nqm.NqmError(f"cannot write {path}: No space left on device")
+        return real(path, mode)
+
+    monkeypatch.setattr(nqm.io, "atomic_write", full_disk)
+    argv = ["best", "--lr", "0.05:3", "--momentum", "0:0.9", "--delay", "2", "--dim", "20", "--max-steps", "1000",
+            "--max-cells", "200", "--no-progress", "--json", "--out", str(out)]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "every evaluated point is saved in" in err[0], err
+    direct = nqm.best("sgdm", lr=(0.05, 3.0), momentum=(0.0, 0.9), delay=2, problem=nqm.zhang(20), max_steps=1000,
+                      max_cells=200, progress=False)
+    found = answer(direct)
+    assert any(f"T*_best = {found['t_star']:,} steps" in line for line in captured.out.splitlines())
+    rescued = nqm.load(err[0].split("saved in ")[1].split(":")[0])
+    for name in ("steps", "status", "loss", "lr", "momentum"):
+        np.testing.assert_array_equal(rescued[name].values, direct[name].values)
+    assert out.read_bytes() == b"previous result"
+
+
+def test_sigterm_ends_a_command_as_ctrl_c_does_in_one_line_and_removes_its_lock(tmp_path):
+    out = tmp_path / "t.nc"
+    child = subprocess.Popen([sys.executable, "-m", "nqm", "trace", "--lr", "0.01", "--momentum", "0.5", "--dim", "1000",
+                              "--steps", "20000000", "--stride", "1000", "--out", str(out)],
+                             stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not pathlib.Path(str(out) + ".lock").exists():
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(12)  # imported, compiled, running
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=300)
     finally:
         child.kill()
     assert child.returncode == 130 and err.strip() == "nqm: interrupted", (child.returncode, err)

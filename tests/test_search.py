@@ -11,7 +11,7 @@ import nqm
 from nqm import expected, sweeps
 from nqm.engine import loop
 from nqm.errors import NqmError
-from nqm.search import answer, best
+from nqm.search import answer, best, describe
 
 # A smooth edge (log-uniform spectrum): no converged islands beyond it for a fine grid to hit by luck.
 PROBLEM = nqm.loguniform(60, 1e-2, 1)
@@ -184,6 +184,11 @@ def test_nothing_converging_is_an_answer_without_a_point():
     assert answer(ds) == {"t_star": None, "point": None, "cells": 64}
 
 
+def test_nothing_converging_over_seeds_is_said_in_words():
+    ds = best("sgdm", lr=(50.0, 100.0), momentum=(0.0, 0.5), seeds=2, max_cells=200, **SMALL)
+    assert describe(ds).splitlines()[1:] == ["no point of the box reached the target", "over 2 seeds: no seed converged"]
+
+
 def test_compiles_once_for_rounds_of_every_size():
     kw = dict(lr=(0.05, 3.0), momentum=(0.0, 0.95), delay=3, **SMALL)
     best("sgdm", **kw, max_cells=100)
@@ -222,6 +227,12 @@ BAD = [
     (dict(max_steps=0), "max_steps"),
     (dict(coarse=1), "coarse"),
     (dict(width=0), "width"),
+    (dict(problem="zhang"), "problem must be an nqm Problem"),
+    (dict(noise=None), "noise"),
+    # every value the search may evaluate is checked first: a box end's nudge beyond what float32 holds
+    (dict(momentum=(0.0, 0.99999994), robust=0.6), "does not hold"),
+    (dict(robust=1e-300), "too small"),  # nudges that round to their point
+    (dict(robust=1e-9), "too small"),
 ]
 
 

@@ -110,6 +110,20 @@ def test_trace_cli_writes_the_documented_variables(tmp_path):
     assert fig.stat().st_size > 5_000
 
 
+def test_plot_trace_draws_a_trace_of_some_recorders_and_says_what_was_not_recorded():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from nqm.plots.trace import plot_trace
+
+    ds = diagnostics.trajectory("sgdm", problem=zhang(8), lr=0.1, momentum=0.5, steps=50, record=("loss", "alpha"))
+    fig = plot_trace(ds)
+    np.testing.assert_array_equal(fig.axes[0].get_lines()[0].get_ydata(), ds.loss.values)
+    np.testing.assert_array_equal(fig.axes[1].get_lines()[0].get_ydata(), ds.alpha.values)
+    said = [t.get_text() for ax in fig.axes[2:] for t in ax.texts]
+    assert said[0] == "not recorded: velocity_norm, gradient_velocity_ratio" and len(said) == 4
+
+
 def test_plot_trace_draws_what_trajectory_returns():
     import matplotlib
 

@@ -17,8 +17,12 @@ A module may define ``interrupted(args) -> str | None``: what an interrupted run
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import signal
 import sys
+import threading
+import warnings
 
 from nqm.cli import bench, best, expected, output, plot, summary, sweep, threshold, trace
 from nqm.cli.parser import Parser, values
@@ -89,11 +93,37 @@ def use_compilation_cache(environ=os.environ) -> str | None:
         return None
     environ["JAX_COMPILATION_CACHE_DIR"] = where
     environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")  # not every small kernel
+    # An entry cut short (a file-size limit, a full disk) cannot be read back: JAX then compiles, as
+    # without the cache, and warns; the cache is ours, not the user's, so its warnings are not shown.
+    warnings.filterwarnings("ignore", message="Error (reading|writing) persistent compilation cache entry")
     return where
 
 
 def main(argv=None) -> int:
-    """Run ``nqm`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    """Run ``nqm`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status. SIGTERM ends a
+    command as Ctrl-C does: its locks removed, one line saying what it keeps."""
+    with _terminate_as_interrupt():
+        return _main(argv)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt while a command runs (a sweep's checkpoint takes both signals
+    over while it computes); the previous handler is restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv) -> int:
     module = args = None
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
@@ -111,7 +141,7 @@ def main(argv=None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        # Only a command that keeps something says what (the sweep: its checkpoint, if written).
+        # A command that keeps something says what (the sweep and the search: their checkpoints).
         after = module.interrupted(args) if hasattr(module, "interrupted") and args is not None else None
         print("nqm: interrupted" + (f"; {after}" if after else ""), file=sys.stderr)
         return 130

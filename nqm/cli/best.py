@@ -3,13 +3,22 @@ nudge (``--robust δ``) and over seeds (``--seeds K``); every evaluated point in
 
 from __future__ import annotations
 
-from nqm.cli import groups
+import os
+
+from nqm.cli import groups, output
 from nqm.errors import NqmError
 
 NAME = "best"
 HELP = "the smallest T over a box of hyperparameters (search), robust to a nudge, over seeds → netCDF (+ JSON)"
-INTERRUPTED = "nothing was written; the search starts over when run again"
 BOX = "a value V (fixed) or LO:HI (searched"
+
+
+def interrupted(args) -> str:
+    """What an interrupted search leaves: its checkpoint, once a round was kept."""
+    partial = args.out + ".partial"
+    if os.path.exists(partial):
+        return f"the checkpoint {partial} holds every round evaluated so far: run the same command again to resume"
+    return "no round had finished, nothing was kept: the search starts over when run again"
 
 
 def add_parser(subparsers):
@@ -45,6 +54,7 @@ def add_parser(subparsers):
         search_.add_argument("--" + name.replace("_", "-"), type=kind, default=default, help=text)
     search_.add_argument("--expected", action="store_true",
                          help="evaluate the exact expected loss (linear methods; constant or iid delays) instead of Monte Carlo")
+    search_.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
     parser.add_argument("--json", action="store_true", help="print the answer as one JSON object, the last line")
     groups.outputs(parser, "every evaluated point and the answer (netCDF)")
     return parser
@@ -54,26 +64,71 @@ def run(args) -> None:
     import json
 
     from nqm import search
-    from nqm.io import save
+    from nqm.checkpoint import StaleCheckpoint
+    from nqm.io import discard, save
     from nqm.jobs import all_hyper_dims
 
     if args.delay is not None and args.delay_dist is not None:
         raise NqmError("give either --delay or --delay-dist: a search runs under one delay")
+    if args.expected:
+        _exact_mode(args)
     box = {"lr": _box(args.lr, "--lr"), "momentum": _box(args.momentum, "--momentum")}
     box.update({n: _box(getattr(args, n), "--" + n.replace("_", "-")) for n in all_hyper_dims()
                 if getattr(args, n) is not None})
+    _first_grid(box, args)
     settings = groups.settings(args)
-    if args.expected:
+    if args.expected:  # what the exact mode takes (the others were refused above)
         settings = {k: v for k, v in settings.items() if k in ("target", "max_steps", "progress")}
-    ds = search.best(args.method, delay=args.delay_dist or _delay(args.delay), noise=args.noise, seeds=args.seeds,
-                     seed=args.seed, robust=args.robust, tol=args.tol, max_cells=args.max_cells, expected=args.expected,
-                     problem=groups.problem_from(args), **box, **groups.method_options(args, grids=False), **settings)
-    save(ds, args.out)
-    found = search.answer(ds)
-    print(search.describe(ds))
+    partial = args.out + ".partial"
+    try:
+        ds = search.best(args.method, delay=args.delay_dist or _delay(args.delay), noise=args.noise, seeds=args.seeds,
+                         seed=args.seed, robust=args.robust, tol=args.tol, max_cells=args.max_cells,
+                         expected=args.expected, problem=groups.problem_from(args), checkpoint=partial,
+                         restart=args.restart, **box, **groups.method_options(args, grids=False), **settings)
+    except StaleCheckpoint as exc:
+        raise NqmError(f"{exc.reason}; run again with --restart to start over") from None
+    answer = json.dumps(search.answer(ds))
+    print(search.describe(ds))  # before the write: a failed write loses no answer
+    try:
+        save(ds, args.out)
+    except NqmError as exc:
+        if args.json:
+            print(answer)
+        raise NqmError(f"{exc}; {output.rescue(ds, args.out, partial, 'every evaluated point')}") from None
+    discard(partial)
     print(f"wrote {args.out}")
     if args.json:
-        print(json.dumps(found))
+        print(answer)
+
+
+def _exact_mode(args) -> None:
+    """``--expected`` with what it cannot take, refused in the command's words."""
+    from nqm import delays, expected
+
+    if args.method not in expected.methods():
+        raise NqmError(f"--expected needs a linear method ({', '.join(expected.methods())}), not --method "
+                       f"{args.method}; drop --expected to search it with the engine")
+    if args.delay_dist is not None and delays.pmf(args.delay_dist) is None:
+        raise NqmError(f"--expected needs a constant or iid delay, not the worker pool {args.delay_dist} (no delay "
+                       "pmf); drop --expected to search it with the engine")
+    if args.seeds != 1:
+        raise NqmError("--expected has no seeds (the expectation is exact): drop --seeds")
+    given = [flag for flag, on in (("--x64", args.x64), ("--independent-noise", args.independent_noise)) if on]
+    if given:
+        raise NqmError(f"--expected computes the expectation exactly, in float64, with no noise drawn: drop "
+                       f"{' and '.join(given)}")
+
+
+def _first_grid(box: dict, args) -> None:
+    """Refuse a --max-cells below the first grid, in the command's words (it has no --coarse)."""
+    from nqm.search.api import COARSE
+
+    searched = sum(isinstance(v, tuple) for v in box.values())
+    cells = COARSE.get(searched, 4) ** searched * max(args.seeds, 1)
+    if searched and args.max_cells < cells:
+        raise NqmError(f"--max-cells {args.max_cells} is too small for the first grid ({cells:,} cells: "
+                       f"{COARSE.get(searched, 4)} points per searched parameter, {searched} searched"
+                       f"{f', x {args.seeds} seeds' if args.seeds > 1 else ''}); give --max-cells {cells} or more")
 
 
 def _box(text: str, flag: str):

@@ -48,8 +48,7 @@ def check_figure(path: str | None, threshold: bool = False) -> None:
         if threshold:
             raise NqmError("--threshold draws on the figure: give --plot FIGURE too")
         return
-    if isinstance(threshold, str) and not os.path.isfile(threshold):
-        raise NqmError(f"cannot read threshold table {threshold}: no such file (write one with nqm threshold --out)")
+    threshold_overlay(threshold)  # a table is read and checked now, before any work
     import matplotlib
 
     matplotlib.use("Agg")
@@ -62,6 +61,24 @@ def check_figure(path: str | None, threshold: bool = False) -> None:
     formats = FigureCanvasBase.get_supported_filetypes()
     if kind not in formats:
         raise NqmError(f"cannot write figure {path}: unknown format {kind!r}; use one of {', '.join(sorted(formats))}")
+
+
+def threshold_overlay(threshold):
+    """What ``--threshold`` asks to draw, the one reading of its value: ``False`` (not given),
+    ``True`` (given alone: derived from the result's method), or the table ``TABLE`` names (read and
+    checked: a Dataset, drawn and labelled as it is)."""
+    if threshold is None or threshold is False:
+        return False
+    if threshold is True:
+        return True
+    from nqm.io import load_dataset
+
+    if not os.path.isfile(threshold):
+        raise NqmError(f"cannot read threshold table {threshold}: no such file (write one with nqm threshold --out)")
+    table = load_dataset(threshold)
+    if "threshold" not in table or "momentum" not in table.dims:
+        raise NqmError("--threshold TABLE takes a table written by nqm threshold --out (a threshold over momentum)")
+    return table
 
 
 def locked(args: argparse.Namespace) -> contextlib.ExitStack:
@@ -145,17 +162,12 @@ def plot_result(ds, path: str, threshold) -> None:
     from nqm.plots.heatmap import plot_heatmaps
 
     check_writable(path)
-    missing = [k for k in ("lam_max", "method") if threshold and k not in ds.attrs]
+    overlay = threshold_overlay(threshold)
+    missing = [k for k in ("lam_max", "method") if overlay is not False and k not in ds.attrs]
     if missing:
         raise NqmError(f"--threshold needs the result's attribute(s) {', '.join(missing)} (the problem's largest "
                        "eigenvalue and the method), which nqm sweep writes; this file lacks them")
-    if threshold not in (None, True, False):
-        from nqm.io import load_dataset
-
-        threshold = load_dataset(threshold)
-        if "threshold" not in threshold or "momentum" not in threshold.dims:
-            raise NqmError("--threshold TABLE takes a table written by nqm threshold --out (a threshold over momentum)")
-    save_figure(plot_heatmaps(ds, threshold=bool(threshold) if threshold in (None, True, False) else threshold), path)
+    save_figure(plot_heatmaps(ds, threshold=overlay), path)
 
 
 def report(ds, panels: int = 24) -> None:

@@ -56,8 +56,9 @@ def methods() -> tuple[str, ...]:
     return tuple(sorted(ALIASES)) + tuple(m for m in optimizers.methods() if optimizers.make(m).linear)
 
 
-def _checked(method, momentum, problem, bins):
-    """The method, problem and bins, checked; ``momentum`` is the checked momenta."""
+def _checked(method, momentum, problem, bins, dampening):
+    """The method, problem, bins and dampening, checked; ``momentum`` is the checked momenta."""
+    validate.flag(dampening, "dampening")
     if method not in methods():
         raise NqmError(f"exact expected dynamics exist for the linear methods {', '.join(methods())}, not "
                        f"{method!r}; use nqm sweep for the others")
@@ -78,9 +79,10 @@ def _evaluate(problem, method, delay, lr, momentum, sigma, *, dampening, bins, t
     bound = diverge_factor * 0.5 * float(weight @ lam)
     process = delays.process(delay)
     kw = dict(target=target, bound=bound, max_steps=max_steps, trace_steps=trace_steps)
-    if (constant := _constant(process)) is not None and family(method) in METHODS:
-        return autoregression.run(method, constant, lr, momentum, dampening, lam, weight, sigma, **kw)
-    return second_moment.run(method, process, lr, momentum, dampening, lam, weight, sigma, **kw)
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging loss overflows to ∞: how divergence shows
+        if (constant := _constant(process)) is not None and family(method) in METHODS:
+            return autoregression.run(method, constant, lr, momentum, dampening, lam, weight, sigma, **kw)
+        return second_moment.run(method, process, lr, momentum, dampening, lam, weight, sigma, **kw)
 
 
 def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma, *, dampening=False,
@@ -89,19 +91,23 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
     constant delay from each component's reflection coefficients, ∞ where there is none (a root of
     a component's recursion on or outside the unit circle); for iid delays (``"uniform:1:4"``, …) the
     fixed point of the second-moment map, ∞ where its spectral radius is ≥ 1."""
+    # Numbers checked as such first: float64 would read "0.1" as 0.1.
+    given = [validate.floats(x, name).reshape(np.shape(x))
+             for x, name in ((lr, "lr"), (momentum, "momentum"), (sigma, "sigma"))]
     try:
-        lr, momentum, sigma = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (lr, momentum, sigma)))
-    except (TypeError, ValueError):
+        lr, momentum, sigma = np.broadcast_arrays(*given)
+    except ValueError:
         raise NqmError("lr, momentum and sigma must be numbers of shapes that broadcast") from None
     flat = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel(), noise=sigma.ravel())
     process = _one_delay(delay)
-    problem, bins = _checked(method, flat["momentum"], problem, bins)
+    problem, bins = _checked(method, flat["momentum"], problem, bins, dampening)
     lam, weight = _spectrum(problem, bins)
-    if (constant := _constant(process)) is not None and family(method) in METHODS:
-        rows = recursion(method, constant, flat["lr"], flat["momentum"], dampening)
-        _, unit = steady.analyse(rows, lam, weight)
-    else:
-        unit = second_moment.steady_state(method, process, flat["lr"], flat["momentum"], dampening, lam, weight)
+    with np.errstate(over="ignore", invalid="ignore"):  # no steady state overflows to ∞: what it means
+        if (constant := _constant(process)) is not None and family(method) in METHODS:
+            rows = recursion(method, constant, flat["lr"], flat["momentum"], dampening)
+            _, unit = steady.analyse(rows, lam, weight)
+        else:
+            unit = second_moment.steady_state(method, process, flat["lr"], flat["momentum"], dampening, lam, weight)
     with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
         return np.where(np.isinf(unit), np.inf, unit * flat["noise"] ** 2).reshape(lr.shape)
 
@@ -121,11 +127,13 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
         raise NqmError("expected_loss takes one lr, momentum, delay and noise; use sweep for grids")
     process = _one_delay(delay)
     steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
-    problem, bins = _checked(method, point["momentum"], problem, bins)
+    problem, bins = _checked(method, point["momentum"], problem, bins, dampening)
     _, _, _, curve, _ = _evaluate(problem, method, process, point["lr"], point["momentum"], point["noise"],
                                   dampening=dampening, bins=bins, target=-1.0, max_steps=steps,
                                   diverge_factor=np.inf, trace_steps=steps)
-    return curve[0, 0]
+    # The curve is a loss (>= 0): NaN in it is where it overflowed (∞ − ∞ in its terms) or stepped no
+    # further once it had: ∞.
+    return np.where(np.isnan(curve[0, 0]), np.inf, curve[0, 0])
 
 
 def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0, problem: Problem | None = None,
@@ -137,17 +145,17 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
     allowed), each exactly what :func:`sweep` gives for the same cell."""
     checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True,
                    first_passage=first_passage)
+    given = validate.floats(lr, "lr"), validate.floats(momentum, "momentum")  # float64 would read "0.1" as 0.1
     try:
-        lr, momentum = np.broadcast_arrays(np.atleast_1d(np.asarray(lr, np.float64)),
-                                           np.atleast_1d(np.asarray(momentum, np.float64)))
-    except (TypeError, ValueError):
+        lr, momentum = np.broadcast_arrays(*given)
+    except ValueError:
         raise NqmError("the points' lr and momentum must be numbers of one length (or single values)") from None
     values = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel())
     coords = validate.coordinates(noise=noise)
     labels, processes = _delays(delay)
     if labels.size != 1 or coords["noise"].size != 1:
         raise NqmError("evaluate takes one delay and one noise level; call it once per value")
-    problem, bins = _checked(method, values["momentum"], problem, bins)
+    problem, bins = _checked(method, values["momentum"], problem, bins, dampening)
     steps, status, loss, _, unit = _evaluate(problem, method, processes[0], values["lr"], values["momentum"],
                                              coords["noise"], dampening=dampening, bins=bins, target=target,
                                              max_steps=max_steps, diverge_factor=diverge_factor)
@@ -190,7 +198,7 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     coords = validate.coordinates(lr=lr, momentum=momentum, noise=noise, seed=0)
     coords["delay"], processes = _delays(delay)
     validate.grid_size(coords)
-    problem, bins = _checked(method, coords["momentum"], problem, bins)
+    problem, bins = _checked(method, coords["momentum"], problem, bins, dampening)
     job = jobs.Job(family(method), second_moment.optimizer_options(family(method), dampening), problem, config)
     result = jobs.empty(job, coords, processes)
     result.attrs.update(method=method, evaluation="exact expected dynamics", bins=-1 if bins is None else bins)

@@ -29,6 +29,7 @@ import numpy as np
 from nqm.conventions import convention, momentum_coefficient  # noqa: F401  (part of this API)
 from nqm.delays import process
 from nqm.errors import NqmError
+from nqm.validate import flag
 
 
 class StepContext(NamedTuple):
@@ -182,6 +183,9 @@ def make(method: str, *, delay=0, **given) -> Optimizer:
     extra = sorted(set(given) - set(accepted))
     if extra:
         raise NqmError(f"option(s) {', '.join(extra)} do not apply to method {method!r}")
+    for name, value in given.items():
+        if isinstance(accepted[name].default, bool):  # a switch: "yes" or 1 would silently count as on
+            flag(value, name)
     workers = process(delay).workers
     return _build(method, workers, tuple(sorted((k, _frozen(v)) for k, v in given.items())))
 

@@ -57,6 +57,7 @@ problems"; Torczon (1997), "On the convergence of pattern search algorithms".
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from typing import NamedTuple
@@ -66,14 +67,15 @@ import xarray as xr
 
 import nqm.expected
 from nqm import delays, engine, jobs, optimizers, sweeps
+from nqm.checkpoint import checked, discard_checkpoint, resume_search
 from nqm.config import checked_config
 from nqm.conventions import family
 from nqm.errors import NqmError
-from nqm.problem import zhang
+from nqm.io import lock, save
 from nqm.results import attribute
 from nqm.search.refine import Refinement
 from nqm.status import meaning
-from nqm.validate import coordinates, count
+from nqm.validate import coordinates, count, representable
 
 COARSE = {1: 16, 2: 8, 3: 5}  # default coarse points per axis for k searched axes (else 4)
 _EXPECTED_OPTIONS = ("bins", "dampening", "target", "max_steps", "diverge_factor", "first_passage", "progress")
@@ -104,7 +106,8 @@ class Axis(NamedTuple):
 
 def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int = 1, seed: int = 0,
          robust: float | None = None, tol: float = 0.01, max_cells: int = 2000, expected: bool = False,
-         problem=None, coarse: int | None = None, width: int = 1, patience: int = 3, **options) -> xr.Dataset:
+         problem=None, coarse: int | None = None, width: int = 1, patience: int = 3, checkpoint=None,
+         restart: bool = False, **options) -> xr.Dataset:
     """The smallest T (steps to the target) over a box of hyperparameters, by successive refinement.
 
     Args:
@@ -126,6 +129,10 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
       width: free pattern-search tracks advanced each round, as many robust ones, and new edge
         lines started each round.
       patience: rounds in a row without an improvement of ``tol`` before stopping.
+      checkpoint: a netCDF path where the search keeps every evaluated point after each round; if it
+        exists, the search resumes from it (every setting the same, else one error line): the rounds
+        it holds are replayed without evaluating them, so the answer is the uninterrupted one.
+      restart: discard the checkpoint (once every argument is checked) and start over.
       **options: as :func:`nqm.sweep`: the method's hyperparameters and options and run settings
         (``target``, ``max_steps``, ``x64``, ``progress``, …); with ``expected=True``, ``bins``,
         ``dampening``, ``target``, ``max_steps``, ``diverge_factor``.
@@ -141,7 +148,13 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
     """
     search = _Search.create(method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected,
                             problem, coarse, width, patience, options)
-    return search.run()
+    checked(checkpoint, restart)
+    with contextlib.ExitStack() as stack:
+        if checkpoint is not None:
+            stack.enter_context(lock(checkpoint))  # one search per checkpoint (and CLI output)
+            if restart:
+                discard_checkpoint(checkpoint)
+        return search.run(checkpoint)
 
 
 def answer(ds: xr.Dataset) -> dict:
@@ -190,7 +203,10 @@ def describe(ds: xr.Dataset) -> str:
                      "no point whose every nudge converges was found")
     if "seeds" in found:
         s = found["seeds"]
-        lines.append(f"over {int(a['seeds'])} seeds at that point: median {s['median']}, min {s['min']}, max {s['max']}")
+        shown = {k: "not reached" if v is None else f"{v:,}" for k, v in s.items()}  # None: a seed that did not converge
+        lines.append(f"over {int(a['seeds'])} seeds: no seed converged" if s["min"] is None else
+                     f"over {int(a['seeds'])} seeds at that point: median {shown['median']}, min {shown['min']}, "
+                     f"max {shown['max']}")
     return "\n".join(lines)
 
 
@@ -227,7 +243,7 @@ class _Search:
         if np.ndim(noise) != 0:
             raise NqmError("noise takes one value in nqm.best (it is not searched); call it once per value")
         noise = float(coordinates(noise=noise)["noise"][0])
-        problem = zhang() if problem is None else problem
+        problem = jobs.checked_problem(problem)
         settings = {k: v for k, v in options.items() if v is not None}
         progress = bool(settings.get("progress", True))
         if expected:
@@ -269,6 +285,7 @@ class _Search:
         axes = tuple(v for v in parsed.values() if isinstance(v, Axis))
         if not axes:
             raise NqmError("nothing to search: give at least one parameter as a pair (lo, hi), e.g. lr=(0.01, 2)")
+        _held(parsed, None if robust is None else float(robust), dtype)
         box = parsed["momentum"]
         family(method, [box.lo, box.hi] if isinstance(box, Axis) else box)  # sgd: momentum 0
         coarse = count(COARSE.get(len(axes), 4) if coarse is None else coarse, "coarse", low=2)
@@ -306,22 +323,47 @@ class _Search:
                    None if robust is None else float(robust), float(tol), max_cells, coarse, width, patience,
                    evaluate, attrs, progress)
 
-    def run(self) -> xr.Dataset:
+    def run(self, checkpoint=None) -> xr.Dataset:
         from tqdm import tqdm
 
         refine = Refinement(self)
+        kept = self._kept(checkpoint)
         # One bar over the evaluated cells (disable=None: none when stderr is not a terminal).
         bar = tqdm(desc=f"best {self.method}", unit="cell", dynamic_ncols=True,
                    disable=None if self.progress else True)
         with bar:
             points, nudges = refine.coarse_grid(), None
             while points:
-                steps, status, loss = self.evaluate(np.array(points, np.float64))
+                steps, status, loss = self._evaluated(points, kept)
                 refine.store(points, nudges, steps, status, loss)
+                if checkpoint is not None:
+                    try:
+                        save(self._dataset(refine), checkpoint)
+                    except NqmError:  # keep searching: the points are in memory, the final save says what failed
+                        pass
                 points, nudges = refine.next_round()
                 bar.update(len(refine.book.rows) * self.seeds.size - bar.n)
                 bar.set_postfix_str(refine.describe(), refresh=False)
         return self._dataset(refine)
+
+    def _kept(self, checkpoint) -> dict:
+        """``{point: (steps, status, loss) per seed}`` of every point the checkpoint holds (none without one)."""
+        saved = None if checkpoint is None else resume_search(self.attrs, checkpoint)
+        if saved is None:
+            return {}
+        saved = saved.transpose("seed", "point")
+        rows = zip(*(saved[n].values.tolist() for n in self.names))
+        return {tuple(x): tuple(saved[v].values[:, j] for v in ("steps", "status", "loss")) for j, x in enumerate(rows)}
+
+    def _evaluated(self, points, kept) -> tuple:
+        """``(steps, status, loss)`` of a round's points, each (seeds, points): the checkpoint's where it
+        holds them (a point's values do not depend on the others of its round), the others evaluated
+        in one call."""
+        new = [x for x in points if x not in kept]
+        fresh = self.evaluate(np.array(new, np.float64)) if new else None
+        column = {x: j for j, x in enumerate(new)}
+        return tuple(np.stack([kept[x][i] if x in kept else fresh[i][:, column[x]] for x in points], 1)
+                     for i in range(3))
 
     def _dataset(self, refine) -> xr.Dataset:
         store = refine.book
@@ -347,6 +389,28 @@ class _Search:
         attrs = {**self.attrs, **refine.answer(), "cells": store.cells, "rounds": refine.rounds,
                  "stopped": refine.stopped}
         return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _held(parsed: dict, delta: float | None, dtype: str) -> None:
+    """Refuse, before any work, a value the search would evaluate that the run's precision does not
+    hold: a fixed value, a box's ends and, with a nudge δ, the ends' nudges (outside the box: the
+    farthest any point's nudge reaches), and a δ so small that a nudge rounds to its point."""
+    for name, given in parsed.items():
+        below = 1.0 if name == "momentum" else None
+        for end in (given.lo, given.hi) if isinstance(given, Axis) else (given,):
+            representable(end, name, dtype, below=below)
+            for nudge in given.nudged(end, delta) if isinstance(given, Axis) and delta is not None else ():
+                hint = "" if dtype == "float64" else ", or run in float64 (x64=True, --x64)"
+                try:
+                    representable(nudge, name, dtype, below=below)
+                except NqmError:
+                    raise NqmError(f"the nudge by 1 ± δ (δ = {delta:g}) of the box end {name}={end!r} is {nudge!r}, "
+                                   f"which {dtype} (the run's precision) does not hold: narrow the box or take a "
+                                   f"smaller δ{hint}") from None
+                if nudge != 0 and np.dtype(dtype).type(nudge) == np.dtype(dtype).type(end):  # 0: m = 0 nudged down
+                    raise NqmError(f"the nudge δ = {delta:g} is too small: {name}={end!r} nudged by 1 ± δ is "
+                                   f"{name}={end!r} again in {dtype} (the run's precision); take a larger δ "
+                                   f"(e.g. 0.05){hint}")
 
 
 def _real(value) -> bool:

@@ -47,7 +47,7 @@ from nqm.errors import NqmError
 from nqm.optimizers import base, make
 from nqm.thresholds.matrices import System, systems
 from nqm.thresholds.rates import BATCHES, lyapunov, per_step
-from nqm.validate import coordinates, count
+from nqm.validate import coordinates, count, number
 
 __all__ = ["CRITERIA", "Transitions", "transitions", "spectral_radius", "threshold", "threshold_table"]
 
@@ -152,9 +152,9 @@ def _cell(method, lr, momentum, delay, lam, criterion, kw, **schedule):
     name, options, (_, processes), momenta, grids, _, steps, seed = _setup(method, momentum, delay, criterion, kw,
                                                                           **schedule)
     lrs = coordinates(distinct=False, lr=lr)["lr"]
-    try:
-        ok = np.ndim(lam) == 0 and np.isfinite(float(lam)) and float(lam) > 0
-    except (TypeError, ValueError):
+    try:  # a number, not a string such as "1" that float() would read
+        ok = np.isfinite(number(lam, "lam")) and lam > 0
+    except NqmError:
         ok = False
     if not ok:
         raise NqmError(f"lam must be one curvature > 0, got {lam!r}")

@@ -29,7 +29,7 @@ from nqm.errors import NqmError
 from nqm.problem import Problem, explicit
 from nqm.settling import grows, traced_loss
 from nqm.status import DIVERGED
-from nqm.validate import coordinates, count
+from nqm.validate import coordinates, count, number
 
 SCAN = 4.0 ** np.arange(-7, 4)  # the first brackets: x = λ_max · η from 6e-5 to 16, a factor 4 apart
 TRACE_POINTS = 512  # traced losses of a run (every steps // 512 steps)
@@ -65,8 +65,16 @@ def simulated_threshold(method: str = "sgdm", *, momentum, delay=0, seeds: int =
     problem = explicit([1.0]) if problem is None else problem
     steps = count(steps, "steps", high=10**8)
     seeds = count(seeds, "seeds", high=1000)
-    if not (np.isfinite(tol) and 0 < tol < 1):
+    if not (np.isfinite(number(tol, "tol")) and 0 < tol < 1):
         raise NqmError(f"tol must be a number in (0, 1), got {tol}")
+    if np.ndim(seed) != 0:
+        raise NqmError("seed is the first seed, one integer: give seeds=K for seeds seed … seed+K-1")
+    seed = int(coordinates(seed=seed)["seed"][0])
+    # Every case runs its whole budget `steps` and never stops at a target: these would be ignored.
+    ignored = sorted({"target", "max_steps"} & set(hyper_and_options))
+    if ignored:
+        raise NqmError(f"simulated_threshold takes no {' or '.join(ignored)}: each run goes on for steps=N steps "
+                       "(give steps) and never stops at a target")
     task, grids = jobs.job(method, problem, dict(hyper_and_options, max_steps=steps, progress=progress))
     task = task._replace(config=dataclasses.replace(task.config, target=-1.0))  # never stop at a target
     coords = coordinates(momentum=momentum, noise=noise, seed=np.arange(seed, seed + seeds), **grids)
