@@ -61,3 +61,56 @@ def test_threshold_and_expected_take_huge_pmf_weights(capsys, tmp_path):
     code = main(["expected", "--method", "sgd", "--lr", "0.1", "--momentum", "0", "--dim", "20",
                  "--delay-dist", "pmf:1e308,0,1e308", "--max-steps", "200", "--out", str(out)])
     assert code == 0 and "Traceback" not in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- mean-square (finding 6)
+
+
+def test_mean_square_at_constant_delays_is_the_closed_form():
+    d = np.arange(12)  # ARPACK used to fail at D = 6
+    got = derived.threshold("sgd", delay=d, criterion="mean-square")
+    np.testing.assert_allclose(got, polynomials.sgd_threshold_closed_form(d), rtol=1e-9)
+
+
+def _dense_mean_square(method, spec, x):
+    """``ρ(Σ_d p_d A_d ⊗ A_d)^{1/2}`` of the rotating-frame matrices, written here."""
+    T = derived.transitions(method, lr=x, momentum=0.0, delay=spec, rotating=True)
+    K = sum(p * np.kron(a, a) for p, a in zip(T.pmf, T.A[0]))
+    return np.sqrt(np.abs(np.linalg.eigvals(K)).max())
+
+
+@pytest.mark.parametrize("spec", ["gaussian:3", "pmf:0.5,0,0,0,0,0,0.5"])
+def test_mean_square_survives_arpack_failures(spec):
+    xs = 2.0 ** np.arange(-12.0, 2.0)  # ARPACK's error 3 at most of these
+    got = derived.spectral_radius("sgd", lr=xs, momentum=0.0, delay=spec, criterion="mean-square")
+    np.testing.assert_allclose(got, [_dense_mean_square("sgd", spec, x) for x in xs], rtol=1e-10)
+    x = derived.threshold("sgd", delay=spec, criterion="mean-square")
+    assert _dense_mean_square("sgd", spec, x * (1 - 1e-6)) < 1 < _dense_mean_square("sgd", spec, x * (1 + 1e-6))
+
+
+# ----------------------------------------------------------------------------- almost-sure (findings 4 and 7)
+
+
+@pytest.mark.parametrize("method", ["ormo", "ormo-da"])
+def test_almost_sure_scan_is_not_fooled_at_tiny_x(method, capsys):
+    """At x = 2⁻³² the estimated rate is 1 + 4e-8, far inside its error: not a crossing."""
+    square = derived.threshold(method, delay="pmf:0.5,0,0.5", momentum=0.5, criterion="mean-square")
+    sure, error = derived.threshold(method, delay="pmf:0.5,0,0.5", momentum=0.5, criterion="almost-sure",
+                                   with_error=True)
+    assert square == pytest.approx(0.6276, abs=1e-4)
+    assert sure == pytest.approx(1.1535, abs=1e-3) and 0 < error < 0.01  # simulated, 5 seeds: 0.95 … 1.15
+    line = _table(capsys, ["--method", method, "--momentum", "0.5", "--delay-dist", "pmf:0.5,0,0.5",
+                           "--criterion", "almost-sure"])[-1]
+    assert float(line.split()[-2]) == pytest.approx(sure, rel=1e-5)
+
+
+@pytest.mark.parametrize("method, momentum, spec", [
+    ("sgd", 0.0, "uniform:0:4"), ("sgd", 0.0, "pmf:0.5,0,0.5"), ("staleness", 0.0, "uniform:0:4"),
+    ("nesterov", 0.5, "pmf:0.5,0,0.5"), ("ormo", 0.5, "uniform:0:4")])
+def test_a_state_that_collapses_to_zero_contracts(method, momentum, spec):
+    """At x = 1 the delay-0 step of SGD maps w to exactly 0: the rate is 0, not 0/0."""
+    rate = derived.spectral_radius(method, lr=[0.5, 1.0], momentum=momentum, delay=spec, criterion="almost-sure")
+    assert np.all(np.isfinite(rate)) and np.all(rate < 1)
+    square = derived.threshold(method, delay=spec, momentum=momentum, criterion="mean-square")
+    sure = derived.threshold(method, delay=spec, momentum=momentum, criterion="almost-sure")
+    assert 0 < square <= sure < np.inf
