@@ -9,7 +9,8 @@ import nqm
 from nqm import delays, expected
 from nqm.cli import main
 from nqm.errors import NqmError
-from nqm.thresholds import derived, polynomials
+from nqm.thresholds import derived, matrices, polynomials
+from nqm.validate import BOUNDS
 
 
 def _table(capsys, argv) -> list[str]:
@@ -114,3 +115,53 @@ def test_a_state_that_collapses_to_zero_contracts(method, momentum, spec):
     square = derived.threshold(method, delay=spec, momentum=momentum, criterion="mean-square")
     sure = derived.threshold(method, delay=spec, momentum=momentum, criterion="almost-sure")
     assert 0 < square <= sure < np.inf
+
+
+# ----------------------------------------------------------------------------- memory (finding 8)
+
+
+def test_a_long_constant_delay_takes_the_polynomial_never_the_matrices(monkeypatch, capsys):
+    """sgd at D = 1000: its matrices would take 94 GiB (they grow like D³); Giladi's polynomial gives
+    the same threshold (tested at small D) from its roots, in bounded memory."""
+    assert matrices.footprint("sgdm", (), delays.process(1000)) > BOUNDS["matrix_bytes"]
+    assert matrices.footprint("sgdm", (), delays.process(64)) < BOUNDS["matrix_bytes"] / 10
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("built transition matrices")
+
+    monkeypatch.setattr(derived, "systems", refuse)
+    d = np.array([1000, 10**6])
+    np.testing.assert_allclose(derived.threshold("sgd", delay=d), 2 * np.sin(np.pi / (2 * (2 * d + 1))), rtol=1e-9)
+    for c in derived.CRITERIA:
+        line = _table(capsys, ["--method", "sgd", "--delay", "1000", "--criterion", c])[-1]
+        assert float(line.split()[-1]) == pytest.approx(2 * np.sin(np.pi / 4002), rel=1e-5)
+    np.testing.assert_allclose(derived.threshold("shifted", delay=2000, momentum=[0.0, 0.9], dampening=True),
+                               polynomials.threshold("shifted", 2000, [0.0, 0.9], dampening=True), rtol=0)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["threshold", "--method", "nesterov", "--delay", "1000"], "need 93.9 GiB, more than the 2 GiB budget"),
+    (["threshold", "--method", "sgd", "--delay-dist", "uniform:0:100", "--criterion", "mean-square"],
+     "more than the 2 GiB budget"),
+    (["expected", "--dim", "50", "--delay-dist", "uniform:0:100", "--lr", "0.01", "--momentum", "0.5"],
+     "more than the 2 GiB budget"),
+    (["expected", "--delay-dist", "uniform:0:30", "--lr", "0.01", "--momentum", "0.5"],
+     "needs 125 GiB for 10,000 components (32 state entries), more than the 2 GiB budget; group the eigenvalues "
+     "into at most 160 bins"),
+])
+def test_what_does_not_fit_is_refused_in_one_line_before_any_work(argv, words, capsys, tmp_path):
+    out = tmp_path / "out.nc"
+    out.write_bytes(b"previous content")
+    err = _refused(capsys, argv + ["--out", str(out)], [out])
+    assert words in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.nc"]
+
+
+def test_the_rows_of_a_table_are_built_in_groups_that_fit(monkeypatch):
+    """Many momenta at once would exceed the budget: built in groups, the same thresholds."""
+    m = np.linspace(0, 0.9, 8)
+    want = derived.threshold("nesterov", delay=20, momentum=m)
+    monkeypatch.setitem(BOUNDS, "matrix_bytes", matrices.footprint("nesterov", (), delays.process(20), 2))
+    matrices.systems.cache_clear()
+    np.testing.assert_array_equal(derived.threshold("nesterov", delay=20, momentum=m), want)
+    matrices.systems.cache_clear()

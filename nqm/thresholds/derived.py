@@ -45,9 +45,10 @@ from nqm.conventions import family
 from nqm.delays import coordinate, pmf
 from nqm.errors import NqmError
 from nqm.optimizers import base, make
-from nqm.thresholds.matrices import System, systems
+from nqm.thresholds import polynomials
+from nqm.thresholds.matrices import System, footprint, systems
 from nqm.thresholds.rates import BATCHES, lyapunov, per_step
-from nqm.validate import coordinates, count
+from nqm.validate import BOUNDS, coordinates, count
 
 __all__ = ["CRITERIA", "Transitions", "transitions", "spectral_radius", "threshold", "threshold_table"]
 
@@ -123,6 +124,20 @@ def _threshold(system: System, criterion: str, steps: int, seed: int) -> tuple[f
         return x, 0.0
     exponent, error = lyapunov(system, x * np.array([1 - 1e-3, 1.0, 1 + 1e-3]), steps, seed)
     return x, float(error[1] / abs((exponent[2] - exponent[0]) / (2e-3 * x)))
+
+
+def _thresholds(name, options, process, rows, criterion, steps, seed) -> list[tuple[float, float]]:
+    """``(x*, error)`` per row under one delay process. A constant delay whose matrices exceed the
+    memory budget (they grow like D³) of a method with Giladi's polynomial (sgd, sgdm, shifted: the
+    same thresholds, tested) takes the polynomial's roots instead, in O(D) time and bounded memory."""
+    support = np.flatnonzero(pmf(process))
+    average = criterion == "mean"
+    if support.size == 1 and name in polynomials.METHODS and set(dict(options)) <= {"dampening"} \
+            and footprint(name, options, process, 1, average) > BOUNDS["matrix_bytes"]:
+        momenta = np.array([dict(row)["momentum"] for row in rows])
+        x = polynomials.threshold(name, int(support[0]), momenta, dampening=dict(options).get("dampening", False))
+        return [(float(v), 0.0) for v in np.atleast_1d(x)]
+    return [_threshold(s, criterion, steps, seed) for s in systems(name, options, process, 1.0, rows, average=average)]
 
 
 # ----------------------------------------------------------------------------- public API
@@ -243,9 +258,7 @@ def threshold_table(method: str, *, delays=range(65), momenta=(0.0,), criterion:
     name, options, (labels, processes), momenta, grids, convention, steps, seed = _setup(
         method, momenta, delays, criterion, options_and_hyper, steps=steps, seed=seed)
     rows = tuple(tuple(zip(("momentum", *grids), combo)) for combo in itertools.product(momenta, *grids.values()))
-    values = np.array([[_threshold(s, criterion, steps, seed) for s in systems(name, options, p, 1.0, rows,
-                                                                             average=criterion == "mean")]
-                        for p in processes])
+    values = np.array([_thresholds(name, options, p, rows, criterion, steps, seed) for p in processes])
     dims, shape = ("delay", "momentum", *grids), (len(processes), momenta.size, *(v.size for v in grids.values()))
     return xr.Dataset(
         {"threshold": (dims, values[..., 0].reshape(shape), {"long_name": "stability threshold x* = lam*eta*"}),
