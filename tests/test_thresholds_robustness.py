@@ -9,7 +9,7 @@ import nqm
 from nqm import delays, expected
 from nqm.cli import main
 from nqm.errors import NqmError
-from nqm.thresholds import derived, matrices, polynomials
+from nqm.thresholds import derived, matrices, polynomials, simulated
 from nqm.validate import BOUNDS
 
 
@@ -165,3 +165,18 @@ def test_the_rows_of_a_table_are_built_in_groups_that_fit(monkeypatch):
     matrices.systems.cache_clear()
     np.testing.assert_array_equal(derived.threshold("nesterov", delay=20, momentum=m), want)
     matrices.systems.cache_clear()
+
+
+# ----------------------------------------------------------------------------- simulated (finding 12)
+
+
+@pytest.mark.parametrize("delay", [["--delay", "1000000"], ["--delay", "2000"], ["--delay-dist", "pmf:0,0,1"]])
+def test_a_delay_the_budget_never_outlives_is_refused(delay, capsys, tmp_path):
+    """Every gradient would be taken at w₀: x* = 0.2503 was reported without a word."""
+    out = tmp_path / "t.nc"
+    out.write_bytes(b"previous content")
+    steps = "2" if delay[-1] == "pmf:0,0,1" else "2000"
+    err = _refused(capsys, ["threshold", "--simulate", *delay, "--steps", steps, "--out", out], [out])
+    assert "never below the budget" in err and "--steps" in err
+    with pytest.raises(NqmError, match="never below the budget"):
+        simulated.simulated_threshold("sgdm", momentum=0.0, delay=int(steps) * 10, steps=int(steps))
