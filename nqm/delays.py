@@ -240,12 +240,21 @@ def validate_pmf(pmf) -> np.ndarray:
         p = np.asarray(pmf, dtype=np.float64)
     except (TypeError, ValueError):
         raise NqmError(f"a delay pmf must be a list of numbers, got {pmf!r}") from None
-    if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0:
+    if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0) or not np.any(p > 0):
         raise NqmError(f"a delay pmf must be a 1-D list of finite weights >= 0 with a positive sum, got {pmf!r}")
-    if np.flatnonzero(p)[-1] + 1 > validate.BOUNDS["pmf"]:
+    with np.errstate(over="ignore"):
+        total = p.sum()
+    if not (np.isfinite(total) and total >= np.finfo(float).tiny):
+        # Weights whose sum overflows (1e308 + 1e308) or is subnormal: scaled by the largest first,
+        # so the sum is in [1, size]. Ordinary weights skip this and keep their bits.
+        p = p / p.max()
+        total = p.sum()
+    p = p / total
+    last = np.flatnonzero(p)[-1]  # after normalising: a weight may underflow to 0 there
+    if last + 1 > validate.BOUNDS["pmf"]:
         raise NqmError(f"a delay pmf may reach a delay of at most {validate.BOUNDS['delay']:,}, this one reaches "
-                       f"{np.flatnonzero(p)[-1]:,}")
-    return p[: np.flatnonzero(p)[-1] + 1] / p.sum()
+                       f"{last:,}")
+    return p[: last + 1]
 
 
 def uniform_pmf(a: int, b: int) -> np.ndarray:

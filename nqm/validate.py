@@ -22,6 +22,7 @@ BOUNDS = {
     "cells": 10**8,  # cells in one sweep
     "elements": 2**28,  # cells × N of a benchmark's arrays (2 GiB of float32 w and v)
     "trace_bytes": 8 * 2**30,  # a trajectory's recorded values on the host
+    "matrix_bytes": 2 * 2**30,  # the transition matrices, or the exact mode's second-moment map, held at once
 }
 MAX_STEPS, MAX_DELAY, MAX_VALUES, MAX_CELLS = (BOUNDS[k] for k in ("steps", "delay", "values", "cells"))
 

@@ -38,6 +38,21 @@ def _constant(process) -> int | None:
     return int(support[0]) if support.size == 1 else None
 
 
+def _autoregression(process, method) -> int | None:
+    """The constant delay D that takes the autoregression's closed form, else None (the second-moment map)."""
+    constant = _constant(process)
+    return constant if constant is not None and family(method) in METHODS else None
+
+
+def _check_cost(problem, method, processes, bins, dampening) -> None:
+    """Refuse, before any work, a second-moment map that would not fit in memory (one line that says
+    what fits)."""
+    components = _spectrum(problem, bins)[0].size
+    for process in processes:
+        if _autoregression(process, method) is None:
+            second_moment.check_size(method, process, dampening, components)
+
+
 def _spectrum(problem, bins):
     """``(λ, weight)``: every eigenvalue with weight 1, or B log-spaced bins (count, mean λ)."""
     lam = problem.eigenvalues
@@ -80,7 +95,7 @@ def _evaluate(problem, method, delay, lr, momentum, sigma, *, dampening, bins, t
     process = delays.process(delay)
     kw = dict(target=target, bound=bound, max_steps=max_steps, trace_steps=trace_steps)
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging loss overflows to ∞: how divergence shows
-        if (constant := _constant(process)) is not None and family(method) in METHODS:
+        if (constant := _autoregression(process, method)) is not None:
             return autoregression.run(method, constant, lr, momentum, dampening, lam, weight, sigma, **kw)
         return second_moment.run(method, process, lr, momentum, dampening, lam, weight, sigma, **kw)
 
@@ -101,9 +116,10 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
     flat = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel(), noise=sigma.ravel())
     process = _one_delay(delay)
     problem, bins = _checked(method, flat["momentum"], problem, bins, dampening)
+    _check_cost(problem, method, [process], bins, dampening)
     lam, weight = _spectrum(problem, bins)
     with np.errstate(over="ignore", invalid="ignore"):  # no steady state overflows to ∞: what it means
-        if (constant := _constant(process)) is not None and family(method) in METHODS:
+        if (constant := _autoregression(process, method)) is not None:
             rows = recursion(method, constant, flat["lr"], flat["momentum"], dampening)
             _, unit = steady.analyse(rows, lam, weight)
         else:
@@ -128,6 +144,7 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
     process = _one_delay(delay)
     steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
     problem, bins = _checked(method, point["momentum"], problem, bins, dampening)
+    _check_cost(problem, method, [process], bins, dampening)
     _, _, _, curve, _ = _evaluate(problem, method, process, point["lr"], point["momentum"], point["noise"],
                                   dampening=dampening, bins=bins, target=-1.0, max_steps=steps,
                                   diverge_factor=np.inf, trace_steps=steps)
@@ -156,6 +173,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
     if labels.size != 1 or coords["noise"].size != 1:
         raise NqmError("evaluate takes one delay and one noise level; call it once per value")
     problem, bins = _checked(method, values["momentum"], problem, bins, dampening)
+    _check_cost(problem, method, processes, bins, dampening)
     steps, status, loss, _, unit = _evaluate(problem, method, processes[0], values["lr"], values["momentum"],
                                              coords["noise"], dampening=dampening, bins=bins, target=target,
                                              max_steps=max_steps, diverge_factor=diverge_factor)
@@ -199,6 +217,7 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     coords["delay"], processes = _delays(delay)
     validate.grid_size(coords)
     problem, bins = _checked(method, coords["momentum"], problem, bins, dampening)
+    _check_cost(problem, method, processes, bins, dampening)
     job = jobs.Job(family(method), second_moment.optimizer_options(family(method), dampening), problem, config)
     result = jobs.empty(job, coords, processes)
     result.attrs.update(method=method, evaluation="exact expected dynamics", bins=-1 if bins is None else bins)

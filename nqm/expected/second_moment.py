@@ -36,10 +36,12 @@ from nqm import delays
 from nqm.conventions import family
 from nqm.errors import NqmError
 from nqm.optimizers import base
-from nqm.thresholds.matrices import systems
+from nqm.thresholds import matrices
+from nqm.validate import BOUNDS, format_bytes
 from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
 
 BATCH_ENTRIES = 2**24  # (cells × components × m²) per batch: about 128 MiB for each of K and its solve
+COPIES = 6  # arrays of K's size a batch holds at once: K, the terms that build it, I − K and its solves
 
 
 def optimizer_options(name: str, dampening: bool) -> dict:
@@ -52,6 +54,26 @@ def optimizer_options(name: str, dampening: bool) -> dict:
     return {}
 
 
+def check_size(method: str, process, dampening: bool, components: int) -> None:
+    """Refuse, before any work, a map whose batch of one cell would exceed the memory budget: K holds
+    ``components × m²`` entries, m = n(n + 1)/2 for the n entries of the state, which grow with the
+    largest delay."""
+    name = family(method)
+    options = tuple(optimizer_options(name, dampening).items())
+    process = delays.process(process)
+    matrices.check_footprint(name, options, process)
+    n = matrices.state_size(name, options, process)
+    entry = COPIES * 8 * (n * (n + 1) // 2) ** 2  # bytes per component
+    need, budget = max(BATCH_ENTRIES * COPIES * 8, components * entry), BOUNDS["matrix_bytes"]
+    if need > budget:
+        fits = budget // entry
+        hint = (f"group the eigenvalues into at most {fits:,} bins (bins=B, --bins B)" if fits
+                else "give a delay with a smaller support")
+        raise NqmError(f"the exact mode's second-moment map under delay {process.label} needs {format_bytes(need)} "
+                       f"for {components:,} components ({n} state entries), more than the {format_bytes(budget)} "
+                       f"budget; {hint}")
+
+
 def _matrices(method: str, process, lr, momentum, dampening: bool):
     """Per cell ``(P, Q, b)`` with ``A_d = P_d + λ Q_d`` (cells, k, n, n) and kicks ``b_d`` (cells, k, n),
     the pmf of the k delays and ``s_0``. Built at λ = 1 and 2 (affine in λ: checked at λ = ½) for
@@ -60,7 +82,7 @@ def _matrices(method: str, process, lr, momentum, dampening: bool):
     options = tuple(optimizer_options(name, dampening).items())
     momenta, row = np.unique(momentum, return_inverse=True)
     rows = tuple((("momentum", float(m)),) for m in momenta)
-    built = {lam: systems(name, options, process, lam, rows) for lam in (1.0, 2.0, 0.5)}
+    built = {lam: matrices.systems(name, options, process, lam, rows) for lam in (1.0, 2.0, 0.5)}
     first = built[1.0][0]
     if first.A1 is None or first.period != 1:
         raise NqmError(f"method {method!r} has no time-invariant affine transition matrices under delay "

@@ -45,15 +45,18 @@ from nqm.conventions import family
 from nqm.delays import coordinate, pmf
 from nqm.errors import NqmError
 from nqm.optimizers import base, make
-from nqm.thresholds.matrices import System, systems
+from nqm.thresholds import polynomials
+from nqm.thresholds.matrices import System, footprint, systems
 from nqm.thresholds.rates import BATCHES, lyapunov, per_step
-from nqm.validate import coordinates, count, number
+from nqm.validate import BOUNDS, coordinates, count, number
 
 __all__ = ["CRITERIA", "Transitions", "transitions", "spectral_radius", "threshold", "threshold_table"]
 
 CRITERIA = ("mean", "mean-square", "almost-sure")
 RTOL = 1e-12  # relative tolerance of a threshold
 STEPS = 100_000  # measured steps of the almost-sure criterion's schedule
+Z = 3.0  # standard errors above 1 at which an estimated rate counts as unstable
+LOG_FLOOR = np.log(np.finfo(float).tiny)  # the log rate Brent's method sees where the state collapsed to 0
 
 
 class Transitions(NamedTuple):
@@ -80,16 +83,19 @@ def _first_crossing(rate, chunk: int = 4) -> float:
     """The first x > 0 at which ``rate(xs)`` reaches 1. Every crossing is bracketed on log grids of
     ever finer steps — ×16 over 2^±32, then ×√2 below the first unstable point, then ×2^{1/16} over
     the octave below that — and the first is refined by Brent's method to ``RTOL`` (x*: 0 if
-    unstable everywhere, inf if stable everywhere). ``chunk``: xs per call of ``rate``."""
+    unstable everywhere, inf if stable everywhere). ``rate(xs)`` gives ``(rates, errors)``, the
+    errors those of ``log rate``: an estimated rate counts as unstable only ``Z`` errors above 1 (at
+    tiny x a Lyapunov rate is 1 − O(x), below its statistical error). ``chunk``: xs per call."""
     seen = {}
 
     def first(xs):
         for part in np.array_split(xs, max(1, len(xs) // chunk)):  # early exit, a part at a time
-            values = rate(part)
+            values, errors = rate(part)
             seen.update(zip(part, values))
-            unstable = np.flatnonzero(~(values < 1))
-            if unstable.size:
-                return part[unstable[0]]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                unstable = np.where(errors > 0, ~(np.log(values) <= Z * errors), ~(values < 1))
+            if unstable.any():
+                return part[np.flatnonzero(unstable)[0]]
         return None
 
     hi = first(2.0 ** np.arange(-32, 33, 4))
@@ -102,17 +108,36 @@ def _first_crossing(rate, chunk: int = 4) -> float:
         return 0.0
     from scipy.optimize import brentq  # here: scipy.optimize takes most of a second to import
 
-    return brentq(lambda x: np.log(rate(np.array([x]))[0]), lo, hi, xtol=1e-300, rtol=RTOL)
+    def log_rate(x):  # a state that collapsed to 0 has rate 0: a finite floor keeps Brent's steps finite
+        with np.errstate(divide="ignore"):
+            return max(np.log(rate(np.array([x]))[0][0]), LOG_FLOOR)
+
+    return brentq(log_rate, lo, hi, xtol=1e-300, rtol=RTOL)
 
 
 def _threshold(system: System, criterion: str, steps: int, seed: int) -> tuple[float, float]:
     """``(x*, error)``; the almost-sure error is the exponent's standard error over its slope."""
     # A Lyapunov exponent costs one pass over the schedule, whatever the number of xs: all at once.
-    x = _first_crossing(lambda xs: per_step(system, xs, criterion, steps, seed), 16 if criterion == "almost-sure" else 4)
+    x = _first_crossing(lambda xs: per_step(system, xs, criterion, steps, seed, with_error=True),
+                        16 if criterion == "almost-sure" else 4)
     if criterion != "almost-sure" or len(system.lags) == 1 or not 0 < x < np.inf:
         return x, 0.0
     exponent, error = lyapunov(system, x * np.array([1 - 1e-3, 1.0, 1 + 1e-3]), steps, seed)
     return x, float(error[1] / abs((exponent[2] - exponent[0]) / (2e-3 * x)))
+
+
+def _thresholds(name, options, process, rows, criterion, steps, seed) -> list[tuple[float, float]]:
+    """``(x*, error)`` per row under one delay process. A constant delay whose matrices exceed the
+    memory budget (they grow like D³) of a method with Giladi's polynomial (sgd, sgdm, shifted: the
+    same thresholds, tested) takes the polynomial's roots instead, in O(D) time and bounded memory."""
+    support = np.flatnonzero(pmf(process))
+    average = criterion == "mean"
+    if support.size == 1 and name in polynomials.METHODS and set(dict(options)) <= {"dampening"} \
+            and footprint(name, options, process, 1, average) > BOUNDS["matrix_bytes"]:
+        momenta = np.array([dict(row)["momentum"] for row in rows])
+        x = polynomials.threshold(name, int(support[0]), momenta, dampening=dict(options).get("dampening", False))
+        return [(float(v), 0.0) for v in np.atleast_1d(x)]
+    return [_threshold(s, criterion, steps, seed) for s in systems(name, options, process, 1.0, rows, average=average)]
 
 
 # ----------------------------------------------------------------------------- public API
@@ -233,9 +258,7 @@ def threshold_table(method: str, *, delays=range(65), momenta=(0.0,), criterion:
     name, options, (labels, processes), momenta, grids, convention, steps, seed = _setup(
         method, momenta, delays, criterion, options_and_hyper, steps=steps, seed=seed)
     rows = tuple(tuple(zip(("momentum", *grids), combo)) for combo in itertools.product(momenta, *grids.values()))
-    values = np.array([[_threshold(s, criterion, steps, seed) for s in systems(name, options, p, 1.0, rows,
-                                                                             average=criterion == "mean")]
-                        for p in processes])
+    values = np.array([_thresholds(name, options, p, rows, criterion, steps, seed) for p in processes])
     dims, shape = ("delay", "momentum", *grids), (len(processes), momenta.size, *(v.size for v in grids.values()))
     return xr.Dataset(
         {"threshold": (dims, values[..., 0].reshape(shape), {"long_name": "stability threshold x* = lam*eta*"}),

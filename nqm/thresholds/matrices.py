@@ -18,8 +18,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqm import delays
+from nqm.errors import NqmError
 from nqm.optimizers import make
 from nqm.optimizers.base import StepContext
+from nqm.validate import BOUNDS, format_bytes
+
+COPIES = 3  # copies of the step's columns systems() holds at once: the columns, A and its affine parts
 
 
 class Layout(NamedTuple):
@@ -76,15 +80,23 @@ def _stepper(optimizer):
                    compiler_options={"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True})
 
 
+def _widths(optimizer, layout: Layout, count: int, phases: int) -> tuple[int, int]:
+    """``(size, padded)``: the component axis (n basis vectors and a kick per row) and the phases
+    the step is evaluated at, padded to a few shapes where one optimizer serves every delay."""
+    size, padded = count * (layout.n + 1), phases
+    if optimizer.workers is None:  # the same optimizer for every delay: a few shapes, a few compilations
+        size, padded = max(64, 1 << (size - 1).bit_length()), 1 << (phases - 1).bit_length()
+    return size, padded
+
+
 def _columns(optimizer, layout: Layout, rows: dict, lam: float, times, lags, workers: int, weights=None):
     """A ``(M, P, k, n, n)``, B ``(M, P, k, n)`` at each step t of ``times`` and delay of ``lags`` for
     M hyperparameter rows (``rows``: field → (M,)), and ``s_0``: one step of every basis vector and
     of a kick, side by side on the component axis. ``weights``: average over the delays (k = 1)."""
     n, count = layout.n, len(next(iter(rows.values())))
     width = n + 1  # n basis vectors and a kick per row
-    phases, size, padded = len(times), count * width, len(times)
-    if optimizer.workers is None:  # the same optimizer for every delay: a few shapes, a few compilations
-        size, padded = max(64, 1 << (size - 1).bit_length()), 1 << (phases - 1).bit_length()
+    phases = len(times)
+    size, padded = _widths(optimizer, layout, count, phases)
     basis = np.zeros((n, size))
     basis[np.tile(np.arange(n), count), (np.arange(count)[:, None] * width + np.arange(n)).ravel()] = 1.0
     kick = np.zeros(size)
@@ -167,6 +179,37 @@ def _rotation(A, B, layout: Layout, workers: int):
     return None
 
 
+def _optimizer(name: str, options: tuple, process):
+    """The optimizer of ``name`` for ``process``: one for every delay unless it keeps per-worker state."""
+    optimizer = make(name, delay=process, **dict(options))
+    return make(name, **dict(options)) if optimizer.workers is None else optimizer
+
+
+def state_size(name: str, options: tuple, process) -> int:
+    """n, the entries of the state of one eigencomponent of method ``name`` under ``process``."""
+    return state_layout(_optimizer(name, options, process), delays.pmf(process).size).n
+
+
+def footprint(name: str, options: tuple, process, rows: int = 1, average: bool = False) -> int:
+    """Bytes :func:`systems` holds at once for ``rows`` hyperparameter rows, known before any of it is
+    built: the step's columns ``(phases, delays, n, 3 rows × (n + 1))`` in float64, ``COPIES`` times.
+    Every phase of a constant delay D is a worker, so this grows like D³."""
+    optimizer, pmf = _optimizer(name, options, process), delays.pmf(process)
+    layout = state_layout(optimizer, pmf.size)
+    size, padded = _widths(optimizer, layout, 3 * rows, process.workers)
+    k = 1 if average else np.count_nonzero(pmf)
+    return COPIES * 8 * int(padded) * int(k) * int(layout.n) * int(size)
+
+
+def check_footprint(name: str, options: tuple, process, average: bool = False) -> None:
+    """Refuse, in one line, a delay whose matrices for one row exceed the memory budget."""
+    need = footprint(name, options, process, 1, average)
+    if need > BOUNDS["matrix_bytes"]:
+        raise NqmError(f"the transition matrices of {name} under delay {process.label} need {format_bytes(need)}, more "
+                       f"than the {format_bytes(BOUNDS['matrix_bytes'])} budget; give a smaller delay (the matrices "
+                       "grow like its cube, an iid delay's like its fourth power)")
+
+
 @functools.lru_cache(maxsize=16)
 def systems(name: str, options: tuple, process, lam: float, rows: tuple, rotate: bool = True,
             average: bool = False) -> tuple:
@@ -180,9 +223,12 @@ def systems(name: str, options: tuple, process, lam: float, rows: tuple, rotate:
     """
     import scipy.sparse  # here, not at the top: the exact mode's constant delays never need it (~0.15 s to import)
 
-    optimizer = make(name, delay=process, **dict(options))
-    if optimizer.workers is None:  # no per-worker state: one optimizer (and compilation) for every delay
-        optimizer = make(name, **dict(options))
+    check_footprint(name, options, process, average)
+    if len(rows) > 1 and footprint(name, options, process, len(rows), average) > BOUNDS["matrix_bytes"]:
+        half = len(rows) // 2  # the rows in groups that fit
+        return systems(name, options, process, lam, rows[:half], rotate, average) + \
+            systems(name, options, process, lam, rows[half:], rotate, average)
+    optimizer = _optimizer(name, options, process)  # no per-worker state: one (and one compilation) for every delay
     pmf, workers = delays.pmf(process), process.workers
     lags = np.flatnonzero(pmf)
     layout = state_layout(optimizer, pmf.size)

@@ -195,19 +195,24 @@ def _first_crossing(A, B, *, per_degree=16, iters=60):
     if size * (cols.size + A.shape[0]) > MAX_GRID_WORK:
         raise NqmError(f"this threshold needs a {size:,}-point grid over {cols.size:,} delay terms, more than nqm "
                        "evaluates; use a smaller delay or a delay distribution with a smaller support")
-    grid = np.r_[np.geomspace(1e-9, 0.5, 400, endpoint=False), np.arange(size) + 0.5] * np.pi / size
-    a = np.empty((A.shape[0], grid.size), complex)
-    b = np.empty_like(a)
-    step = max(1, 2**20 // cols.size)  # in slices of the grid: memory linear in the delay
-    for start in range(0, grid.size, step):
-        e = np.exp(1j * grid[start:start + step, None] * powers)
-        a[:, start:start + step] = np.einsum("rc,gc->rg", A, e)  # no BLAS threads: tiny sums
-        b[:, start:start + step] = np.einsum("rc,gc->rg", B, e)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        f, x = (a * b.conj()).imag, -(a * b.conj()).real / np.abs(b) ** 2
+    head = np.geomspace(1e-9, 0.5, 400, endpoint=False)
+
+    def grid(i):  # the grid's points i (an index array), made a slice at a time
+        return np.where(i < head.size, head[np.minimum(i, head.size - 1)], i - head.size + 0.5) * np.pi / size
+
     # Brackets of f's sign changes; a crossing at x > 0 has Re x > 0 next to it on so fine a grid.
-    row, j = np.nonzero((f[:, :-1] * f[:, 1:] <= 0) & (np.maximum(x[:, :-1], x[:, 1:]) > 0))
-    lo, hi, f_lo, f_hi = grid[j], grid[j + 1], f[row, j], f[row, j + 1]
+    # The grid in slices, each overlapping the last by one point: memory bounded whatever the delay.
+    found = []
+    step = max(2, 2**20 // cols.size)
+    for start in range(0, head.size + size - 1, step - 1):
+        points = grid(np.arange(start, min(start + step, head.size + size)))
+        e = np.exp(1j * points[:, None] * powers)
+        a, b = np.einsum("rc,gc->rg", A, e), np.einsum("rc,gc->rg", B, e)  # no BLAS threads: tiny sums
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f, x = (a * b.conj()).imag, -(a * b.conj()).real / np.abs(b) ** 2
+        row, j = np.nonzero((f[:, :-1] * f[:, 1:] <= 0) & (np.maximum(x[:, :-1], x[:, 1:]) > 0))
+        found.append((row, points[j], points[j + 1], f[row, j], f[row, j + 1]))
+    row, lo, hi, f_lo, f_hi = (np.concatenate(parts) for parts in zip(*found))
     for _ in range(iters):  # vectorised Illinois (regula falsi) keeps every bracket
         width = f_hi - f_lo
         mid = np.where(width != 0, hi - f_hi * (hi - lo) / np.where(width != 0, width, 1), lo)

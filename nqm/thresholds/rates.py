@@ -19,6 +19,8 @@ from nqm.thresholds.matrices import System
 BURN, BATCHES = 2_000, 50  # the almost-sure schedule: burn-in steps, batches of the measured steps
 XS = 16  # xs per pass over the schedule
 DENSE_MEAN_SQUARE = 6  # states up to which the mean-square map is a dense Kronecker matrix
+DENSE_FALLBACK = 50**2  # ... and, where ARPACK fails, up to which size n² of the map (a 20 MB matrix)
+POWER_ITERATIONS = 20_000  # beyond that, power iterations
 
 
 def _radius(phases, xs):
@@ -49,6 +51,35 @@ def mean_rate(system: System, xs):
                            for A0, _, _, _, x in system.pieces(xs)])
 
 
+def _dense_radius(A, pmf, scales) -> float:
+    """``ρ(T)`` of the scaled map over a period as a dense ``n² × n²`` Kronecker matrix."""
+    n = A.shape[-1]
+    K = np.eye(n * n)
+    for a, c in zip(A, scales):
+        K = np.einsum("d,dij,dkl->ikjl", pmf, a, a).reshape(n * n, n * n) @ K / c
+    return float(np.abs(np.linalg.eigvals(K)).max())
+
+
+def _power_radius(apply, n, x, iterations=POWER_ITERATIONS) -> float:
+    """``ρ(T)`` by power iteration from the identity: T keeps the PSD cone, so the trace ratio
+    ``tr T(X_k) / tr X_k`` of ``X_k ∝ T^k(I)`` tends to ρ (Krein–Rutman), until it settles."""
+    X, ratio = np.eye(n).ravel(), np.nan
+    diagonal = np.arange(n) * (n + 1)
+    for _ in range(iterations):
+        Y = apply(X)
+        trace, previous = Y[diagonal].sum(), ratio
+        if trace == 0:  # T^k(I) = 0: the map is nilpotent
+            return 0.0
+        ratio = trace / X[diagonal].sum()
+        if not np.isfinite(ratio):
+            raise NqmError(f"the mean-square spectral radius could not be computed at x = {x:g}; "
+                           "try the mean or almost-sure criterion")
+        X = Y / trace
+        if abs(ratio - previous) <= 1e-14 * ratio:
+            break
+    return float(ratio)
+
+
 def _mean_square_radius(A0, A1, pmf, x) -> float:
     """Per-step rate ``ρ(T)^{1/2P}`` of ``T``, the map ``X ↦ Σ_d p_d A_d X A_dᵀ`` over one period at x.
 
@@ -56,17 +87,15 @@ def _mean_square_radius(A0, A1, pmf, x) -> float:
     written ``Ā X Āᵀ + Σ_d p_d Δ_d X Δ_dᵀ`` (``A_d = Ā + Δ_d``, ``Σ_d p_d Δ_d = 0``) with each
     ``Δ_d(x) = U_d C_d(x) V_dᵀ`` in the fixed column and row spaces of ``[Δ_d(0), ∂_x Δ_d]`` (small
     rank: the delay moves one column, the worker a few rows), so an application costs
-    O(n³ + n² Σ_d rank) instead of O(k n³)."""
+    O(n³ + n² Σ_d rank) instead of O(k n³). Where ARPACK fails (its error 3 where the Krylov space
+    is exhausted, as for maps with many zero eigenvalues), the dense matrix, or power iterations."""
     P, n = A0.shape[0], A0.shape[-1]
     A = A0 + x * A1
     if not np.isfinite(A).all():
         return np.inf
     scales = np.maximum(np.abs(A).max((1, 2, 3)), 1e-300) ** 2  # each phase's map scaled: no overflow
     if n <= DENSE_MEAN_SQUARE:
-        K = np.eye(n * n)
-        for a, c in zip(A, scales):
-            K = np.einsum("d,dij,dkl->ikjl", pmf, a, a).reshape(n * n, n * n) @ K / c
-        radius = np.abs(np.linalg.eigvals(K)).max()
+        radius = _dense_radius(A, pmf, scales)
     else:
         phases = []
         for a0, a1, a, c in zip(A0, A1, A, scales):
@@ -93,10 +122,14 @@ def _mean_square_radius(A0, A1, pmf, x) -> float:
                                               ncv=min(n * n - 1, 40), maxiter=100 * n * n, return_eigenvectors=False)
         except scipy.sparse.linalg.ArpackNoConvergence as error:
             values = error.eigenvalues
-            if not len(values):
-                raise NqmError(f"the mean-square spectral radius did not converge at x = {x:g}; "
-                               "try the mean or almost-sure criterion") from None
-        radius = np.abs(values).max()
+        except scipy.sparse.linalg.ArpackError:  # e.g. error 3, no shifts: the Krylov space is exhausted
+            values = []
+        if len(values):
+            radius = np.abs(values).max()
+        elif n * n <= DENSE_FALLBACK:
+            radius = _dense_radius(A, pmf, scales)
+        else:
+            radius = _power_radius(apply, n, x)
     with np.errstate(divide="ignore"):
         return float(np.exp((np.log(radius) + np.log(scales).sum()) / (2 * P)))
 
@@ -115,7 +148,8 @@ def _growth(A0, A1, xs, phases, lags, v0):
         a0, a1 = A0[index[0], index[1]], A1[index[0], index[1]]
         V = V @ a0.T + xs[:, None] * (V @ a1.T)
         norm = jnp.linalg.norm(V, axis=1)
-        return V / norm[:, None], jnp.log(norm)
+        # A state that became exactly 0 stays 0: a contraction (log 0 = −inf), never 0/0 = NaN.
+        return V / jnp.where(norm > 0, norm, 1.0)[:, None], jnp.log(norm)
 
     return jax.lax.scan(step, jnp.broadcast_to(v0, (xs.size, v0.size)), (phases, lags))[1]
 
@@ -137,15 +171,23 @@ def lyapunov(system: System, xs, steps: int, seed: int):
                 logs = np.asarray(_growth(A0, A1, block, np.arange(total) % A0.shape[0], lags, v0 / np.linalg.norm(v0)))
             estimates.append(logs[BURN:, :len(x) - start].reshape(BATCHES, -1, min(XS, len(x) - start)).mean(1))
     batches = np.concatenate(estimates, axis=1)
-    return batches.mean(0), batches.std(0, ddof=1) / np.sqrt(BATCHES)
+    collapsed = np.isneginf(batches).any(0)  # the product sent v to exactly 0: L = −inf, no doubt about it
+    with np.errstate(invalid="ignore"):
+        mean, error = batches.mean(0), batches.std(0, ddof=1) / np.sqrt(BATCHES)
+    return np.where(collapsed, -np.inf, mean), np.where(collapsed, 0.0, error)
 
 
-def per_step(system: System, xs, criterion: str, steps: int, seed: int):
-    """Per-step rate of ``criterion`` at each x (stable below 1). With one delay the three agree:
-    the mean's is exact."""
+def per_step(system: System, xs, criterion: str, steps: int, seed: int, with_error: bool = False):
+    """Per-step rate of ``criterion`` at each x (stable below 1); ``with_error``: ``(rate, error)``,
+    the error of ``log rate`` (the Lyapunov exponent's standard error; 0 for the others). With one
+    delay the three agree: the mean's is exact (``ρ(A ⊗ A) = ρ(A)²``)."""
     xs = np.atleast_1d(np.asarray(xs, float))
-    if criterion == "mean" or (criterion == "almost-sure" and len(system.lags) == 1):
-        return mean_rate(system, xs)  # a constant delay: the product is deterministic
-    if criterion == "mean-square":
-        return mean_square_rate(system, xs)
-    return np.exp(lyapunov(system, xs, steps, seed)[0])
+    error = np.zeros(len(xs))
+    if criterion == "mean" or len(system.lags) == 1:
+        rate = mean_rate(system, xs)  # a constant delay: the product is deterministic
+    elif criterion == "mean-square":
+        rate = mean_square_rate(system, xs)
+    else:
+        exponent, error = lyapunov(system, xs, steps, seed)
+        rate = np.exp(exponent)
+    return (rate, error) if with_error else rate

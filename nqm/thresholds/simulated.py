@@ -81,6 +81,12 @@ def simulated_threshold(method: str = "sgdm", *, momentum, delay=0, seeds: int =
     if coords["noise"].size != 1:
         raise NqmError("noise takes one value for a threshold; call it once per noise level")
     coords["delay"], processes = delays.coordinate(delay)
+    for process in processes:
+        support = np.flatnonzero(process.pmf()) if process.pmf() is not None else np.zeros(1, int)
+        if support[0] >= steps:  # every gradient of the budget would be taken at w₀: nothing can diverge
+            raise NqmError(f"delay {process.label} is never below the budget of {steps:,} steps, so every gradient "
+                           f"would be taken at w0 and no run could diverge; give more steps than the delay "
+                           f"(steps=, --steps), several times it")
     extra = list(grids)
     cases = [dict(zip(["momentum", *extra], combo)) for combo in
              itertools.product(coords["momentum"], *(coords[name] for name in extra))]
