@@ -31,7 +31,9 @@ from nqm.settling import grows, traced_loss
 from nqm.status import DIVERGED
 from nqm.validate import coordinates, count, number
 
-SCAN = 4.0 ** np.arange(-7, 4)  # the first brackets: x = λ_max · η from 6e-5 to 16, a factor 4 apart
+# The first brackets: x = λ_max · η from 6e-5 to 16, a factor 4 apart, off the special points of the
+# simplest dynamics (x = 1 sends an undelayed SGD component to 0 in one step, x = 2 is neutral).
+SCAN = 4.0 ** (np.arange(-7, 4) + 0.01)
 TRACE_POINTS = 512  # traced losses of a run (every steps // 512 steps)
 BLOCKS = 16  # blocks of the second half whose largest losses trace the envelope
 
