@@ -39,6 +39,7 @@ import numpy as np
 
 from nqm import delays
 from nqm.conventions import family
+from nqm.engine import Last
 from nqm.errors import NqmError
 from nqm.expected import steady_state_loss
 from nqm.jobs import Job
@@ -55,6 +56,8 @@ CONTINUED = ("continued: the run goes on to at least 2·T + 1000 steps; it stays
 SKIPPED = "none: first_passage=True, status 1 is the first passage"
 CONTINUE = 1000  # steps a run without an exact test goes on for, beyond twice its first passage
 TRACE_POINTS = 256  # traced losses of a continued run (every budget // 256 steps)
+STAY = ("steps_stay: the first step after which the loss stays below the target (one more than its last exit); "
+        "NaN where not defined: a run that does not settle, or a single noisy run")
 LYAPUNOV_STEPS = 20_000  # the drawn schedule of an almost-sure threshold the settled test needs
 
 
@@ -182,6 +185,50 @@ def grows(loss: np.ndarray, t: np.ndarray, blocks: int | None = None) -> bool:
         t = np.array([b.mean() for b in np.array_split(t, blocks)])
     slope, error = _slope(t, np.log(np.maximum(loss, np.finfo(np.float64).tiny)))
     return slope - 2 * error > 0
+
+
+def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, status: np.ndarray) -> np.ndarray:
+    """``steps_stay``: the first step after which the loss stays below the target — one more than its
+    last exit (the last step with ``L(w_t) >= target``) — for each settled noiseless cell; NaN where
+    it is not defined here (a run that does not settle, or a single noisy run, whose loss keeps
+    crossing the target of its stationary level: there is no such step to report).
+
+    Each such run is continued to a horizon ``H`` (at least ``2·T + 1000`` steps) that is doubled until
+    its loss stays below the target with a non-growing envelope over the second half (the settled
+    test's window): the last exit before ``H`` is then the last one."""
+    status, steps = np.asarray(status), np.asarray(steps)
+    out = np.full(status.shape, np.nan)
+    rows = np.flatnonzero((status == REACHED) & (np.asarray(values["noise"], np.float64) == 0))
+    if rows.size == 0:
+        return out
+    cells = {k: np.asarray(v)[rows] for k, v in values.items()}
+    pending, horizon = np.arange(rows.size), 2 * steps[rows].max() + CONTINUE
+    while pending.size:
+        budget = int(min(horizon, MAX_STEPS))
+        stride = max(1, budget // TRACE_POINTS)
+        config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
+        run = task._replace(config=config).run(
+            process, {n: v[pending] for n, v in cells.items()}, seed, stride=stride,
+            record={"loss": traced_loss, "last_exit": Last(Exceeds(float(task.config.target)))})
+        t = stride * np.arange(1, run.trace["loss"].shape[1] + 1)
+        window = t > budget / 2
+        done = np.array([run.status[i] != DIVERGED and stays_below(run.trace["loss"][i, window], t[window], False,
+                                                                   task.config.target) for i in range(pending.size)])
+        out[rows[pending[done]]] = run.summary["last_exit"][done] + 1
+        pending, horizon = pending[~done], 2 * horizon
+        if budget == MAX_STEPS:
+            break  # what stays pending has no step after which it stays, within any budget
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Exceeds:
+    """Whether a step leaves the loss at or above ``target`` (a hashable recorder: compiled once)."""
+
+    target: float
+
+    def __call__(self, view):
+        return view.model.loss(view.w_next) >= self.target
 
 
 def _slope(t: np.ndarray, y: np.ndarray) -> tuple[float, float]:

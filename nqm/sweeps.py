@@ -31,7 +31,7 @@ from nqm.errors import NqmError
 from nqm.io import lock
 from nqm.jobs import Job, empty, job
 from nqm.problem import Problem
-from nqm.settling import settle, test_for
+from nqm.settling import STAY, settle, stay_steps, test_for
 from nqm.status import meaning
 from nqm.validate import coordinates, floats, grid_size, number
 
@@ -125,7 +125,7 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
 
 
 def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, problem: Problem | None = None,
-             **options) -> xr.Dataset:
+             stay: bool = False, **options) -> xr.Dataset:
     """Steps to the target of a list of cells — points, not a grid — in one engine run per seed.
 
     Point ``i`` takes element ``i`` of ``lr``, ``momentum``, ``noise`` and of each method
@@ -138,11 +138,15 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, 
       lr, momentum, noise: per-point values (repeats allowed).
       delay: one constant delay or delay process.
       seed: one seed or a list (a ``seed`` dimension).
+      stay: also give ``steps_stay``, the first step after which the loss stays below the target
+        (settled noiseless points; NaN elsewhere: :func:`nqm.settling.stay_steps`).
 
     Returns:
-      an ``xarray.Dataset`` with ``steps``, ``status`` and ``loss`` over ``(seed, point)`` and the
-      points' values as coordinates over ``point``.
+      an ``xarray.Dataset`` with ``steps``, ``status`` and ``loss`` (and ``steps_stay``) over
+      ``(seed, point)`` and the points' values as coordinates over ``point``.
     """
+    if not isinstance(stay, (bool, np.bool_)):
+        raise NqmError(f"stay must be True or False, got {stay!r}")
     task, grids = job(method, problem, options)
     seeds = coordinates(seed=seed)["seed"]
     given = dict(lr=lr, momentum=momentum, noise=noise, **grids)
@@ -162,6 +166,9 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, 
     result = xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label,
                                                    "settled_test": test_for(task, process)})
     result.status.attrs["meaning"] = meaning(task.config.first_passage)
+    if stay:
+        result["steps_stay"] = (("seed", "point"), np.stack([stay_steps(task, process, values, s, o.steps, o.status)
+                                                             for s, o in zip(seeds, outcomes)]), {"long_name": STAY})
     return result
 
 

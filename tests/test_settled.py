@@ -132,3 +132,38 @@ def test_heatmaps_and_the_closing_lines_show_transient_cells_apart(tmp_path, cap
                         max_steps=3000, progress=False, first_passage=True)
     fig = nqm.plot_heatmaps(literal)
     assert not [p for p in fig.axes[0].patches if p.get_hatch()] and "transient" not in fig.axes[0].get_title()
+
+
+# Ringing settled noiseless SGDM cells at high momentum (N = 50, D = 2): their first dip below the
+# target comes long before their last exit.
+RINGING = dict(lr=[0.02, 0.05, 0.01], momentum=[0.95, 0.9, 0.98], delay=2, problem=nqm.zhang(50), max_steps=20_000)
+
+
+def test_steps_stay_is_the_last_exit_of_a_long_float64_run_plus_one():
+    from nqm import diagnostics, sweeps
+
+    ds = sweeps.evaluate("sgdm", progress=False, stay=True, **RINGING)
+    assert (ds.status.values == SETTLED).all()
+    for j, (lr, m) in enumerate(zip(RINGING["lr"], RINGING["momentum"])):
+        long = diagnostics.trajectory("sgdm", problem=RINGING["problem"], lr=lr, momentum=m, delay=2, steps=100_000,
+                                      record=("loss",), x64=True).loss.values.ravel()  # L(w_1), L(w_2), …
+        last_exit = np.flatnonzero(long >= 0.01)[-1] + 1
+        assert ds.steps_stay.values[0, j] == last_exit + 1 > ds.steps.values[0, j] + 50  # it dipped long before
+    noisy = sweeps.evaluate("sgdm", progress=False, stay=True, **dict(RINGING, noise=0.01))
+    assert np.isnan(noisy.steps_stay.values).all()  # not defined for single noisy runs: said, not guessed
+
+
+def test_a_search_can_rank_by_the_step_after_which_the_loss_stays():
+    box = dict(lr=(0.005, 0.1), momentum=(0.5, 0.98), delay=2, problem=nqm.zhang(50), max_steps=20_000,
+               progress=False)
+    first, stay = nqm.best("sgdm", **box), nqm.best("sgdm", objective="stay", **box)
+    from nqm import sweeps
+    from nqm.search import answer
+
+    found = answer(stay)
+    again = sweeps.evaluate("sgdm", lr=found["point"]["lr"], momentum=found["point"]["momentum"], stay=True,
+                            **{k: v for k, v in box.items() if k not in ("lr", "momentum")})
+    assert found["t_star"] == again.steps_stay.values.item() >= answer(first)["t_star"]
+    assert stay.attrs["objective"] == "stay"
+    with pytest.raises(nqm.NqmError, match="noiseless runs"):
+        nqm.best("sgdm", objective="stay", noise=0.01, **box)

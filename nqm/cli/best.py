@@ -55,6 +55,9 @@ def add_parser(subparsers):
     search_.add_argument("--expected", action="store_true",
                          help="evaluate the exact expected loss (linear methods; constant or iid delays) instead of Monte Carlo")
     search_.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
+    search_.add_argument("--objective", choices=("first", "stay"), default=groups.default_of(search.best, "objective"),
+                         help="rank points by the first passage T (first) or by the first step after which the loss "
+                              "stays below the target (stay; noiseless runs)")
     parser.add_argument("--json", action="store_true", help="print the answer as one JSON object, the last line")
     groups.outputs(parser, "every evaluated point and the answer (netCDF)")
     return parser
@@ -82,6 +85,7 @@ def run(args) -> None:
     partial = args.out + ".partial"
     try:
         ds = search.best(args.method, delay=args.delay_dist or _delay(args.delay), noise=args.noise, seeds=args.seeds,
+                         objective=args.objective,
                          seed=args.seed, robust=args.robust, tol=args.tol, max_cells=args.max_cells,
                          expected=args.expected, problem=groups.problem_from(args), checkpoint=partial,
                          restart=args.restart, **box, **groups.method_options(args, grids=False), **settings)

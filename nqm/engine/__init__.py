@@ -29,9 +29,9 @@ depends on its grid, batch, chunking, devices or budget.
 """
 
 from nqm.config import RunConfig
-from nqm.engine.record import KINDS, First, GeometricMean, Histogram, Mean, StepView, Summary
+from nqm.engine.record import KINDS, First, GeometricMean, Histogram, Last, Mean, StepView, Summary
 from nqm.engine.run import Outcome, Snapshot, check, simulate
 from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
 
-__all__ = ["BUDGET", "DIVERGED", "REACHED", "RUNNING", "KINDS", "First", "GeometricMean", "Histogram", "Mean",
+__all__ = ["BUDGET", "DIVERGED", "REACHED", "RUNNING", "KINDS", "First", "GeometricMean", "Histogram", "Last", "Mean",
            "Outcome", "RunConfig", "Snapshot", "StepView", "Summary", "check", "simulate"]

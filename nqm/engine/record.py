@@ -147,7 +147,18 @@ class First(Summary):
         return jnp.where((total == 0) & x, t + 1, total)
 
 
-KINDS = {"mean": Mean, "geometric_mean": GeometricMean, "histogram": Histogram, "first": First}
+@dataclasses.dataclass(frozen=True)
+class Last(Summary):
+    """The last step ``t + 1`` at which ``value`` is true (0: never)."""
+
+    def zeros(self, like):
+        return np.zeros((), np.int32)
+
+    def update(self, total, x, t):
+        return jnp.where(x, t + 1, total)
+
+
+KINDS = {"mean": Mean, "geometric_mean": GeometricMean, "histogram": Histogram, "first": First, "last": Last}
 
 
 def value_shapes(model, optimizer: Optimizer, w0, record: tuple, summaries: tuple) -> tuple[dict, dict]:

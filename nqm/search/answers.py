@@ -30,16 +30,69 @@ from nqm.errors import NqmError
 from nqm.io import json_plain, write_bytes
 from nqm.status import REACHED
 
-__all__ = ["REGIME", "outcome", "run", "seed_bars", "value"]
+__all__ = ["REGIME", "answer", "describe", "outcome", "run", "seed_bars", "value"]
 
 REGIME = ("method", "delay", "noise", "spectrum", "target", "max_steps", "seeds", "seed", "robust", "box",
           "searched", "max_cells", "tol", "dtype")
 
 
+def answer(ds: xr.Dataset) -> dict:
+    """The answer of a :func:`nqm.best` result as the JSON object ``nqm best`` prints: ``t_star`` (T*_best,
+    ``None`` if no point converged), ``point``, [``robust_t_star``, ``robust_point``,] [``seeds``
+    (median/min/max T over seeds at ``point``; ``None`` stands for a seed that did not converge),]
+    ``cells``."""
+    if "best_steps" not in ds.attrs or "parameters" not in ds.attrs:
+        raise NqmError("this is not a result of nqm.best (no best_steps attribute); run nqm.best or load its file")
+    names = ds.attrs["parameters"].split(",")
+
+    def number(value):
+        value = float(value)
+        return None if not np.isfinite(value) else int(value) if value == int(value) else value
+
+    def point(prefix):
+        values = [ds.attrs[f"{prefix}_{n}"] for n in names]
+        return None if any(np.isnan(v) for v in values) else {n: float(v) for n, v in zip(names, values)}
+
+    out = {"t_star": number(ds.attrs["best_steps"]), "point": point("best")}
+    if ds.attrs["robust"] != "none":
+        out.update(robust_t_star=number(ds.attrs["robust_best_steps"]), robust_point=point("robust"))
+    if int(ds.attrs["seeds"]) > 1:
+        out["seeds"] = {k: number(ds.attrs[f"seeds_{k}"]) for k in ("median", "min", "max")}
+        if ds.attrs["robust"] != "none" and "robust_seeds_median" in ds.attrs:
+            out["robust_seeds"] = {k: number(ds.attrs[f"robust_seeds_{k}"]) for k in ("median", "min", "max")}
+    out["cells"] = int(ds.attrs["cells"])
+    return out
+
+
+def describe(ds: xr.Dataset) -> str:
+    """The answer of a :func:`nqm.best` result in words, with its regime."""
+    found, a = answer(ds), ds.attrs
+
+    def at(point):
+        return ", ".join(f"{k} = {v:.6g}" for k, v in point.items())
+
+    lines = [f"{a['method']} under delay {a['delay']}, noise {float(a['noise']):g}, {a.get('spectrum', '')}, target "
+             f"{float(a['target']):g}, budget {int(a['max_steps']):,}: {found['cells']:,} cells in {int(a['rounds'])} "
+             f"rounds (stopped: {a['stopped']})"]
+    lines.append(f"T*_best = {found['t_star']:,} steps at {at(found['point'])}" if found["t_star"] is not None else
+                 "no point of the box reached the target")
+    if "robust_t_star" in found:
+        lines.append(f"robust T*_best (every nudge by 1 ± {float(a['robust']):g}) = {found['robust_t_star']:,} steps at "
+                     f"{at(found['robust_point'])}" if found["robust_t_star"] is not None else
+                     "no point whose every nudge converges was found")
+    if "seeds" in found:
+        s = found["seeds"]
+        shown = {k: "not reached" if v is None else f"{v:,}" for k, v in s.items()}  # None: a seed that did not converge
+        lines.append(f"over {int(a['seeds'])} seeds: no seed converged" if s["min"] is None else
+                     f"over {int(a['seeds'])} seeds at that point: median {shown['median']}, min {shown['min']}, "
+                     f"max {shown['max']}")
+    return "\n".join(lines)
+
+
 def outcome(ds, points: bool = False) -> dict:
     """The answer of one :func:`nqm.best` result with its seed spreads, edges and regime (JSON-ready);
     ``points``: also every evaluated search point (values, T, robust T) for drawing a landscape."""
-    from nqm.search.api import Axis, answer  # here: reading answers needs no JAX, searching does
+    from nqm.search.api import Axis  # here: reading answers needs no JAX, searching does
 
     found, a = answer(ds), ds.attrs
     names = a["parameters"].split(",")

@@ -107,7 +107,7 @@ class Axis(NamedTuple):
 def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int = 1, seed: int = 0,
          robust: float | None = None, tol: float = 0.01, max_cells: int = 2000, expected: bool = False,
          problem=None, coarse: int | None = None, width: int = 1, patience: int = 3, checkpoint=None,
-         restart: bool = False, **options) -> xr.Dataset:
+         restart: bool = False, objective: str = "first", **options) -> xr.Dataset:
     """The smallest T (steps to the target) over a box of hyperparameters, by successive refinement.
 
     Args:
@@ -133,6 +133,9 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
         exists, the search resumes from it (every setting the same, else one error line): the rounds
         it holds are replayed without evaluating them, so the answer is the uninterrupted one.
       restart: discard the checkpoint (once every argument is checked) and start over.
+      objective: the T a point is ranked by: ``"first"``, the first passage (its steps), or
+        ``"stay"``, the first step after which its loss stays below the target (``steps_stay``,
+        :func:`nqm.settling.stay_steps`; noiseless runs only, not the exact mode).
       **options: as :func:`nqm.sweep`: the method's hyperparameters and options and run settings
         (``target``, ``max_steps``, ``x64``, ``progress``, …); with ``expected=True``, ``bins``,
         ``dampening``, ``target``, ``max_steps``, ``diverge_factor``.
@@ -147,7 +150,7 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
       see :func:`answer`).
     """
     search = _Search.create(method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected,
-                            problem, coarse, width, patience, options)
+                            problem, coarse, width, patience, options, objective)
     checked(checkpoint, restart)
     with contextlib.ExitStack() as stack:
         if checkpoint is not None:
@@ -155,59 +158,6 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
             if restart:
                 discard_checkpoint(checkpoint)
         return search.run(checkpoint)
-
-
-def answer(ds: xr.Dataset) -> dict:
-    """The answer of a :func:`best` result as the JSON object ``nqm best`` prints: ``t_star`` (T*_best,
-    ``None`` if no point converged), ``point``, [``robust_t_star``, ``robust_point``,] [``seeds``
-    (median/min/max T over seeds at ``point``; ``None`` stands for a seed that did not converge),]
-    ``cells``."""
-    if "best_steps" not in ds.attrs or "parameters" not in ds.attrs:
-        raise NqmError("this is not a result of nqm.best (no best_steps attribute); run nqm.best or load its file")
-    names = ds.attrs["parameters"].split(",")
-
-    def number(value):
-        value = float(value)
-        return None if not np.isfinite(value) else int(value) if value == int(value) else value
-
-    def point(prefix):
-        values = [ds.attrs[f"{prefix}_{n}"] for n in names]
-        return None if any(np.isnan(v) for v in values) else {n: float(v) for n, v in zip(names, values)}
-
-    out = {"t_star": number(ds.attrs["best_steps"]), "point": point("best")}
-    if ds.attrs["robust"] != "none":
-        out.update(robust_t_star=number(ds.attrs["robust_best_steps"]), robust_point=point("robust"))
-    if int(ds.attrs["seeds"]) > 1:
-        out["seeds"] = {k: number(ds.attrs[f"seeds_{k}"]) for k in ("median", "min", "max")}
-        if ds.attrs["robust"] != "none" and "robust_seeds_median" in ds.attrs:
-            out["robust_seeds"] = {k: number(ds.attrs[f"robust_seeds_{k}"]) for k in ("median", "min", "max")}
-    out["cells"] = int(ds.attrs["cells"])
-    return out
-
-
-def describe(ds: xr.Dataset) -> str:
-    """The answer of a :func:`best` result in words, with its regime."""
-    found, a = answer(ds), ds.attrs
-
-    def at(point):
-        return ", ".join(f"{k} = {v:.6g}" for k, v in point.items())
-
-    lines = [f"{a['method']} under delay {a['delay']}, noise {float(a['noise']):g}, {a.get('spectrum', '')}, target "
-             f"{float(a['target']):g}, budget {int(a['max_steps']):,}: {found['cells']:,} cells in {int(a['rounds'])} "
-             f"rounds (stopped: {a['stopped']})"]
-    lines.append(f"T*_best = {found['t_star']:,} steps at {at(found['point'])}" if found["t_star"] is not None else
-                 "no point of the box reached the target")
-    if "robust_t_star" in found:
-        lines.append(f"robust T*_best (every nudge by 1 ± {float(a['robust']):g}) = {found['robust_t_star']:,} steps at "
-                     f"{at(found['robust_point'])}" if found["robust_t_star"] is not None else
-                     "no point whose every nudge converges was found")
-    if "seeds" in found:
-        s = found["seeds"]
-        shown = {k: "not reached" if v is None else f"{v:,}" for k, v in s.items()}  # None: a seed that did not converge
-        lines.append(f"over {int(a['seeds'])} seeds: no seed converged" if s["min"] is None else
-                     f"over {int(a['seeds'])} seeds at that point: median {shown['median']}, min {shown['min']}, "
-                     f"max {shown['max']}")
-    return "\n".join(lines)
 
 
 @dataclasses.dataclass
@@ -229,8 +179,11 @@ class _Search:
 
     @classmethod
     def create(cls, method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected, problem,
-               coarse, width, patience, options):
+               coarse, width, patience, options, objective="first"):
         """Check every argument (one-line errors, before any work) and set the evaluator up."""
+        if objective not in ("first", "stay"):
+            raise NqmError(f"objective must be 'first' (the first passage) or 'stay' (the step after which the loss "
+                           f"stays below the target), got {objective!r}")
         seeds = count(seeds, "seeds")
         if np.ndim(seed) != 0:
             raise NqmError("seed is the first seed, one integer: give seeds=K for seeds seed … seed+K-1")
@@ -296,6 +249,9 @@ class _Search:
         seed_list = coordinates(seed=np.arange(seed, seed + seeds))["seed"]
         names = tuple(parsed)
 
+        if objective == "stay" and (expected or noise != 0):
+            raise NqmError("objective='stay' is defined for noiseless runs of the engine only (a single noisy run "
+                           "keeps crossing the target of its stationary level): give noise=0, or objective='first'")
         if expected:
             def evaluate(points):
                 ds = nqm.expected.evaluate(method, lr=points[:, 0], momentum=points[:, 1], delay=delay, noise=noise,
@@ -305,12 +261,14 @@ class _Search:
             def evaluate(points):
                 hyper = {n: points[:, i] for i, n in enumerate(names)}
                 ds = sweeps.evaluate(method, delay=process, noise=noise, seed=seed_list, problem=problem,
-                                     **hyper, **run, **_layout(len(points), run))
-                return tuple(ds[v].values for v in ("steps", "status", "loss"))
+                                     stay=objective == "stay", **hyper, **run, **_layout(len(points), run))
+                steps = ds.steps.values if objective == "first" else \
+                    np.where(np.isfinite(ds.steps_stay.values), ds.steps_stay.values, ds.steps.values).astype(np.int64)
+                return steps, ds.status.values, ds.loss.values
 
         attrs = {"method": method, "delay": label, "noise": noise, **problem.describe(),
                  "target": config.target, "max_steps": config.max_steps, "diverge_factor": config.diverge_factor,
-                 "first_passage": int(config.first_passage),
+                 "first_passage": int(config.first_passage), "objective": objective,
                  "dtype": dtype, "noise_mode": noise_mode, "seeds": seeds, "seed": seed,
                  "robust": "none" if robust is None else float(robust), "tol": float(tol), "max_cells": max_cells,
                  "coarse": coarse, "width": width, "patience": patience, "parameters": ",".join(names),
