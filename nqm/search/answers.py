@@ -38,7 +38,15 @@ REGIME = ("method", "delay", "noise", "spectrum", "target", "max_steps", "seeds"
 
 def outcome(ds, points: bool = False) -> dict:
     """The answer of one :func:`nqm.best` result with its seed spreads, edges and regime (JSON-ready);
-    ``points``: also every evaluated search point (values, T, robust T) for drawing a landscape."""
+    ``points``: also every evaluated search point (values, T, robust T) for drawing a landscape.
+
+    Args:
+      ds: a result of :func:`nqm.best`.
+      points: also keep the evaluated search points.
+
+    Returns:
+      The outcome, a dict of the keys listed in the module docstring.
+    """
     from nqm.search.api import Axis, answer  # here: reading answers needs no JAX, searching does
 
     found, a = answer(ds), ds.attrs
@@ -82,7 +90,20 @@ def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log
 
     With ``checkpoint`` (a JSON file), each finished search is written there at once, and a search
     already there with the same arguments is not run again: an interrupted run resumes.
-    ``points(key)``: whether to keep that search's evaluated points."""
+    ``points(key)``: whether to keep that search's evaluated points.
+
+    Args:
+      jobs: ``{key: keyword arguments of nqm.best}``.
+      checkpoint: the JSON file of finished searches, or ``None`` (none).
+      points: ``points(key) -> bool``, keep that search's points.
+      log: called with one line per search run.
+
+    Returns:
+      ``{key: outcome}``, in the order of ``jobs``.
+
+    Raises:
+      NqmError: the checkpoint is not valid JSON.
+    """
     from nqm.search.api import best  # here: reading answers needs no JAX, searching does
 
     done = {}
@@ -112,13 +133,28 @@ def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log
 
 def value(found, key: str = "robust_t_star") -> float:
     """One number of an outcome (``robust_t_star`` by default) as a float; NaN where there is none
-    (no outcome, or nothing found)."""
+    (no outcome, or nothing found).
+
+    Args:
+      found: an outcome (:func:`outcome`), or ``None``.
+      key: the outcome's key.
+
+    Returns:
+      The number, or NaN.
+    """
     return np.nan if found is None or found.get(key) is None else float(found[key])
 
 
 def seed_bars(found) -> tuple[float, float]:
     """The min and max over seeds of each seed's own robust T (NaN where unknown; the max is NaN
-    when a seed has no robust T there)."""
+    when a seed has no robust T there).
+
+    Args:
+      found: an outcome (:func:`outcome`), or ``None``.
+
+    Returns:
+      ``(min, max)``.
+    """
     seeds = found.get("robust_seeds") if found else None
     return (np.nan, np.nan) if not seeds or seeds["min"] is None else (float(seeds["min"]), value(seeds, "max"))
 

@@ -116,7 +116,8 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
       lr, momentum: one value (fixed) or a pair ``(lo, hi)`` (searched; lr on a log scale,
         momentum on ``log(1 − m)``). The method's hyperparameters in ``options`` (``rho``,
         ``lambda_dc``) likewise, on a log scale (``lo > 0``); left out, they take the sweep's default.
-      delay: one constant delay or delay process; noise: one noise scale.
+      delay: one constant delay or delay process.
+      noise: one noise scale.
       seeds, seed: evaluate every point on seeds ``seed … seed + seeds − 1`` (exactly the cells of
         ``nqm.sweep(..., seed=s)``) and rank points by their median T.
       robust: the nudge δ in (0, 1): also search the smallest robust T (module docstring).
@@ -161,7 +162,17 @@ def answer(ds: xr.Dataset) -> dict:
     """The answer of a :func:`best` result as the JSON object ``nqm best`` prints: ``t_star`` (T*_best,
     ``None`` if no point converged), ``point``, [``robust_t_star``, ``robust_point``,] [``seeds``
     (median/min/max T over seeds at ``point``; ``None`` stands for a seed that did not converge),]
-    ``cells``."""
+    ``cells``.
+
+    Args:
+      ds: a result of :func:`best`.
+
+    Returns:
+      The dict.
+
+    Raises:
+      NqmError: ``ds`` is not a result of :func:`best`.
+    """
     if "best_steps" not in ds.attrs or "parameters" not in ds.attrs:
         raise NqmError("this is not a result of nqm.best (no best_steps attribute); run nqm.best or load its file")
     names = ds.attrs["parameters"].split(",")
@@ -186,7 +197,14 @@ def answer(ds: xr.Dataset) -> dict:
 
 
 def describe(ds: xr.Dataset) -> str:
-    """The answer of a :func:`best` result in words, with its regime."""
+    """The answer of a :func:`best` result in words, with its regime.
+
+    Args:
+      ds: a result of :func:`best`.
+
+    Returns:
+      Several lines of text.
+    """
     found, a = answer(ds), ds.attrs
 
     def at(point):
