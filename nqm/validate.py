@@ -221,7 +221,7 @@ def format_bytes(size: float) -> str:
       size: the size in bytes.
 
     Returns:
-      The size as text, to 3 significant digits in KiB, MiB, GiB or TiB.
+      The size as text: whole bytes below 1 KiB, else 3 significant digits in KiB … TiB.
     """
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if size >= scale:

@@ -203,7 +203,7 @@ def hyperparameters(method: str) -> type:
       method: a registered method's name.
 
     Returns:
-      The :class:`typing.NamedTuple` type (fields: lr, momentum, then its extra ones).
+      The NamedTuple type (its fields are the swept hyperparameters' names).
     """
     return make(method).hyper
 
