@@ -107,6 +107,20 @@ def parameters(func):
             if name not in ("self", "cls")]
 
 
+def written_docstring(cls):
+    """Whether a class has a docstring of its own.
+
+    Args:
+        cls: the class.
+
+    Returns:
+        ``False`` when it has none, inherits one, or has only the ``Name(field, …)`` line that
+        ``NamedTuple`` and ``dataclass`` generate.
+    """
+    doc = vars(cls).get("__doc__")
+    return bool(doc) and not doc.startswith(f"{cls.__name__}(")
+
+
 def problems(module_name):
     """What a module's public API lacks.
 
@@ -121,7 +135,7 @@ def problems(module_name):
     for name, obj in public_objects(module_name):
         doc = inspect.getdoc(obj) if obj.__doc__ else None
         if inspect.isclass(obj):
-            if not obj.__doc__:
+            if not written_docstring(obj):
                 out.append(f"{name}: no docstring")
             continue
         if not doc:

@@ -82,6 +82,7 @@ class Optimizer(NamedTuple):
 
 
 class MomentumHyper(NamedTuple):
+    """The per-cell hyperparameters of a momentum method: learning rate ``lr`` (η) and ``momentum`` (m)."""
     lr: Any
     momentum: Any
 
@@ -282,10 +283,12 @@ def _thawed(value):
 
 
 class VelocityState(NamedTuple):
+    """The state of the heavy-ball families (:func:`heavy_ball`): one velocity ``v_t``, shaped like the weights."""
     velocity: Any
 
 
 class WorkerVelocities(NamedTuple):
+    """The state of :func:`worker_momentum`: one velocity per worker, shape ``(workers, N)``."""
     velocities: Any  # (workers, N): each worker's own velocity
 
 
