@@ -65,7 +65,17 @@ _FLAGS = ("independent_noise", "x64", "compaction", "progress", "first_passage")
 
 def checked_config(**settings) -> RunConfig:
     """A :class:`RunConfig` from settings checked one by one (each of its type: a string, a float
-    count or a NaN is one error line, never a traceback later)."""
+    count or a NaN is one error line, never a traceback later).
+
+    Args:
+      settings: the fields of :class:`RunConfig`, by name.
+
+    Returns:
+      The checked configuration.
+
+    Raises:
+      NqmError: a setting of the wrong type or out of range.
+    """
     config = RunConfig(**settings)
     target = number(config.target, "target")
     if not (np.isfinite(target) and target > 0):

@@ -12,12 +12,27 @@ from nqm.errors import NqmError
 
 
 def momentum_coefficient(momentum, dampening: bool):
-    """The gradient's weight in the velocity: ``1`` (AB paper) or ``1 − m`` (dampened, Giladi et al.)."""
+    """The gradient's weight in the velocity: ``1`` (AB paper) or ``1 − m`` (dampened, Giladi et al.).
+
+    Args:
+      momentum: the momentum ``m`` (a number or an array).
+      dampening: whether the dampened convention is used.
+
+    Returns:
+      ``1 − m`` if dampened, else ``1.0``.
+    """
     return 1.0 - momentum if dampening else 1.0
 
 
 def convention(dampening: bool) -> str:
-    """How a result or threshold names its momentum convention."""
+    """How a result or threshold names its momentum convention.
+
+    Args:
+      dampening: whether the dampened convention is used.
+
+    Returns:
+      The convention's text, as recorded in results.
+    """
     return "dampened: v = m v + (1-m) g" if dampening else "undampened: v = m v + g"
 
 
@@ -28,12 +43,31 @@ ALIASES = {"sgd": "sgdm"}
 
 def family(method: str, momenta=None) -> str:
     """The registered family that ``method`` names: ``"sgd"`` is ``"sgdm"`` at momentum 0, and
-    refused with any other ``momenta``; every other name is itself."""
+    refused with any other ``momenta``; every other name is itself.
+
+    Args:
+      method: the method's name.
+      momenta: the momenta it will run with, or ``None`` (unchecked).
+
+    Returns:
+      The registered family's name.
+
+    Raises:
+      NqmError: ``"sgd"`` given a nonzero momentum.
+    """
     if method in ALIASES and momenta is not None and np.any(np.asarray(momenta, dtype=float) != 0):
         raise NqmError(f"{method} has no momentum: give momentum=0, or use method {ALIASES[method]!r}")
     return ALIASES.get(method, method)
 
 
 def convention_of(method: str, dampening: bool) -> str:
-    """How a threshold or result names the momentum convention of ``method``."""
+    """How a threshold or result names the momentum convention of ``method``.
+
+    Args:
+      method: the method's name.
+      dampening: whether the dampened convention is used.
+
+    Returns:
+      ``"no momentum"`` for an alias of SGD, else :func:`convention`.
+    """
     return "no momentum" if method in ALIASES else convention(dampening)

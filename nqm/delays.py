@@ -52,6 +52,8 @@ class History(NamedTuple):
 
 
 class Process(Protocol):
+    """The interface of a delay process (see the module docstring): ``label``, ``mean``, ``workers``,
+    ``pmf()``, ``schedule(seed, steps)`` and ``history(delays)``."""
     label: str
     mean: float
     workers: int
@@ -78,7 +80,17 @@ _FAMILIES: dict[str, Family] = {}
 
 
 def register(name: str, *, syntax: str, help: str, example: str):
-    """Decorator: make ``parse(rest) -> Process`` the parser of specs ``NAME:rest``."""
+    """Decorator: make ``parse(rest) -> Process`` the parser of specs ``NAME:rest``.
+
+    Args:
+      name: the family's name, the ``NAME`` of specs ``NAME:rest``.
+      syntax: the spec syntax shown in help and errors (e.g. ``uniform:A:B``).
+      help: a one-line description.
+      example: a valid spec, run by the contract tests.
+
+    Returns:
+      The decorator; it returns the parser unchanged.
+    """
 
     def deco(parse):
         _FAMILIES[name] = Family(name, syntax, help, example, parse)
@@ -88,6 +100,7 @@ def register(name: str, *, syntax: str, help: str, example: str):
 
 
 def families() -> tuple[Family, ...]:
+    """Every registered delay family, in registration order."""
     return tuple(_FAMILIES.values())
 
 
@@ -97,7 +110,18 @@ def syntax() -> str:
 
 
 def process(spec) -> Process:
-    """A delay process from a process, an integer delay or a spec string (``D`` is ``constant:D``)."""
+    """A delay process from a process, an integer delay or a spec string (``D`` is ``constant:D``).
+
+    Args:
+      spec: a process (returned as it is), an integer delay ``D`` (an integral float too), or a
+        spec string ``D`` or ``NAME:rest``.
+
+    Returns:
+      The process.
+
+    Raises:
+      NqmError: ``spec`` is neither, or names no registered family.
+    """
     if isinstance(spec, (bool, np.bool_)) or not isinstance(spec, (str, int, float, np.integer, np.floating)):
         if all(hasattr(spec, name) for name in ("label", "schedule", "history")):
             return spec
@@ -117,7 +141,18 @@ def process(spec) -> Process:
 def coordinate(values) -> tuple[np.ndarray, list]:
     """The ``delay`` coordinate of a result or a table, and the processes: integers when every delay
     given is a number (a constant), else every process's label (an integer still selects its
-    constant there: :class:`nqm.results.DelayIndex`). Empty or repeated delays are errors."""
+    constant there: :class:`nqm.results.DelayIndex`). Empty or repeated delays are errors.
+
+    Args:
+      values: one delay or a sequence of them (integers, spec strings or processes).
+
+    Returns:
+      ``(coord, processes)``: the coordinate (int array, or array of labels) and one process
+      per entry.
+
+    Raises:
+      NqmError: no delay, or a process given twice.
+    """
 
     items = list(values) if isinstance(values, (list, tuple, range, np.ndarray)) else [values]
     if not items:
@@ -132,14 +167,28 @@ def coordinate(values) -> tuple[np.ndarray, list]:
     return labels, processes
 def identity(process: Process) -> str:
     """Everything that defines a process's schedule, exactly (a pmf to the last bit), as text: what
-    a checkpoint compares to know that it holds the same delays."""
+    a checkpoint compares to know that it holds the same delays.
+
+    Args:
+      process: the delay process.
+
+    Returns:
+      Its dataclass repr (type name and fields), else its label.
+    """
     if dataclasses.is_dataclass(process):
         return f"{type(process).__name__}{dataclasses.astuple(process)!r}"
     return str(process.label)
 
 
 def pmf(spec) -> np.ndarray | None:
-    """The delay pmf of a process (``None`` when its delays are not iid, e.g. a worker pool)."""
+    """The delay pmf of a process (``None`` when its delays are not iid, e.g. a worker pool).
+
+    Args:
+      spec: anything :func:`process` accepts.
+
+    Returns:
+      ``P(τ = k)``, ``k = 0…K``, or ``None``.
+    """
     return process(spec).pmf()
 
 
@@ -182,6 +231,14 @@ class Constant:
 
 
 def constant(delay: int) -> Constant:
+    """The constant delay process ``τ_t = D`` (:class:`Constant`).
+
+    Args:
+      delay: the delay ``D`` in steps, an integer ≥ 0.
+
+    Raises:
+      NqmError: ``delay`` is not an integer in range.
+    """
     return Constant(validate.count(delay, "a constant delay", low=0, high=validate.BOUNDS["delay"]))
 
 
@@ -229,13 +286,32 @@ class Iid:
 
 
 def iid(probabilities, label: str | None = None) -> Iid:
+    """The iid delay process ``τ_t ~ probabilities`` (:class:`Iid`).
+
+    Args:
+      probabilities: the weights of ``P(τ = k)``, ``k = 0…K`` (normalised by :func:`validate_pmf`).
+      label: the spec string; default ``pmf:`` followed by the normalised weights.
+
+    Raises:
+      NqmError: the weights are not a valid pmf.
+    """
     p = validate_pmf(probabilities)
     return Iid(tuple(float(x) for x in p), label or "pmf:" + ",".join(f"{x:g}" for x in p))
 
 
 def validate_pmf(pmf) -> np.ndarray:
     """A delay pmf ``p_k = P(τ = k)``, ``k = 0…K``, checked and normalised (trailing zeros dropped,
-    so K is the largest delay)."""
+    so K is the largest delay).
+
+    Args:
+      pmf: the weights, a 1-D sequence of finite numbers ≥ 0 with a positive sum.
+
+    Returns:
+      The normalised pmf (float64), ending at its last positive weight.
+
+    Raises:
+      NqmError: the weights are not such a list, or reach beyond the delay bound.
+    """
     try:
         p = np.asarray(pmf, dtype=np.float64)
     except (TypeError, ValueError):
@@ -258,7 +334,17 @@ def validate_pmf(pmf) -> np.ndarray:
 
 
 def uniform_pmf(a: int, b: int) -> np.ndarray:
-    """``τ ~ unif{a..b}`` (Giladi et al. 2020, eq. 20), over k = 0..b."""
+    """``τ ~ unif{a..b}`` (Giladi et al. 2020, eq. 20), over k = 0..b.
+
+    Args:
+      a, b: the smallest and largest delay, integers with ``0 ≤ a ≤ b``.
+
+    Returns:
+      The pmf, length ``b + 1``.
+
+    Raises:
+      NqmError: ``a > b`` or either is out of range.
+    """
     a = validate.count(a, "the smallest uniform delay", low=0, high=validate.BOUNDS["delay"])
     b = validate.count(b, "the largest uniform delay", low=0, high=validate.BOUNDS["delay"])
     if a > b:
@@ -269,7 +355,14 @@ def uniform_pmf(a: int, b: int) -> np.ndarray:
 def gaussian_pmf(mu: int) -> np.ndarray:
     """Discretised Gaussian delay (Giladi et al. 2020, App. C): ``P(τ = k) ∝ P(k − ½ ≤ z ≤ k + ½)``,
     ``z ~ N(μ, 1)``, k = 1..2μ, renormalised. E[τ] = μ only once the tails vanish (μ ≥ 4): k = 0 is
-    cut but k = 2μ kept."""
+    cut but k = 2μ kept.
+
+    Args:
+      mu: the centre ``μ``, an integer ≥ 1.
+
+    Returns:
+      The pmf, length ``2μ + 1`` (``P(τ = 0) = 0``).
+    """
     # Its support reaches 2μ: the delay bound applies to that.
     mu = validate.count(mu, "the mean of a gaussian delay", low=1, high=validate.BOUNDS["delay"] // 2)
     d = np.abs(np.arange(2 * mu + 1) - mu)  # by symmetry, so both tails keep full precision
@@ -365,6 +458,16 @@ def _worker_schedule(pool: Workers, seed: int, steps: int):
 
 
 def workers(count: int, slow_fraction: float = 0.0, slowdown: float = 1.0) -> Workers:
+    """A pool of worker processes (:class:`Workers`), checked.
+
+    Args:
+      count: the number of workers ``K`` ≥ 1.
+      slow_fraction: the fraction of them that are slow, in [0, 1].
+      slowdown: how many times longer a slow worker's mean compute time is (> 0).
+
+    Raises:
+      NqmError: any of them out of range.
+    """
     count = validate.count(count, "the number of workers", low=1, high=validate.BOUNDS["workers"])
     if not 0 <= slow_fraction <= 1:
         raise NqmError(f"the fraction of slow workers must be in [0, 1], got {slow_fraction}")

@@ -52,60 +52,137 @@ def _cosine(a, b):
 
 
 def loss(view):
-    """``L(w_{t+1})``."""
+    """``L(w_{t+1})``.
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      A scalar.
+    """
     return view.model.loss(view.w_next)
 
 
 def component_loss(view):
-    """``½ λ_k u_k²`` per eigencomponent."""
+    """``½ λ_k u_k²`` per eigencomponent.
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      One value per eigencomponent, shape ``(dim,)``.
+    """
     return 0.5 * view.model.lam * _eigen(view, view.w_next) ** 2
 
 
 def energy(view):
-    """Per-component energy ``E_k`` after the step."""
+    """Per-component energy ``E_k`` after the step.
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      One value per eigencomponent, shape ``(dim,)``.
+    """
     return _energy(view, view.w_next)
 
 
 def alpha(view):
     """Adaptive Braking's factor α (the mean over parameters of the first micro-step's α); 1 for
-    methods without braking."""
+    methods without braking.
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      A scalar.
+    """
     return view.info.get("alpha", jnp.ones((), view.w.dtype))
 
 
 def velocity_norm(view):
-    """``‖w_{t+1} − w_t‖ / η`` (= ‖v_{t+1}‖ for heavy ball)."""
+    """``‖w_{t+1} − w_t‖ / η`` (= ‖v_{t+1}‖ for heavy ball).
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      A scalar.
+    """
     return jnp.linalg.norm(view.w_next - view.w) / view.hyper.lr
 
 
 def gradient_norm(view):
-    """``‖g_t‖``, the (delayed, noisy) gradient applied at step t."""
+    """``‖g_t‖``, the (delayed, noisy) gradient applied at step t.
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      A scalar.
+    """
     return jnp.linalg.norm(view.g)
 
 
 def gradient_velocity_ratio(view):
-    """``‖g_t‖ / ‖v_t‖``, the gradient-to-velocity ratio before the step (∞ at t = 0)."""
+    """``‖g_t‖ / ‖v_t‖``, the gradient-to-velocity ratio before the step (∞ at t = 0).
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      A scalar.
+    """
     return jnp.linalg.norm(view.g) / jnp.linalg.norm(view.velocity)
 
 
 def gradient_velocity_cosine(view):
-    """``cos(g_t, v_t)``: the alignment AB brakes on (0 while v = 0)."""
+    """``cos(g_t, v_t)``: the alignment AB brakes on (0 while v = 0).
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      A scalar in [-1, 1].
+    """
     return _cosine(view.g, view.velocity)
 
 
 def group_cosine(view):
     """cos(g, v) of the parameter's braking group, per parameter (Adaptive Braking's own measure,
-    with its ε floor; for other methods the global cos(g_t, v_t) for every parameter)."""
+    with its ε floor; for other methods the global cos(g_t, v_t) for every parameter).
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      One value per parameter, shape ``(dim,)``.
+    """
     return view.info.get("cosine", jnp.broadcast_to(gradient_velocity_cosine(view), view.g.shape))
 
 
 def update_alignment(view):
     """``cos(w_t − w_{t+1}, g_t)``: how well the step follows the gradient (1: plain SGD; AB
-    paper, Fig. 11)."""
+    paper, Fig. 11).
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      A scalar in [-1, 1].
+    """
     return _cosine(view.w - view.w_next, view.g)
 
 
 def delay(view):
-    """The delay τ_t of the gradient applied at step t."""
+    """The delay τ_t of the gradient applied at step t.
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      The delay in steps, an integer scalar.
+    """
     return view.ctx.delay
 
 
@@ -123,7 +200,14 @@ def _sgdm_step(view):
 
 def energy_ratio(view):
     """``E_{t+1} / Ê_{t+1}`` per component, Ê after an SGDM step from the same state and gradient
-    sample (exactly 1 where the two steps agree, whatever the rounding of E)."""
+    sample (exactly 1 where the two steps agree, whatever the rounding of E).
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      One value per eigencomponent, shape ``(dim,)``.
+    """
     w_sgdm = _sgdm_step(view)
     same = _eigen(view, view.w_next) == _eigen(view, w_sgdm)
     return jnp.where(same, 1.0, _energy(view, view.w_next) / _energy(view, w_sgdm))
@@ -131,7 +215,14 @@ def energy_ratio(view):
 
 def energy_ratio_not_finite(view):
     """True at a step whose energy ratio is not finite: the run has diverged (where the relative
-    energy decay stops counting steps)."""
+    energy decay stops counting steps).
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      A boolean scalar.
+    """
     return ~jnp.all(jnp.isfinite(energy_ratio(view)))
 
 
@@ -187,6 +278,7 @@ def trajectory(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.
         that :func:`nqm.sweep` reports for this cell and seed (0: not reached).
       x64: record in float64.
       independent_noise: draw the noise as :func:`nqm.sweep` does with ``independent_noise``.
+      hyper_and_options: the method's extra hyperparameters (one value each) and options, by name.
 
     Returns:
       Dataset with one variable per recorder over ``step`` (and ``component`` for per-component
@@ -246,7 +338,15 @@ def trajectory(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.
 
 def histogram_percentile(histogram: xr.DataArray, q: float) -> float:
     """The ``q``-th percentile of a recorded histogram, to its bins' resolution (the left edge of
-    the bin where the cumulative count reaches q %)."""
+    the bin where the cumulative count reaches q %).
+
+    Args:
+      histogram: a recorded histogram (e.g. ``alpha_histogram``), counts over its bin coordinate.
+      q: the percentile, in [0, 100].
+
+    Returns:
+      The bin's left edge, or NaN for an empty histogram.
+    """
     counts = np.asarray(histogram.values)
     if counts.sum() == 0:
         return float("nan")

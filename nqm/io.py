@@ -31,6 +31,13 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
     left byte-identical. It carries the checksum of its arrays (:func:`checksum`), which
     :func:`load` verifies. An overwritten file keeps its mode. Across several processes
     (``jax.distributed``) only process 0 writes.
+
+    Args:
+      ds: the result (an ``xarray.Dataset``) to write.
+      path: the destination netCDF file.
+
+    Raises:
+      NqmError: ``ds`` is not a dataset, or the file cannot be written.
     """
     if not isinstance(ds, xr.Dataset):
         raise NqmError(f"save writes an xarray.Dataset (a result of nqm), got {type(ds).__name__}")
@@ -42,7 +49,15 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
 
 def to_bytes(ds: xr.Dataset, compress: bool = False) -> bytes:
     """``ds`` as the bytes of a netCDF file carrying its :data:`CHECKSUM` (``compress``: gzip its
-    variables, as a rescued result is)."""
+    variables, as a rescued result is).
+
+    Args:
+      ds: the dataset to serialise.
+      compress: gzip the variables that have dimensions.
+
+    Returns:
+      The netCDF file's bytes (h5netcdf engine).
+    """
     sealed = ds.copy(deep=False)
     sealed.attrs = {**ds.attrs, CHECKSUM: checksum(ds)}
     encoding = {name: {"zlib": True} for name, var in ds.data_vars.items() if var.ndim} if compress else None
@@ -52,7 +67,12 @@ def to_bytes(ds: xr.Dataset, compress: bool = False) -> bytes:
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (see :func:`atomic_write`)."""
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_write`).
+
+    Args:
+      path: the destination file.
+      data: the complete content.
+    """
     with atomic_write(path, "wb") as f:
         f.write(data)
 
@@ -60,7 +80,17 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def save_figure(fig, path: str | os.PathLike, *, dpi: float = 150, **savefig_kwargs) -> None:
     """Write a matplotlib figure atomically: it is rendered in memory (format from the file's
     extension), then written as one file, so a full disk or a size limit leaves the previous
-    figure byte-identical and says so in one line."""
+    figure byte-identical and says so in one line.
+
+    Args:
+      fig: the matplotlib figure.
+      path: the destination; its extension picks the format.
+      dpi: the resolution, dots per inch.
+      savefig_kwargs: further arguments of ``Figure.savefig``.
+
+    Raises:
+      NqmError: the figure cannot be rendered or written.
+    """
     path = os.fspath(path)
     kind = os.path.splitext(path)[1].lstrip(".").lower() or None
     buffer = io.BytesIO()
@@ -75,7 +105,18 @@ def save_figure(fig, path: str | os.PathLike, *, dpi: float = 150, **savefig_kwa
 def atomic_write(path: str | os.PathLike, mode: str = "wb"):
     """A file object whose content replaces ``path`` only once it is complete and on disk (keeping
     the mode of the file it replaces); a failed write is a one-line :class:`NqmError` and changes
-    nothing. Every file nqm writes goes through here."""
+    nothing. Every file nqm writes goes through here.
+
+    Args:
+      path: the file to replace (or create).
+      mode: the mode of the temporary file, ``"wb"`` or ``"w"``.
+
+    Returns:
+      A context manager yielding the open temporary file.
+
+    Raises:
+      NqmError: the file cannot be written.
+    """
     path = os.fspath(path)
     check_writable(path)
     try:
@@ -102,7 +143,14 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb"):
 
 
 def discard(path: str | os.PathLike) -> bool:
-    """Remove ``path`` if it is there; ``False`` (never an exception) if it cannot be removed."""
+    """Remove ``path`` if it is there; ``False`` (never an exception) if it cannot be removed.
+
+    Args:
+      path: the file to remove.
+
+    Returns:
+      ``True`` if it is gone (or was never there), ``False`` if removing failed.
+    """
     try:
         os.remove(path)
     except FileNotFoundError:
@@ -114,14 +162,31 @@ def discard(path: str | os.PathLike) -> bool:
 
 def lock_path(path: str | os.PathLike) -> str:
     """The lock file of ``path``: beside the file it resolves to, so that every name of one file (a
-    symlink, ``./x``, a symlinked directory) takes the same lock."""
+    symlink, ``./x``, a symlinked directory) takes the same lock.
+
+    Args:
+      path: the file to lock (any name of it).
+
+    Returns:
+      The lock file's path, ``realpath(path) + ".lock"``.
+    """
     return os.path.realpath(os.fspath(path)) + ".lock"
 
 
 @contextlib.contextmanager
 def lock(path: str | os.PathLike):
     """Hold an advisory lock on ``path`` (a ``.lock`` file beside the file it resolves to): one
-    writer at a time, however the file is named."""
+    writer at a time, however the file is named.
+
+    Args:
+      path: the file about to be written.
+
+    Returns:
+      A context manager holding the lock while inside.
+
+    Raises:
+      NqmError: another process holds the lock, or the lock file cannot be written.
+    """
     path = os.fspath(path)
     check_writable(path)
     target = lock_path(path)
@@ -144,7 +209,17 @@ def lock(path: str | os.PathLike):
 
 def load(path: str | os.PathLike) -> xr.Dataset:
     """Read a result written by :func:`save` (fully into memory; the file is closed), its
-    checksum verified: a damaged file is one error line, never wrong numbers."""
+    checksum verified: a damaged file is one error line, never wrong numbers.
+
+    Args:
+      path: the result file (netCDF).
+
+    Returns:
+      The result, its delays indexed (:func:`nqm.results.index_delays`).
+
+    Raises:
+      NqmError: the file is missing, unreadable, damaged or not a sweep result.
+    """
     ds = load_dataset(path)
     if "steps" not in ds or "status" not in ds:
         raise NqmError(f"{path} is not an nqm sweep result (no steps/status variables)")
@@ -153,7 +228,17 @@ def load(path: str | os.PathLike) -> xr.Dataset:
 
 def load_dataset(path: str | os.PathLike) -> xr.Dataset:
     """Read any netCDF file written by :func:`save` (a result, a figure's data, a threshold table)
-    fully into memory, its checksum verified."""
+    fully into memory, its checksum verified.
+
+    Args:
+      path: the netCDF file.
+
+    Returns:
+      The dataset, without its checksum attribute.
+
+    Raises:
+      NqmError: the path is a directory or missing, the file unreadable or damaged.
+    """
     path = os.fspath(path)
     if os.path.isdir(path):
         raise NqmError(f"cannot read {path}: it is a directory; give a result file (netCDF)")
@@ -173,7 +258,15 @@ def load_dataset(path: str | os.PathLike) -> xr.Dataset:
 
 def verify(ds: xr.Dataset, path) -> None:
     """Refuse a result whose arrays do not match the checksum saved with them (a file written
-    before checksums were, without the attribute, is read as it is)."""
+    before checksums were, without the attribute, is read as it is).
+
+    Args:
+      ds: the dataset as read, with its :data:`CHECKSUM` attribute if any.
+      path: the file it came from (for the message).
+
+    Raises:
+      NqmError: the arrays do not match the saved checksum.
+    """
     saved = ds.attrs.get(CHECKSUM)
     if saved is not None and str(saved) != checksum(ds):
         raise NqmError(f"{path} is damaged: its arrays do not match the checksum saved with them; "
@@ -184,7 +277,14 @@ def checksum(data: xr.Dataset | dict) -> str:
     """``sha256:…`` of every array of ``data``: a dataset's variables and coordinates (names,
     dimensions and values, in a form that survives a netCDF round trip: integers as int64, floats
     as float64, text as UTF-8), or a dict of arrays as they are (dtype and bytes, as ``.npz``
-    keeps them)."""
+    keeps them).
+
+    Args:
+      data: a dataset, or a dict of name to array.
+
+    Returns:
+      ``"sha256:"`` followed by the hex digest.
+    """
     digest = hashlib.sha256()
     if isinstance(data, xr.Dataset):
         arrays = {name: (var.dims, _portable(np.asarray(var.values))) for name, var in data.variables.items()}
@@ -205,7 +305,14 @@ def _portable(values: np.ndarray) -> np.ndarray:
 
 def check_writable(path: str | os.PathLike) -> None:
     """Fail early, before any simulation, if ``path`` cannot be written: it must be a new path or a
-    regular file (every writer and every command's outputs are checked here)."""
+    regular file (every writer and every command's outputs are checked here).
+
+    Args:
+      path: the output file.
+
+    Raises:
+      NqmError: it is a directory or a special file, its directory is missing, or permission is denied.
+    """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path)) or "."
     if os.path.isdir(path):
@@ -221,7 +328,14 @@ def check_writable(path: str | os.PathLike) -> None:
 
 
 def json_plain(value):
-    """numpy scalars and arrays as Python numbers and lists, NaN and ±inf as None (for JSON)."""
+    """numpy scalars and arrays as Python numbers and lists, NaN and ±inf as None (for JSON).
+
+    Args:
+      value: a value, possibly nested in dicts, lists, tuples or arrays.
+
+    Returns:
+      The same structure in plain Python types (dict keys as strings).
+    """
     if isinstance(value, dict):
         return {str(k): json_plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, np.ndarray)):

@@ -57,7 +57,19 @@ class Job(NamedTuple):
 def job(method: str, problem: Problem | None, options: dict) -> tuple[Job, dict]:
     """Check ``method``, ``problem`` and ``options`` (hyperparameters, optimizer options and run
     settings, see :func:`sweep`) before any work; returns the job and the method's extra
-    hyperparameter values (with their defaults)."""
+    hyperparameter values (with their defaults).
+
+    Args:
+      method: the optimizer's registered name.
+      problem: the problem, or ``None`` for :func:`nqm.zhang`.
+      options: the entry point's other keyword arguments, by name (``None`` values are left out).
+
+    Returns:
+      ``(job, grids)``: the :class:`Job`, and the extra hyperparameters' values by name.
+
+    Raises:
+      NqmError: any of them invalid or misplaced.
+    """
     if not isinstance(method, str):
         raise NqmError(f"method must be a name such as 'sgdm' (see nqm.optimizers.methods()), got {method!r}")
     grids, opt_options, settings = split(method, options)
@@ -69,7 +81,17 @@ def job(method: str, problem: Problem | None, options: dict) -> tuple[Job, dict]
 
 
 def checked_problem(problem: Problem | None) -> Problem:
-    """``problem``, or :func:`nqm.zhang` (N = 10⁴) when it is ``None``; anything else is refused."""
+    """``problem``, or :func:`nqm.zhang` (N = 10⁴) when it is ``None``; anything else is refused.
+
+    Args:
+      problem: a :class:`Problem` or ``None``.
+
+    Returns:
+      The problem.
+
+    Raises:
+      NqmError: anything else.
+    """
     problem = zhang() if problem is None else problem
     if not isinstance(problem, Problem):
         raise NqmError(f"problem must be an nqm Problem (nqm.zhang(N), nqm.loguniform(...), nqm.explicit([...])), "
@@ -81,7 +103,21 @@ def cell(method: str, *, lr, momentum, noise=0.0, seed=0, problem: Problem | Non
          **options) -> tuple[Job, dict]:
     """Check one cell's settings as :func:`sweep` does (same defaults, same noise identity; values
     checked in the precision ``x64`` says): returns its job and its values (each ``(1,)``: lr,
-    momentum, noise, the extra hyperparameters)."""
+    momentum, noise, the extra hyperparameters).
+
+    Args:
+      method: the optimizer's registered name.
+      lr, momentum, noise, seed: the cell's values, one each.
+      problem: the problem, or ``None`` for :func:`nqm.zhang`.
+      x64: check the values in float64 rather than float32.
+      options: the method's extra hyperparameters and optimizer options (no run settings).
+
+    Returns:
+      ``(job, values)``.
+
+    Raises:
+      NqmError: a value is invalid, a run setting is given, or a grid has several values.
+    """
     task, grids = job(method, problem, options)
     if any(k in RUN_OPTIONS for k in options):
         raise NqmError(f"option(s) {', '.join(sorted(k for k in options if k in RUN_OPTIONS))} do not apply to a "
@@ -95,7 +131,18 @@ def cell(method: str, *, lr, momentum, noise=0.0, seed=0, problem: Problem | Non
 
 def split(method: str, options: dict) -> tuple[dict, dict, dict]:
     """``options`` → (the method's extra hyperparameter grids with their defaults, its optimizer
-    options, run settings); anything else is an error that says where it belongs."""
+    options, run settings); anything else is an error that says where it belongs.
+
+    Args:
+      method: the optimizer's registered name.
+      options: the keyword arguments to sort (``None`` values are dropped).
+
+    Returns:
+      ``(grids, optimizer_options, run_settings)``, three dicts.
+
+    Raises:
+      NqmError: an option belongs to another method or to none.
+    """
     extra = hyper_dims(method)
     given = {k: v for k, v in options.items() if v is not None}
     grids = {k: given.pop(k) for k in extra if k in given}
@@ -118,7 +165,14 @@ def split(method: str, options: dict) -> tuple[dict, dict, dict]:
 
 
 def hyper_dims(method: str) -> tuple[str, ...]:
-    """The method's swept hyperparameters beyond lr and momentum (e.g. ``("rho",)`` for AB)."""
+    """The method's swept hyperparameters beyond lr and momentum (e.g. ``("rho",)`` for AB).
+
+    Args:
+      method: the optimizer's registered name.
+
+    Returns:
+      The names, in the order of its hyperparameters.
+    """
     return tuple(f for f in base.hyperparameters(method)._fields if f not in BASE_HYPER)
 
 
@@ -129,7 +183,14 @@ def all_hyper_dims() -> tuple[str, ...]:
 
 def cell_uids(values: dict) -> np.ndarray:
     """A cell's 64-bit identity (two uint32 words) from its hyperparameter values, not its position,
-    for independent noise: two cells of a sweep collide with probability about n²/2⁶⁵."""
+    for independent noise: two cells of a sweep collide with probability about n²/2⁶⁵.
+
+    Args:
+      values: per-cell arrays (one value per cell) of lr, momentum, noise and the extra hyperparameters.
+
+    Returns:
+      A ``(cells, 2)`` uint32 array.
+    """
     names = ["lr", "momentum", "noise"] + sorted(n for n in values if n not in ("lr", "momentum", "noise"))
     rows = np.stack([np.asarray(values[n], np.float64) for n in names], axis=1)
     digests = b"".join(hashlib.blake2b(row.tobytes(), digest_size=8).digest() for row in rows)
@@ -138,7 +199,16 @@ def cell_uids(values: dict) -> np.ndarray:
 
 def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
     """The result of ``task`` over ``coords`` with every cell still to run, its attributes recording
-    every setting (:mod:`nqm.results`)."""
+    every setting (:mod:`nqm.results`).
+
+    Args:
+      task: the checked job.
+      coords: one 1-D array per dimension of the result (delay as :func:`nqm.delays.coordinate` gives it).
+      processes: the delay processes, in the order of ``coords["delay"]``.
+
+    Returns:
+      The empty result (:func:`nqm.results.empty`).
+    """
     config, optimizer = task.config, make(task.method, **task.options)
     attrs = {
         "method": task.method,

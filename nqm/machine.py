@@ -41,7 +41,14 @@ def summary() -> str:
 
 
 def vector_isa(info: dict) -> str | None:
-    """The widest vector instruction set among a CPU's flags (x86-64 or Arm), or None."""
+    """The widest vector instruction set among a CPU's flags (x86-64 or Arm), or None.
+
+    Args:
+      info: the fields of one processor in /proc/cpuinfo (``flags`` on x86-64, ``Features`` on Arm).
+
+    Returns:
+      ``"avx512f"``, ``"avx2"``, ``"avx"``, ``"sse4_2"``, ``"sve2"``, ``"sve"``, ``"neon"`` or ``None``.
+    """
     flags = set((info.get("flags") or info.get("Features") or "").split())
     for isa in ("avx512f", "avx2", "avx", "sse4_2", "sve2", "sve"):
         if isa in flags:

@@ -108,13 +108,31 @@ class Problem:
 
 
 def zhang(dim: int = 10_000) -> Problem:
-    """The spectrum ``λ_j = 1/j, j = 1…N`` of Zhang et al. (2019), the AB paper's default."""
+    """The spectrum ``λ_j = 1/j, j = 1…N`` of Zhang et al. (2019), the AB paper's default.
+
+    Args:
+      dim: the dimension ``N``, a positive integer.
+
+    Returns:
+      The problem.
+    """
     dim = _positive_int(dim, "dim")
     return Problem(1.0 / np.arange(1, dim + 1), spectrum=f"zhang(1/j, N={dim})")
 
 
 def loguniform(dim: int = 32, lo: float = 1e-4, hi: float = 1.0) -> Problem:
-    """``N`` eigenvalues log-spaced from ``hi`` down to ``lo`` (AB paper App. K.4: 32, 1e-4, 1)."""
+    """``N`` eigenvalues log-spaced from ``hi`` down to ``lo`` (AB paper App. K.4: 32, 1e-4, 1).
+
+    Args:
+      dim: the number of eigenvalues ``N``.
+      lo, hi: the smallest and largest eigenvalue, ``0 < lo ≤ hi``.
+
+    Returns:
+      The problem.
+
+    Raises:
+      NqmError: a bound is not finite or not ordered.
+    """
     dim = _positive_int(dim, "dim")
     if not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo <= hi):
         raise NqmError(f"log-uniform spectrum needs 0 < lo <= hi, got lo={lo}, hi={hi}")
@@ -122,13 +140,28 @@ def loguniform(dim: int = 32, lo: float = 1e-4, hi: float = 1.0) -> Problem:
 
 
 def explicit(eigenvalues) -> Problem:
-    """A problem with the given eigenvalues."""
+    """A problem with the given eigenvalues.
+
+    Args:
+      eigenvalues: the eigenvalues, a number or a 1-D array.
+
+    Returns:
+      The problem (its label shows the first 8).
+    """
     lam = _eigenvalues(np.atleast_1d(eigenvalues) if np.ndim(eigenvalues) == 0 else eigenvalues)
     return Problem(lam, spectrum="explicit(" + ",".join(f"{x:g}" for x in lam[:8]) + (",…)" if lam.size > 8 else ")"))
 
 
 def haar_orthogonal(dim: int, seed: int) -> np.ndarray:
-    """A Haar-distributed orthogonal matrix: QR of a Gaussian matrix with the sign fix of R's diagonal."""
+    """A Haar-distributed orthogonal matrix: QR of a Gaussian matrix with the sign fix of R's diagonal.
+
+    Args:
+      dim: the matrix's size.
+      seed: the seed of the Gaussian matrix.
+
+    Returns:
+      An orthogonal ``(dim, dim)`` float64 array.
+    """
     rng = np.random.default_rng(seed)
     q, r = np.linalg.qr(rng.standard_normal((dim, dim)))
     return q * np.sign(np.diag(r))

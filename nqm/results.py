@@ -23,18 +23,39 @@ NOT_RUN = RUNNING  # status of cells a checkpoint has not finished yet
 
 
 def dims(extra: tuple = ()) -> list[str]:
-    """The dimensions of a result, in order, with the method's extra hyperparameters ``extra``."""
+    """The dimensions of a result, in order, with the method's extra hyperparameters ``extra``.
+
+    Args:
+      extra: the names of the method's extra hyperparameter dimensions.
+
+    Returns:
+      ``["delay", "noise", *extra, "seed", "momentum", "lr"]``.
+    """
     return ["delay", "noise", *extra, "seed", *GRID]
 
 
 def panel_keys(ds: xr.Dataset) -> list[dict]:
-    """The (delay, noise, method hyperparameter) combinations of a result, one dict per panel."""
+    """The (delay, noise, method hyperparameter) combinations of a result, one dict per panel.
+
+    Args:
+      ds: a result (``steps`` and ``status`` over its dimensions).
+
+    Returns:
+      One ``{dimension: value}`` dict per panel, over every dimension but seed, momentum and lr.
+    """
     dims = [d for d in ds.steps.dims if d not in ("seed", "momentum", "lr")]
     return [dict(zip(dims, values)) for values in itertools.product(*(ds[d].values for d in dims))]
 
 
 def panels(ds: xr.Dataset) -> tuple[str, ...]:
-    """The dimensions that index the panels of a result (all but the lr × momentum grid)."""
+    """The dimensions that index the panels of a result (all but the lr × momentum grid).
+
+    Args:
+      ds: a result (``steps`` and ``status`` over its dimensions).
+
+    Returns:
+      The dimension names of ``ds.steps`` other than momentum and lr (seed included).
+    """
     return tuple(d for d in ds.steps.dims if d not in GRID)
 
 
@@ -42,7 +63,14 @@ def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
     """One (steps, status) per cell over seeds: converged only if every seed converged (T = the
     median over seeds), diverged if any seed diverged, else transient if any seed was, otherwise
     budget exhausted. What a panel's T* is computed from, in figures, summaries and the sweep's
-    closing lines alike."""
+    closing lines alike.
+
+    Args:
+      ds: a result (``steps`` and ``status`` over its dimensions).
+
+    Returns:
+      ``ds`` without the seed dimension (``ds`` itself if it has none).
+    """
     if "seed" not in ds.dims:
         return ds
     status = xr.where((ds.status == DIVERGED).any("seed"), DIVERGED,
@@ -53,7 +81,17 @@ def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
 
 
 def empty(coords: dict, extra: tuple, attrs: dict, mean_delay) -> xr.Dataset:
-    """A result with every cell not yet run: ``coords`` holds one array per dimension."""
+    """A result with every cell not yet run: ``coords`` holds one array per dimension.
+
+    Args:
+      coords: one 1-D array per dimension of :func:`dims`.
+      extra: the method's extra hyperparameter dimensions.
+      attrs: the result's attributes (converted by :func:`attribute`).
+      mean_delay: the mean delay of each delay, in the order of ``coords["delay"]``.
+
+    Returns:
+      The dataset: ``steps`` 0, ``status`` :data:`NOT_RUN`, ``loss`` NaN.
+    """
     names = dims(extra)
     shape = tuple(coords[d].size for d in names)
     status = xr.Variable(names, np.full(shape, NOT_RUN, np.int8), {"meaning": meaning(bool(attrs.get("first_passage")))})
@@ -84,14 +122,28 @@ class DelayIndex(PandasIndex):
 
 
 def index_delays(ds: xr.Dataset) -> xr.Dataset:
-    """``ds`` with a :class:`DelayIndex` when its delays are labels (what :func:`nqm.load` restores)."""
+    """``ds`` with a :class:`DelayIndex` when its delays are labels (what :func:`nqm.load` restores).
+
+    Args:
+      ds: a result or a table with a ``delay`` coordinate.
+
+    Returns:
+      ``ds``, re-indexed or as it is.
+    """
     if "delay" in ds.indexes and ds.delay.dtype.kind in "OUS" and not isinstance(ds.xindexes["delay"], DelayIndex):
         return ds.drop_indexes("delay").set_xindex("delay", DelayIndex)
     return ds
 
 
 def attribute(value):
-    """A setting as a netCDF attribute (numbers and strings only)."""
+    """A setting as a netCDF attribute (numbers and strings only).
+
+    Args:
+      value: the setting.
+
+    Returns:
+      ``"none"`` for ``None``, an int for a bool, else ``value``.
+    """
     if value is None:
         return "none"
     if isinstance(value, (bool, np.bool_)):
@@ -109,7 +161,15 @@ def difference(saved: xr.Dataset, result: xr.Dataset) -> str | None:
     """What makes ``saved`` the result of another computation than ``result`` — its grid, or one of
     the attributes that identify a result (every setting that changes a number: the run settings,
     the method and its options, the delay processes and the full spectrum by digest, the nqm
-    version) — or ``None`` when it is the same sweep. Values are compared exactly, never as text."""
+    version) — or ``None`` when it is the same sweep. Values are compared exactly, never as text.
+
+    Args:
+      saved: the result in a checkpoint.
+      result: the result the run would produce.
+
+    Returns:
+      A short reason, or ``None``.
+    """
     if set(saved.dims) != set(result.dims) or any(not _same(saved[d].values, result[d].values) for d in result.dims):
         return "its grid differs"
     names = (set(saved.attrs) | set(result.attrs)) - NOT_IDENTITY
@@ -123,7 +183,14 @@ def difference(saved: xr.Dataset, result: xr.Dataset) -> str | None:
 
 def fingerprint(ds: xr.Dataset) -> str:
     """A digest of what identifies ``ds`` as a computation (its grid and identifying attributes,
-    in a form that survives a netCDF round trip): what files saved beside a result carry."""
+    in a form that survives a netCDF round trip): what files saved beside a result carry.
+
+    Args:
+      ds: the result.
+
+    Returns:
+      A sha256 hex digest.
+    """
     import hashlib
 
     parts = [(name, _canonical(value)) for name, value in sorted(ds.attrs.items()) if name not in NOT_IDENTITY]

@@ -62,7 +62,15 @@ LYAPUNOV_STEPS = 20_000  # the drawn schedule of an almost-sure threshold the se
 
 
 def test_for(task: Job, process) -> str:
-    """How the runs of ``task`` under ``process`` are told settled from transient (a sentence)."""
+    """How the runs of ``task`` under ``process`` are told settled from transient (a sentence).
+
+    Args:
+      task: the job.
+      process: its delay process.
+
+    Returns:
+      :data:`SKIPPED`, :data:`EXACT` or :data:`CONTINUED`.
+    """
     if task.config.first_passage:
         return SKIPPED
     if _exact(task, process):
@@ -160,7 +168,17 @@ def stays_below(loss: np.ndarray, t: np.ndarray, noisy: bool, target: float) -> 
     """Whether a loss traced at steps ``t`` (a window well past the first passage) stays below
     ``target`` in the long run: it does not grow (the slope of ``log L`` against t is not positive
     by more than two standard errors) and its level is below the target — without noise its
-    largest value (the lim sup), with noise its mean plus two standard errors (batch means)."""
+    largest value (the lim sup), with noise its mean plus two standard errors (batch means).
+
+    Args:
+      loss: the traced losses, 1-D.
+      t: their steps, same shape.
+      noisy: whether the run has gradient noise (σ > 0).
+      target: the target loss.
+
+    Returns:
+      ``False`` also for fewer than 8 points or a non-finite loss.
+    """
     loss = np.asarray(loss, np.float64)
     if loss.size < 8 or not np.isfinite(loss).all():
         return False
@@ -176,7 +194,16 @@ def grows(loss: np.ndarray, t: np.ndarray, blocks: int | None = None) -> bool:
     """Whether a traced loss grows: the least-squares slope of ``log L`` against ``t`` is positive
     by more than two standard errors. With ``blocks``, of the log of each block's largest value
     instead — the envelope, which a run ringing near a stability boundary needs (its loss passes
-    near zero twice a period). A loss that underflowed to 0 has decayed."""
+    near zero twice a period). A loss that underflowed to 0 has decayed.
+
+    Args:
+      loss: the traced losses, 1-D.
+      t: their steps, same shape.
+      blocks: the number of blocks of the envelope, or ``None``: every point.
+
+    Returns:
+      ``True`` also for a non-finite loss.
+    """
     loss, t = np.asarray(loss, np.float64), np.asarray(t, np.float64)
     if not np.isfinite(loss).all():
         return True
@@ -195,7 +222,19 @@ def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, s
 
     Each such run is continued to a horizon ``H`` (at least ``2·T + 1000`` steps) that is doubled until
     its loss stays below the target with a non-growing envelope over the second half (the settled
-    test's window): the last exit before ``H`` is then the last one."""
+    test's window): the last exit before ``H`` is then the last one.
+
+    Args:
+      task: the job the cells ran under.
+      process: their delay process.
+      values: per-cell hyperparameter arrays (``lr``, ``momentum``, ``noise``, …).
+      seed: the seed they ran with.
+      steps: their first passages.
+      status: their statuses after the settled test (only settled noiseless cells are continued).
+
+    Returns:
+      ``steps_stay`` per cell (float; NaN where not defined).
+    """
     status, steps = np.asarray(status), np.asarray(steps)
     out = np.full(status.shape, np.nan)
     rows = np.flatnonzero((status == REACHED) & (np.asarray(values["noise"], np.float64) == 0))
@@ -240,7 +279,14 @@ def _slope(t: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 def traced_loss(view):
-    """``L(w_{t+1})``, the loss the engine judges a step by (a recorder)."""
+    """``L(w_{t+1})``, the loss the engine judges a step by (a recorder).
+
+    Args:
+      view: one step of one cell (:class:`nqm.engine.StepView`).
+
+    Returns:
+      A scalar.
+    """
     return view.model.loss(view.w_next)
 
 

@@ -17,22 +17,53 @@ FIRST_PASSAGE_MEANING = "1: reached the target (first passage), 0: step budget e
 
 
 def meaning(first_passage: bool) -> str:
-    """What a result's status codes mean under its definition of converged."""
+    """What a result's status codes mean under its definition of converged.
+
+    Args:
+      first_passage: whether the result uses the first-passage definition of converged.
+
+    Returns:
+      The text of :data:`FIRST_PASSAGE_MEANING` or :data:`MEANING`.
+    """
     return FIRST_PASSAGE_MEANING if first_passage else MEANING
 
 
 def t_star(ds, percentile: float = 1.0) -> float:
     """``T*``: the ``percentile``-th percentile of T over the converged cells (status 1: settled,
     or reached under the first-passage definition), linearly interpolated between cells (so it need
-    not be a whole step; NaN if none converged)."""
+    not be a whole step; NaN if none converged).
+
+    Args:
+      ds: the result, with ``steps`` and ``status`` variables.
+      percentile: the percentile, in [0, 100].
+
+    Returns:
+      ``T*`` in steps (a float).
+    """
     steps = np.asarray(ds.steps.values)[np.asarray(ds.status.values) == SETTLED]
     return float(np.percentile(steps, percentile)) if steps.size else float("nan")
 
 
 def format_t_star(value: float) -> str:
-    """T* as every summary and figure prints it: one decimal (it is interpolated), or why not."""
+    """T* as every summary and figure prints it: one decimal (it is interpolated), or why not.
+
+    Args:
+      value: ``T*`` in steps, or NaN.
+
+    Returns:
+      ``"T* = 1,234.5"``, or ``"no cell reached the target"``.
+    """
     return f"T* = {value:,.1f}" if np.isfinite(value) else "no cell reached the target"
 
 
 def plural(count: int, noun: str) -> str:
+    """``count`` and ``noun``, the noun with an ``s`` unless ``count`` is 1 (``"1,000 cells"``).
+
+    Args:
+      count: the number, printed with thousands separators.
+      noun: the singular noun.
+
+    Returns:
+      The phrase.
+    """
     return f"{count:,} {noun}" + ("" if count == 1 else "s")

@@ -36,7 +36,18 @@ def summarize(ds: xr.Dataset, by_seed: bool = False) -> xr.Dataset:
     Several seeds are combined as the heatmaps combine them (:func:`nqm.results.combine_seeds`: a
     cell converged when every seed did, with the median T), so a summary, a figure's titles and the
     sweep's closing lines give the same T*; ``by_seed=True`` keeps one row per seed instead (what
-    :func:`spread` needs)."""
+    :func:`spread` needs).
+
+    Args:
+      ds: a sweep result (``steps`` and ``status`` over lr and momentum at least).
+      by_seed: keep the seed dimension rather than combining the seeds.
+
+    Returns:
+      The table: one variable per column, over the panel dimensions.
+
+    Raises:
+      NqmError: ``ds`` is not such a result.
+    """
     if not isinstance(ds, xr.Dataset) or not {"steps", "status"} <= set(ds) or not set(GRID) <= set(ds.steps.dims):
         raise NqmError("a summary needs a sweep result with steps and status over lr and momentum")
     ds = ds if by_seed else combine_seeds(ds)
@@ -64,7 +75,18 @@ def summarize(ds: xr.Dataset, by_seed: bool = False) -> xr.Dataset:
 
 
 def spread(table: xr.Dataset, over=("seed", "perturbation")) -> xr.Dataset:
-    """Median, min and max of ``t_star`` and ``converged`` over the dimensions ``over`` (those present)."""
+    """Median, min and max of ``t_star`` and ``converged`` over the dimensions ``over`` (those present).
+
+    Args:
+      table: a summary with ``t_star`` and ``converged``, by seed and/or perturbation.
+      over: the dimensions to spread over.
+
+    Returns:
+      ``t_star_median``, ``t_star_min``, ``t_star_max`` and the same for ``converged``.
+
+    Raises:
+      NqmError: the table has none of ``over``.
+    """
     _check_table(table, "spread", ("t_star", "converged"))
     dims = [d for d in over if d in table.dims]
     if not dims:
@@ -85,6 +107,18 @@ def robustness(method: str = "sgdm", *, perturbations=None, seed=(0, 1, 2), **sw
     ``0, ±1.2e-7, ±1e-6`` in float32, whose resolution (1.2e-7) hides anything smaller. Chaotic
     cells (e.g. element-wise AB) change T under perturbations far below anything a user would
     call a different setting; a well-conditioned panel shows no spread at all.
+
+    Args:
+      method: the optimizer's name.
+      perturbations: the relative lr perturbations ``ε`` (default above).
+      seed: the seeds of every re-run.
+      sweep_kwargs: the arguments of :func:`nqm.sweeps.sweep`; ``lr`` is required.
+
+    Returns:
+      The spread merged with the full table (dimensions perturbation and seed).
+
+    Raises:
+      NqmError: no ``lr`` given.
     """
     from nqm.sweeps import sweep
 
@@ -103,7 +137,12 @@ def robustness(method: str = "sgdm", *, perturbations=None, seed=(0, 1, 2), **sw
 
 
 def to_csv(table: xr.Dataset, path: str | os.PathLike) -> None:
-    """One row per panel, one column per dimension and value (written atomically)."""
+    """One row per panel, one column per dimension and value (written atomically).
+
+    Args:
+      table: a summary, as :func:`summarize` returns it.
+      path: the CSV file to write.
+    """
     from nqm.io import atomic_write
 
     _check_table(table, "to_csv")
@@ -113,7 +152,14 @@ def to_csv(table: xr.Dataset, path: str | os.PathLike) -> None:
 
 
 def format_table(table: xr.Dataset) -> str:
-    """The summary as aligned text, one line per panel, under a header that says what each column is."""
+    """The summary as aligned text, one line per panel, under a header that says what each column is.
+
+    Args:
+      table: a summary, as :func:`summarize` returns it.
+
+    Returns:
+      The text, a legend then the table.
+    """
     _check_table(table, "format_table")
     frame = table[list(COLUMNS)].to_dataframe()
     legend = "\n".join(f"  {name}: {text}" for name, text in COLUMNS.items())

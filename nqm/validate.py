@@ -43,6 +43,17 @@ def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndar
     With ``dtype`` (the run's float precision), a value the run would not see as given — ``lr =
     1e-320`` or ``momentum = 0.99999999999`` in float32, which run as 0 and 1 — is refused
     rather than silently changed (:func:`representable`), and so are two values that become one.
+
+    Args:
+      distinct: refuse repeated values in a grid.
+      dtype: the run's float dtype, or ``None`` (not checked).
+      grids: each grid by name: one value or a list (``None`` leaves a method hyperparameter out).
+
+    Returns:
+      The grids by name: int64 arrays for delay and seed, float64 for the rest.
+
+    Raises:
+      NqmError: a grid is missing, empty, repeated, invalid or not representable.
     """
     coords = {}
     for name, values in grids.items():
@@ -74,7 +85,18 @@ def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndar
 
 def floats(values, name: str) -> np.ndarray:
     """``values`` as a float64 array; strings (even ``"0.1"``), bools, complex numbers and None are
-    refused."""
+    refused.
+
+    Args:
+      values: one number or a sequence of them.
+      name: the option's name, for the error message.
+
+    Returns:
+      A float64 array, at least 1-D.
+
+    Raises:
+      NqmError: a value is not a real number.
+    """
     try:
         raw = np.asarray(values)
         bad = raw.dtype.kind in "USbMmc" or (raw.dtype.kind == "O" and any(
@@ -90,7 +112,20 @@ def floats(values, name: str) -> np.ndarray:
 def representable(value: float, name: str, dtype, *, below: float | None = None) -> float:
     """``value`` if the run's precision ``dtype`` holds it: 0, or a normal number (a value that
     would round to 0, be a denormal, overflow, or — with ``below`` — round up to ``below``, is
-    refused)."""
+    refused).
+
+    Args:
+      value: the number.
+      name: the option's name, for the error message.
+      dtype: the run's float dtype.
+      below: a bound the cast value must stay under (1 for a momentum), or ``None``.
+
+    Returns:
+      ``value`` unchanged.
+
+    Raises:
+      NqmError: the cast changes it as above.
+    """
     dtype = np.dtype(dtype)
     with np.errstate(over="ignore", under="ignore"):
         cast = dtype.type(value)
@@ -103,21 +138,53 @@ def representable(value: float, name: str, dtype, *, below: float | None = None)
 
 
 def number(value, name: str) -> float:
-    """A real number (not a string, a bool or None), as a float."""
+    """A real number (not a string, a bool or None), as a float.
+
+    Args:
+      value: the option's value.
+      name: the option's name, for the error message.
+
+    Returns:
+      ``float(value)``.
+
+    Raises:
+      NqmError: ``value`` is not an int or a float.
+    """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise NqmError(f"{name} must be a number, got {value!r}")
     return float(value)
 
 
 def flag(value, name: str) -> bool:
-    """A yes/no option: ``True`` or ``False`` (``"yes"``, ``1`` or ``None`` are refused, not read as truth)."""
+    """A yes/no option: ``True`` or ``False`` (``"yes"``, ``1`` or ``None`` are refused, not read as truth).
+
+    Args:
+      value: the option's value.
+      name: the option's name, for the error message.
+
+    Returns:
+      ``bool(value)``.
+
+    Raises:
+      NqmError: ``value`` is not a bool.
+    """
     if not isinstance(value, (bool, np.bool_)):
         raise NqmError(f"{name} must be True or False, got {value!r}")
     return bool(value)
 
 
 def grid_size(coords: dict) -> int:
-    """The number of cells of a grid, refused above :data:`MAX_CELLS`."""
+    """The number of cells of a grid, refused above :data:`MAX_CELLS`.
+
+    Args:
+      coords: the grids by name (each a value or an array).
+
+    Returns:
+      The product of their sizes.
+
+    Raises:
+      NqmError: more than :data:`MAX_CELLS` cells.
+    """
     cells = int(np.prod([np.size(v) for v in coords.values()], dtype=np.float64))
     if cells > MAX_CELLS:
         raise NqmError(f"the grid has {cells:,} cells, more than {MAX_CELLS:,}; sweep it in parts")
@@ -126,7 +193,19 @@ def grid_size(coords: dict) -> int:
 
 def count(value, name: str, *, low: int = 1, high: int | None = None) -> int:
     """An integer option (a dimension, a number of steps, cells, …) within bounds: an ``int`` (a
-    float such as ``1.0``, a string or a bool is refused: a count is a whole number by type)."""
+    float such as ``1.0``, a string or a bool is refused: a count is a whole number by type).
+
+    Args:
+      value: the option's value.
+      name: the option's name, for the error message.
+      low, high: the inclusive bounds (``high=None``: none above).
+
+    Returns:
+      ``int(value)``.
+
+    Raises:
+      NqmError: not an integer within the bounds.
+    """
     ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
         and int(value) >= low and (high is None or int(value) <= high)
     if not ok:
@@ -136,7 +215,14 @@ def count(value, name: str, *, low: int = 1, high: int | None = None) -> int:
 
 
 def format_bytes(size: float) -> str:
-    """A size in the unit that reads best: ``512 bytes``, ``3.1 MiB``, ``2.50 GiB``."""
+    """A size in the unit that reads best: ``512 bytes``, ``3.1 MiB``, ``2.50 GiB``.
+
+    Args:
+      size: the size in bytes.
+
+    Returns:
+      The size as text: whole bytes below 1 KiB, else 3 significant digits in KiB … TiB.
+    """
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if size >= scale:
             return f"{size / scale:.3g} {unit}"

@@ -183,7 +183,15 @@ def simulate(
 
 def check(problem: Problem, optimizer: Optimizer) -> None:
     """Trace one step of ``optimizer`` on ``problem`` abstractly (no computation), so that settings
-    that do not fit the problem (e.g. more AB groups than parameters) fail before any work."""
+    that do not fit the problem (e.g. more AB groups than parameters) fail before any work.
+
+    Args:
+      problem: the problem.
+      optimizer: the configured optimizer.
+
+    Raises:
+      Whatever the optimizer's step raises on a weight vector of the problem's dimension.
+    """
     jax.eval_shape(lambda w: first_view(None, optimizer, w)._replace(optimizer=None),
                    jax.ShapeDtypeStruct((problem.dim,), jnp.float32))
 

@@ -105,7 +105,22 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
     """``E[L_∞] = σ² V_∞`` per cell (the elements of ``lr``, ``momentum``, ``sigma``, broadcast): for a
     constant delay from each component's reflection coefficients, ∞ where there is none (a root of
     a component's recursion on or outside the unit circle); for iid delays (``"uniform:1:4"``, …) the
-    fixed point of the second-moment map, ∞ where its spectral radius is ≥ 1."""
+    fixed point of the second-moment map, ∞ where its spectral radius is ≥ 1.
+
+    Args:
+      problem: the quadratic.
+      method: a linear method (``sgd``, ``sgdm``, ``nesterov``, ``shifted``).
+      delay: one constant delay or iid spec.
+      lr, momentum, sigma: the cells' learning rates, momenta and noise scales σ (broadcast together).
+      dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
+      bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
+
+    Returns:
+      ``E[L_∞]`` per cell, the broadcast shape (float64).
+
+    Raises:
+      NqmError: invalid values, several delays or shapes that do not broadcast.
+    """
     # Numbers checked as such first: float64 would read "0.1" as 0.1.
     given = [validate.floats(x, name).reshape(np.shape(x))
              for x, name in ((lr, "lr"), (momentum, "momentum"), (sigma, "sigma"))]
@@ -137,7 +152,23 @@ def _one_delay(delay):
 
 def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, noise: float = 0.0,
                   steps: int = 1000, method: str = "sgdm", dampening: bool = False, bins: int | None = None):
-    """``E[L(w_t)]`` for ``t = 1 … steps`` (float64) of one cell; ``delay`` a constant or an iid spec."""
+    """``E[L(w_t)]`` for ``t = 1 … steps`` (float64) of one cell; ``delay`` a constant or an iid spec.
+
+    Args:
+      problem: the quadratic.
+      lr, momentum, noise: the cell's learning rate, momentum and noise scale σ, one each.
+      delay: one constant delay or iid spec.
+      steps: how many steps.
+      method: a linear method.
+      dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
+      bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
+
+    Returns:
+      ``(steps,)`` float64; ∞ once the loss overflowed.
+
+    Raises:
+      NqmError: several values of a setting, or invalid ones.
+    """
     point = validate.coordinates(lr=lr, momentum=momentum, noise=noise)
     if any(v.size != 1 for v in point.values()):
         raise NqmError("expected_loss takes one lr, momentum, delay and noise; use sweep for grids")
@@ -159,7 +190,24 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
              first_passage: bool = RunConfig.first_passage) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweeps.evaluate`: ``steps``, ``status`` and ``loss`` of
     the expected loss at a list of points (element ``i`` of ``lr`` and ``momentum``; repeats
-    allowed), each exactly what :func:`sweep` gives for the same cell."""
+    allowed), each exactly what :func:`sweep` gives for the same cell.
+
+    Args:
+      method: a linear method.
+      lr, momentum: the points' learning rates and momenta (one length, or single values).
+      delay: one constant delay or iid spec.
+      noise: one noise scale σ.
+      problem: the quadratic, or ``None`` for :func:`nqm.zhang` (N = 10⁴).
+      bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
+      dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
+      target, max_steps, diverge_factor, first_passage: the run settings, as in :class:`nqm.config.RunConfig`.
+
+    Returns:
+      A Dataset over ``point``: ``steps``, ``status``, ``loss``.
+
+    Raises:
+      NqmError: several delays or noise levels, or invalid values.
+    """
     checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True,
                    first_passage=first_passage)
     given = validate.floats(lr, "lr"), validate.floats(momentum, "momentum")  # float64 would read "0.1" as 0.1
@@ -210,7 +258,20 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     and/or iid specs (``"uniform:1:4"``, ``"gaussian:3"``, ``"pmf:…"``; labels as :func:`nqm.sweep`
     gives them); worker pools, whose delays are not iid, are refused. Status 1 is *settled*: the
     expected loss reached the target and ``E[L_∞] < target``; 2 where it reached it without that
-    (``first_passage=True``: the first passage alone)."""
+    (``first_passage=True``: the first passage alone).
+
+    Args:
+      method: a linear method.
+      lr, momentum, noise: the grids (a value or a list each).
+      delay: constant delays and/or iid specs (a value or a list).
+      problem: the quadratic, or ``None`` for :func:`nqm.zhang` (N = 10⁴).
+      bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
+      dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
+      target, max_steps, diverge_factor, first_passage: the run settings, as in :class:`nqm.config.RunConfig`.
+
+    Returns:
+      The result, as :func:`nqm.sweep`'s plus ``steady_state_loss`` and ``reachable``.
+    """
     config = checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True,
                             first_passage=first_passage)
     coords = validate.coordinates(lr=lr, momentum=momentum, noise=noise, seed=0)

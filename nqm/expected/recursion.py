@@ -59,7 +59,20 @@ class Recursion:
 
 
 def recursion(method: str, delay: int, lr, momentum, dampening: bool = False) -> Recursion:
-    """The autoregression of ``method`` at constant ``delay``, one row per element of ``lr``/``momentum``."""
+    """The autoregression of ``method`` at constant ``delay``, one row per element of ``lr``/``momentum``.
+
+    Args:
+      method: ``"sgd"``, or a method of :data:`METHODS`.
+      delay: the constant delay D in steps.
+      lr, momentum: the cells' learning rates and momenta (broadcast together).
+      dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
+
+    Returns:
+      The :class:`Recursion`, one row per cell.
+
+    Raises:
+      NqmError: the method has no written-out autoregression.
+    """
     if family(method) not in METHODS:
         raise NqmError(f"the autoregression is written out for {', '.join(METHODS)}, not {method!r}")
     method = family(method, momentum)  # sgd: sgdm at momentum 0

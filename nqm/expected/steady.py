@@ -65,5 +65,13 @@ def analyse(rec: Recursion, lam, weight) -> tuple[np.ndarray, np.ndarray]:
 
 
 def stable(rec: Recursion, lam) -> np.ndarray:
-    """Whether each cell's recursion is stable at every eigenvalue (all roots inside the unit circle)."""
+    """Whether each cell's recursion is stable at every eigenvalue (all roots inside the unit circle).
+
+    Args:
+      rec: the cells' :class:`Recursion`.
+      lam: the problem's eigenvalues.
+
+    Returns:
+      One bool per cell.
+    """
     return analyse(rec, np.asarray(lam, np.float64), np.ones(np.size(lam)))[0]

@@ -82,6 +82,7 @@ class Optimizer(NamedTuple):
 
 
 class MomentumHyper(NamedTuple):
+    """The per-cell hyperparameters of a momentum method: learning rate ``lr`` (η) and ``momentum`` (m)."""
     lr: Any
     momentum: Any
 
@@ -107,7 +108,16 @@ def register(name: str, *, title: str | None = None, reductions=()):
     default the name). A factory that keeps per-worker state declares a ``workers`` parameter and
     gets the delay process's worker count; no other factory sees it. ``reductions``: what the
     method equals at some settings (:class:`Reduction` fields as tuples, e.g. AB at ρ = 0 is SGDM),
-    which the registry-wide tests check."""
+    which the registry-wide tests check.
+
+    Args:
+      name: the method's registry name.
+      title: its display name, or ``None`` for ``name``.
+      reductions: :class:`Reduction` fields as tuples.
+
+    Returns:
+      The decorator; it returns the factory unchanged.
+    """
 
     def deco(factory):
         _REGISTRY[name] = factory
@@ -119,20 +129,47 @@ def register(name: str, *, title: str | None = None, reductions=()):
 
 
 def unregister(name: str) -> None:
-    """Remove the method ``name`` from the registry (a study's own method, registered for a while)."""
+    """Remove the method ``name`` from the registry (a study's own method, registered for a while).
+
+    Args:
+      name: the registered method to remove.
+
+    Raises:
+      NqmError: ``method`` is not registered.
+    """
     options(name)  # an unknown method is an error
     del _REGISTRY[name], _TITLES[name], _REDUCTIONS[name]
     _build.cache_clear()
 
 
 def reductions(method: str) -> tuple[Reduction, ...]:
-    """What ``method`` equals at some settings, as registered (:func:`register`)."""
+    """What ``method`` equals at some settings, as registered (:func:`register`).
+
+    Args:
+      method: a registered method's name.
+
+    Returns:
+      Its :class:`Reduction` s (empty if none).
+
+    Raises:
+      NqmError: ``method`` is not registered.
+    """
     options(method)  # an unknown method is an error
     return _REDUCTIONS[method]
 
 
 def title(method: str) -> str:
-    """The method's name in figures and result attributes (e.g. "Adaptive Braking")."""
+    """The method's name in figures and result attributes (e.g. "Adaptive Braking").
+
+    Args:
+      method: a registered method's name.
+
+    Returns:
+      The title it was registered with.
+
+    Raises:
+      NqmError: ``method`` is not registered.
+    """
     options(method)  # an unknown method is an error
     return _TITLES[method]
 
@@ -143,7 +180,17 @@ def methods() -> tuple[str, ...]:
 
 
 def options(method: str) -> dict[str, inspect.Parameter]:
-    """The options of ``method``'s family by name (its factory's keyword parameters but ``workers``)."""
+    """The options of ``method``'s family by name (its factory's keyword parameters but ``workers``).
+
+    Args:
+      method: a registered method's name.
+
+    Returns:
+      ``{name: inspect.Parameter}``.
+
+    Raises:
+      NqmError: ``method`` is not registered.
+    """
     if method not in _REGISTRY:
         raise NqmError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
     parameters = inspect.signature(_REGISTRY[method]).parameters
@@ -151,12 +198,26 @@ def options(method: str) -> dict[str, inspect.Parameter]:
 
 
 def hyperparameters(method: str) -> type:
-    """The NamedTuple type of ``method``'s per-cell hyperparameters (its defaults are the sweep's)."""
+    """The NamedTuple type of ``method``'s per-cell hyperparameters (its defaults are the sweep's).
+
+    Args:
+      method: a registered method's name.
+
+    Returns:
+      The NamedTuple type (its fields are the swept hyperparameters' names).
+    """
     return make(method).hyper
 
 
 def documentation(method: str) -> dict[str, str]:
-    """One line per option of ``method``, from the ``Args:`` section of its factory's docstring."""
+    """One line per option of ``method``, from the ``Args:`` section of its factory's docstring.
+
+    Args:
+      method: a method's name (an unknown one has no options: ``{}``).
+
+    Returns:
+      ``{option: text}``.
+    """
     lines = inspect.getdoc(_REGISTRY[method]).splitlines() if method in _REGISTRY else []
     docs, name = {}, None
     for line in lines[lines.index("Args:") + 1:] if "Args:" in lines else []:
@@ -177,6 +238,17 @@ def make(method: str, *, delay=0, **given) -> Optimizer:
 
     Options left at ``None`` take the family's default; an option the family does not have is an
     error (so that e.g. ``--group`` is never silently ignored for SGDM).
+
+    Args:
+      method: a registered method's name.
+      delay: a constant delay ``D`` or anything :func:`nqm.delays.process` accepts.
+      given: the family's options, by name (``None``: the default).
+
+    Returns:
+      The configured :class:`Optimizer`, named ``method``.
+
+    Raises:
+      NqmError: ``method`` is not registered, or an option does not apply to it or is of the wrong type.
     """
     accepted = options(method)
     given = {k: v for k, v in given.items() if v is not None}
@@ -211,10 +283,12 @@ def _thawed(value):
 
 
 class VelocityState(NamedTuple):
+    """The state of the heavy-ball families (:func:`heavy_ball`): one velocity ``v_t``, shaped like the weights."""
     velocity: Any
 
 
 class WorkerVelocities(NamedTuple):
+    """The state of :func:`worker_momentum`: one velocity per worker, shape ``(workers, N)``."""
     velocities: Any  # (workers, N): each worker's own velocity
 
 
@@ -226,7 +300,21 @@ def heavy_ball(hyper: type = MomentumHyper, *, dampening: bool = False, gradient
         w_{t+1} = w_t − rate(hyper, ctx, dtype) · v_{t+1}      (Nesterov: · (c ĝ + m v_{t+1}))
 
     with ``c = 1``, or ``1 − m`` with ``dampening``. Left out, ``gradient`` is ``g``, ``keep`` is
-    ``v_t`` and ``rate`` is ``η``: plain SGDM. ``info(g, v_t)`` gives the step's diagnostics."""
+    ``v_t`` and ``rate`` is ``η``: plain SGDM. ``info(g, v_t)`` gives the step's diagnostics.
+
+    Args:
+      hyper: the NamedTuple type of its hyperparameters (fields ``lr`` and ``momentum`` at least).
+      dampening: use ``c = 1 − m`` rather than 1.
+      gradient: ``gradient(hyper, w, g, ctx) -> ĝ``, or ``None`` for ``g``.
+      keep: ``keep(g, v_t)``, the velocity carried on, or ``None`` for ``v_t``.
+      rate: ``rate(hyper, ctx, dtype)``, the step size, or ``None`` for ``hyper.lr``.
+      nesterov: step along ``c ĝ + m v_{t+1}`` rather than ``v_{t+1}``.
+      info: ``info(g, v_t) -> dict`` of diagnostics, or ``None`` (none).
+      linear: the :attr:`Optimizer.linear` flag the caller declares.
+
+    Returns:
+      The :class:`Optimizer` (no name: :func:`make` gives it).
+    """
 
     def init(w0):
         return VelocityState(jnp.zeros_like(w0))
@@ -248,7 +336,16 @@ def worker_momentum(*, dampening: bool = False, workers: int = 1, sent=None) -> 
 
         v^k ← m v^k + c g_t,   w_{t+1} = w_t − η v^k,
 
-    and workers receive ``sent(hyper, state, w_{t+1})`` (default ``w_{t+1}``)."""
+    and workers receive ``sent(hyper, state, w_{t+1})`` (default ``w_{t+1}``).
+
+    Args:
+      dampening: use ``c = 1 − m`` rather than 1.
+      workers: the number of workers, one velocity each.
+      sent: ``sent(hyper, state, w_next)``, what a worker receives, or ``None`` for ``w_next``.
+
+    Returns:
+      The :class:`Optimizer` (linear, with per-worker state).
+    """
 
     def init(w0):
         return WorkerVelocities(jnp.zeros((workers,) + w0.shape, w0.dtype))
@@ -266,6 +363,14 @@ def worker_momentum(*, dampening: bool = False, workers: int = 1, sent=None) -> 
 
 
 def velocity(state, ctx):
-    """The single velocity of the heavy-ball families."""
+    """The single velocity of the heavy-ball families.
+
+    Args:
+      state: a :class:`VelocityState`.
+      ctx: the step's :class:`StepContext` (unused).
+
+    Returns:
+      ``state.velocity``.
+    """
     del ctx
     return state.velocity

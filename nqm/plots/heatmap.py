@@ -18,7 +18,17 @@ from nqm.status import DIVERGED, REACHED, TRANSIENT, format_t_star, plural, t_st
 
 def grid_panel(ds: xr.Dataset) -> xr.Dataset:
     """The lr × momentum panel of a sweep with a single value of every other dimension (those
-    coordinates dropped)."""
+    coordinates dropped).
+
+    Args:
+      ds: a result with one value of every dimension but lr and momentum.
+
+    Returns:
+      The panel.
+
+    Raises:
+      NqmError: another dimension has several values.
+    """
     extra = [d for d in ds.steps.dims if d not in ("momentum", "lr")]
     if any(ds.sizes[d] != 1 for d in extra):
         raise NqmError(f"grid_panel needs one value of {', '.join(extra)}; select a panel first")
@@ -27,7 +37,17 @@ def grid_panel(ds: xr.Dataset) -> xr.Dataset:
 
 def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
     """Draw one lr × momentum panel: T coloured on a log scale, diverged black, over budget white,
-    transient (reached the target without staying) hatched grey."""
+    transient (reached the target without staying) hatched grey.
+
+    Args:
+      ax: the matplotlib axes to draw on.
+      panel: one lr × momentum panel (``steps`` and ``status`` over momentum and lr only).
+      norm: the colour scale of T (e.g. :func:`steps_norm`).
+      cmap: the colormap of T.
+
+    Returns:
+      The mesh of T (for a colour bar).
+    """
     panel = panel[["steps", "status"]].transpose("momentum", "lr")
     lr_edges = _edges(panel.lr.values, log=True)
     m_edges = _edges(panel.momentum.values, log=False)
@@ -115,21 +135,47 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool |
 
 
 def steps_norm(*datasets: xr.Dataset) -> mcolors.LogNorm:
-    """One log colour scale of T over the cells that reached the target in all ``datasets``."""
+    """One log colour scale of T over the cells that reached the target in all ``datasets``.
+
+    Args:
+      datasets: results or panels (``steps`` and ``status``).
+
+    Returns:
+      The ``LogNorm`` over [min T, max T] (1 to 10 when none reached).
+    """
     reached = np.concatenate([np.ravel(ds.steps.values[ds.status.values == REACHED]) for ds in datasets])
     vmin, vmax = (reached.min(), reached.max()) if reached.size else (1, 10)
     return mcolors.LogNorm(vmin=max(vmin, 1), vmax=max(vmax, vmin + 1))
 
 
 def steps_colorbar(fig, mesh, axes, shrink: float = 0.9):
-    """The colour bar of T shared by ``axes``."""
+    """The colour bar of T shared by ``axes``.
+
+    Args:
+      fig: the figure.
+      mesh: the mesh of T (:func:`draw_heatmap`).
+      axes: the axes it spans.
+      shrink: its length relative to the axes.
+
+    Returns:
+      The colour bar.
+    """
     cbar = fig.colorbar(mesh, ax=axes, shrink=shrink, pad=0.02)
     cbar.set_label("steps to target T")
     return cbar
 
 
 def status_legend(fig, star: bool = True, transient: bool = False):
-    """Below the panels: what black, white (hatched grey, the star) mean."""
+    """Below the panels: what black, white (hatched grey, the star) mean.
+
+    Args:
+      fig: the figure.
+      star: include the fastest cell's star.
+      transient: include the hatched transient cells.
+
+    Returns:
+      The legend.
+    """
     handles = [mpatches.Patch(facecolor="black", label="diverged"),
                mpatches.Patch(facecolor="white", edgecolor="0.5", label="target not reached in budget")]
     if transient:
@@ -142,13 +188,27 @@ def status_legend(fig, star: bool = True, transient: bool = False):
 
 
 def transient_count(panel: xr.Dataset) -> str:
-    """``", N transient"`` for a panel with transient cells (none: nothing), for its title."""
+    """``", N transient"`` for a panel with transient cells (none: nothing), for its title.
+
+    Args:
+      panel: one lr × momentum panel (``steps`` and ``status`` over momentum and lr only).
+
+    Returns:
+      The text (empty without transient cells).
+    """
     count = int((panel.status == TRANSIENT).sum())
     return f", {plural(count, 'transient cell')}" if count else ""
 
 
 def panel_summary(panel: xr.Dataset) -> str:
-    """T* and the converged area of one lr × momentum panel, as its title's last line."""
+    """T* and the converged area of one lr × momentum panel, as its title's last line.
+
+    Args:
+      panel: one lr × momentum panel (``steps`` and ``status`` over momentum and lr only).
+
+    Returns:
+      The text.
+    """
     converged = int((panel.status == REACHED).sum())
     if not converged:
         if transient_count(panel):
@@ -190,6 +250,16 @@ def draw_panels(fig, axes, panels: dict, *, norm=None, shrink: float = 0.9) -> m
 
 
 def default_title(ds: xr.Dataset, seeds: int = 1) -> str:
+    """The heatmap figure's default title: method, problem, target and budget (and how many seeds
+    were combined).
+
+    Args:
+      ds: the result (its attributes give the title).
+      seeds: the number of seeds combined (a median), 1: none.
+
+    Returns:
+      The title.
+    """
     a = ds.attrs
     method = a.get("method_title", a.get("method", "?"))
     extra = f", median of {seeds} seeds" if seeds > 1 else ""
@@ -218,7 +288,14 @@ def _edges(values: np.ndarray, log: bool) -> np.ndarray:
 def overlay_threshold(ax, ds, key, table: xr.Dataset | None = None) -> bool:
     """Draw the stability threshold η*(m) of panel ``key`` of ``ds`` (a dashed red line): derived
     from the result's own method where it is linear, or read from ``table`` (e.g. simulated by
-    ``nqm threshold --simulate``). Returns whether there was one to draw (never another method's)."""
+    ``nqm threshold --simulate``). Returns whether there was one to draw (never another method's).
+
+    Args:
+      ax: the panel's axes.
+      ds: the result (``lam_max`` attribute, momentum coordinate).
+      key: the panel's ``{dimension: value}`` (:func:`nqm.results.panel_keys`).
+      table: a threshold table, or ``None`` to derive the threshold.
+    """
     momenta = np.linspace(ds.momentum.values.min(), ds.momentum.values.max(), 60) if ds.momentum.size > 1 else \
         ds.momentum.values
     if table is not None:  # read off the table: no JAX, so a figure redraws from its data alone

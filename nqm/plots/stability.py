@@ -38,7 +38,13 @@ def plot_inverse_thresholds(ax, ds: xr.Dataset, *, against: str = "delay", label
 
 
 def plot_sgd_asymptote(ax, delays, **kwargs):
-    """Draw the SGD approximation ``1/x* = (2τ + 1)/π`` (Giladi et al. 2020, eq. 7)."""
+    """Draw the SGD approximation ``1/x* = (2τ + 1)/π`` (Giladi et al. 2020, eq. 7).
+
+    Args:
+      ax: the matplotlib axes.
+      delays: the delays drawn; the line spans 0 … their maximum.
+      kwargs: ``Axes.plot`` arguments overriding the style (colour, width, label, …).
+    """
     tau = np.linspace(0, np.max(delays), 200)
     ax.plot(tau, sgd_inverse_threshold_approx(tau), **{"color": "tab:orange", "lw": 1.8, "ls": "--",
                                                        "label": ASYMPTOTE, **kwargs})
@@ -91,6 +97,13 @@ def threshold_figure(ds: xr.Dataset, title: str, *, against: str = "delay", labe
 
 def with_constant_delay(ds: xr.Dataset) -> xr.Dataset:
     """``ds`` (random-delay SGD thresholds) with the constant-delay SGD thresholds for
-    τ = 0 … max E[τ] as ``constant_threshold`` over ``constant_delay``, for :func:`threshold_figure`."""
+    τ = 0 … max E[τ] as ``constant_threshold`` over ``constant_delay``, for :func:`threshold_figure`.
+
+    Args:
+      ds: a threshold dataset of SGD under random delays (``mean_delay`` coordinate).
+
+    Returns:
+      ``ds`` with the ``constant_threshold`` variable.
+    """
     constant = threshold_dataset("sgd", delays=np.arange(int(ds.mean_delay.max()) + 1))
     return ds.assign(constant_threshold=constant.threshold.drop_vars("mean_delay").rename(delay="constant_delay"))

@@ -11,7 +11,14 @@ def plot_trace(ds: xr.Dataset):
     """Six panels of a trace: a dataset written by ``nqm trace``, or what
     ``nqm.diagnostics.trajectory(...)`` returns (the variables under their
     :data:`nqm.diagnostics.RECORDERS` names; ``target`` adds T). A trace draws what it holds: a
-    panel whose variables were not recorded says so. The settings go in the title."""
+    panel whose variables were not recorded says so. The settings go in the title.
+
+    Args:
+      ds: the trace.
+
+    Returns:
+      The matplotlib Figure.
+    """
     fig, ax = plt.subplots(2, 3, figsize=(14, 7.5), layout="constrained")
     step = ds.step.values if "step" in ds.coords else None
 

@@ -40,7 +40,17 @@ def answer(ds: xr.Dataset) -> dict:
     """The answer of a :func:`nqm.best` result as the JSON object ``nqm best`` prints: ``t_star`` (T*_best,
     ``None`` if no point converged), ``point``, [``robust_t_star``, ``robust_point``,] [``seeds``
     (median/min/max T over seeds at ``point``; ``None`` stands for a seed that did not converge),]
-    ``cells``."""
+    ``cells``.
+
+    Args:
+      ds: a result of :func:`nqm.best`.
+
+    Returns:
+      The dict.
+
+    Raises:
+      NqmError: ``ds`` is not a result of :func:`nqm.best`.
+    """
     if "best_steps" not in ds.attrs or "parameters" not in ds.attrs:
         raise NqmError("this is not a result of nqm.best (no best_steps attribute); run nqm.best or load its file")
     names = ds.attrs["parameters"].split(",")
@@ -65,7 +75,14 @@ def answer(ds: xr.Dataset) -> dict:
 
 
 def describe(ds: xr.Dataset) -> str:
-    """The answer of a :func:`nqm.best` result in words, with its regime."""
+    """The answer of a :func:`nqm.best` result in words, with its regime.
+
+    Args:
+      ds: a result of :func:`nqm.best`.
+
+    Returns:
+      Several lines of text.
+    """
     found, a = answer(ds), ds.attrs
 
     def at(point):
@@ -91,7 +108,15 @@ def describe(ds: xr.Dataset) -> str:
 
 def outcome(ds, points: bool = False) -> dict:
     """The answer of one :func:`nqm.best` result with its seed spreads, edges and regime (JSON-ready);
-    ``points``: also every evaluated search point (values, T, robust T) for drawing a landscape."""
+    ``points``: also every evaluated search point (values, T, robust T) for drawing a landscape.
+
+    Args:
+      ds: a result of :func:`nqm.best`.
+      points: also keep the evaluated search points.
+
+    Returns:
+      The outcome, a dict of the keys listed in the module docstring.
+    """
     from nqm.search.api import Axis  # here: reading answers needs no JAX, searching does
 
     found, a = answer(ds), ds.attrs
@@ -135,7 +160,20 @@ def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log
 
     With ``checkpoint`` (a JSON file), each finished search is written there at once, and a search
     already there with the same arguments is not run again: an interrupted run resumes.
-    ``points(key)``: whether to keep that search's evaluated points."""
+    ``points(key)``: whether to keep that search's evaluated points.
+
+    Args:
+      jobs: ``{key: keyword arguments of nqm.best}``.
+      checkpoint: the JSON file of finished searches, or ``None`` (none).
+      points: ``points(key) -> bool``, keep that search's points.
+      log: called with one line per search run.
+
+    Returns:
+      ``{key: outcome}``, in the order of ``jobs``.
+
+    Raises:
+      NqmError: the checkpoint is not valid JSON.
+    """
     from nqm.search.api import best  # here: reading answers needs no JAX, searching does
 
     done = {}
@@ -165,13 +203,28 @@ def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log
 
 def value(found, key: str = "robust_t_star") -> float:
     """One number of an outcome (``robust_t_star`` by default) as a float; NaN where there is none
-    (no outcome, or nothing found)."""
+    (no outcome, or nothing found).
+
+    Args:
+      found: an outcome (:func:`outcome`), or ``None``.
+      key: the outcome's key.
+
+    Returns:
+      The number, or NaN.
+    """
     return np.nan if found is None or found.get(key) is None else float(found[key])
 
 
 def seed_bars(found) -> tuple[float, float]:
     """The min and max over seeds of each seed's own robust T (NaN where unknown; the max is NaN
-    when a seed has no robust T there)."""
+    when a seed has no robust T there).
+
+    Args:
+      found: an outcome (:func:`outcome`), or ``None``.
+
+    Returns:
+      ``(min, max)``.
+    """
     seeds = found.get("robust_seeds") if found else None
     return (np.nan, np.nan) if not seeds or seeds["min"] is None else (float(seeds["min"]), value(seeds, "max"))
 

@@ -116,7 +116,8 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
       lr, momentum: one value (fixed) or a pair ``(lo, hi)`` (searched; lr on a log scale,
         momentum on ``log(1 − m)``). The method's hyperparameters in ``options`` (``rho``,
         ``lambda_dc``) likewise, on a log scale (``lo > 0``); left out, they take the sweep's default.
-      delay: one constant delay or delay process; noise: one noise scale.
+      delay: one constant delay or delay process.
+      noise: one noise scale.
       seeds, seed: evaluate every point on seeds ``seed … seed + seeds − 1`` (exactly the cells of
         ``nqm.sweep(..., seed=s)``) and rank points by their median T.
       robust: the nudge δ in (0, 1): also search the smallest robust T (module docstring).

@@ -21,7 +21,17 @@ def panel_threshold(ds: xr.Dataset, key: dict, momenta, table: xr.Dataset | None
     """``η*(m)`` at ``momenta`` for the panel ``key`` (its delay and method hyperparameters) of the
     result ``ds``: from ``table`` (a threshold table over delay × momentum × …, interpolated in m)
     or derived for the result's own method; ``None`` where there is none (a method that is not
-    linear, a worker pool)."""
+    linear, a worker pool).
+
+    Args:
+      ds: the result (``method``, ``dampening`` and ``lam_max`` attributes).
+      key: the panel's ``{dimension: value}`` (:func:`nqm.results.panel_keys`).
+      momenta: the momenta to evaluate ``η*`` at.
+      table: a threshold table, or ``None`` to derive the threshold.
+
+    Returns:
+      ``η*`` (a learning rate) per momentum, or ``None``.
+    """
     momenta = np.atleast_1d(np.asarray(momenta, float))
     if table is not None:
         x = table_line(table, key, momenta)
@@ -43,8 +53,16 @@ def agreement(ds: xr.Dataset, band: float = 0.03, table: xr.Dataset | None = Non
     −1 above. ``η*`` is derived from the result's own method (:func:`panel_threshold`; its mean
     dynamics under iid delays), or read from ``table``; panels without one are not compared.
 
+    Args:
+      ds: a sweep result.
+      band: the relative half-width of the band around ``η*`` left out.
+      table: a threshold table, or ``None`` to derive the threshold.
+
     Returns:
       ``{"fraction": agreeing / compared, "compared": …, "in_band": …, "stable": …, "unstable": …}``.
+
+    Raises:
+      NqmError: no table and the method is not linear.
     """
     if table is None:
         method = ds.attrs.get("method")

@@ -221,7 +221,15 @@ def spectral_radius(method: str, *, lr, momentum, delay=0, criterion: str = "mea
     (mean), ``ρ(X ↦ Σ_d p_d A_d X A_dᵀ over a period)^{1/2P}`` (mean-square) or ``e^L``, L the top
     Lyapunov exponent over ``steps`` steps of a delay schedule drawn from ``seed`` (almost-sure).
 
-    Args: as :func:`transitions`, with ``lr`` one value or a list, and ``criterion`` (see CRITERIA).
+    Args:
+      method: a linear method (``"sgd"`` is ``"sgdm"`` at m = 0).
+      lr: the learning rate η > 0, one value or a list.
+      momentum: the momentum (OrMo's β) in [0, 1), one value.
+      delay: a constant delay D, an iid spec (``"uniform:1:8"``, ``"gaussian:4"``, ``"pmf:…"``) or process.
+      criterion: ``"mean"``, ``"mean-square"`` or ``"almost-sure"`` (:data:`CRITERIA`).
+      lam: the component's curvature λ > 0.
+      steps, seed: the almost-sure criterion's schedule (its length, and the seed it is drawn from).
+      options_and_hyper: the method's options (e.g. ``dampening=True``) and other hyperparameters.
 
     Returns:
       the rates, shaped like ``lr``.
@@ -274,7 +282,21 @@ def threshold(method: str, *, momentum=0.0, delay=0, criterion: str = "mean", da
               with_error: bool = False, steps: int = STEPS, seed: int = 0, **options_and_hyper):
     """Thresholds ``x* = λ·η*`` of :func:`threshold_table` as an array shaped
     ``np.shape(delay) + np.shape(momentum)`` (+ the shapes of other hyperparameters given);
-    ``with_error``: ``(x*, error)``."""
+    ``with_error``: ``(x*, error)``.
+
+    Args:
+      method: a linear method, as in :func:`threshold_table`.
+      momentum: momentum value(s) in [0, 1).
+      delay: a constant delay, an iid spec or a process, or a list of them.
+      criterion: ``"mean"``, ``"mean-square"`` or ``"almost-sure"``.
+      dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
+      with_error: also return the standard errors.
+      steps, seed: the almost-sure criterion's schedule.
+      options_and_hyper: the method's other options and hyperparameters (a list adds a dimension).
+
+    Returns:
+      ``x*`` (float64; a scalar for scalar arguments), or ``(x*, error)``.
+    """
     table = threshold_table(method, delays=delay if np.ndim(delay) else [delay], momenta=momentum,
                             criterion=criterion, dampening=dampening, steps=steps, seed=seed, **options_and_hyper)
     given = [delay, momentum] + [options_and_hyper.get(k, 0) for k in table.threshold.dims[2:]]

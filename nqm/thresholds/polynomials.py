@@ -61,7 +61,14 @@ def _distinct(values: np.ndarray, name: str) -> np.ndarray:
 
 
 def mean_delay(pmf) -> float:
-    """Expected delay ``E[τ] = Σ_k k p_k`` of a pmf over k = 0..K."""
+    """Expected delay ``E[τ] = Σ_k k p_k`` of a pmf over k = 0..K.
+
+    Args:
+      pmf: the weights ``p_k = P(τ = k)`` (normalised by :func:`nqm.delays.validate_pmf`).
+
+    Returns:
+      ``E[τ]`` in steps.
+    """
     p = validate_pmf(pmf)
     return float(np.arange(p.size) @ p)
 
@@ -146,7 +153,14 @@ def roots(coeffs) -> np.ndarray:
 
 
 def spectral_radius(coeffs) -> np.ndarray:
-    """Largest root modulus of polynomials (0 for constants); ``coeffs`` as in :func:`roots`."""
+    """Largest root modulus of polynomials (0 for constants); ``coeffs`` as in :func:`roots`.
+
+    Args:
+      coeffs: ``(..., n + 1)`` coefficients, highest power first.
+
+    Returns:
+      ``(...)`` largest root moduli.
+    """
     return np.abs(roots(coeffs)).max(-1, initial=0.0)
 
 
@@ -290,7 +304,14 @@ def sgd_threshold_closed_form(tau) -> np.ndarray:
 
 
 def sgd_inverse_threshold_approx(tau) -> np.ndarray:
-    """Asymptote ``1/x* ≈ (2τ + 1)/π`` of the SGD threshold (Giladi et al. 2020, eq. 7)."""
+    """Asymptote ``1/x* ≈ (2τ + 1)/π`` of the SGD threshold (Giladi et al. 2020, eq. 7).
+
+    Args:
+      tau: delay(s) τ (or mean delays), any shape.
+
+    Returns:
+      ``(2τ + 1)/π``, same shape (float64).
+    """
     return (2.0 * np.asarray(tau, dtype=np.float64) + 1.0) / np.pi
 
 
@@ -309,7 +330,15 @@ def fit_inverse_threshold(delay, x_star) -> tuple[float, float]:
 
 
 def lr_threshold(x_star, lam_max) -> np.ndarray:
-    """Largest stable learning rate ``η* = x*/λ_max`` for a problem with top curvature λ_max."""
+    """Largest stable learning rate ``η* = x*/λ_max`` for a problem with top curvature λ_max.
+
+    Args:
+      x_star: threshold(s) ``x* = η* λ_max``.
+      lam_max: the largest eigenvalue ``λ_max`` > 0.
+
+    Returns:
+      ``η*``, broadcast shape (float64).
+    """
     lam = _array(lam_max, "lam_max", low=np.finfo(float).tiny)
     return np.asarray(x_star, dtype=np.float64) / lam
 
@@ -347,7 +376,19 @@ def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False) -> x
 
 def table_line(table: xr.Dataset, key: dict, momenta) -> np.ndarray:
     """``x*`` at ``momenta`` from a threshold ``table`` (over delay × momentum × …, interpolated in
-    m) for the panel ``key`` (its delay and any swept hyperparameter)."""
+    m) for the panel ``key`` (its delay and any swept hyperparameter).
+
+    Args:
+      table: a threshold table (variable ``threshold``).
+      key: the panel's ``{dimension: value}``.
+      momenta: the momenta to read ``x*`` at.
+
+    Returns:
+      ``x*`` per momentum (constant if the table has one momentum).
+
+    Raises:
+      NqmError: the table has other dimensions ``key`` does not select.
+    """
     chosen = {k: v for k, v in key.items() if k in table.threshold.dims}
     line = table.threshold.sel(chosen)
     if set(line.dims) != {"momentum"}:

@@ -50,11 +50,12 @@ def simulated_threshold(method: str = "sgdm", *, momentum, delay=0, seeds: int =
       method: any registered method.
       momentum: momenta (a value or a list).
       delay: constant delays and/or delay processes (a value or a list), as in :func:`nqm.sweep`.
-      seeds: seeds ``seed … seed + seeds − 1`` (noise and random delays); min, median and max reported.
+      seeds, seed: seeds ``seed … seed + seeds − 1`` (noise and random delays); min, median and max reported.
       steps: the budget of each run; its second half is where growth is read.
       tol: the relative width ``hi / lo − 1`` at which bisection stops.
       problem: the quadratic (default: one eigenvalue, λ = 1, so that x* = η*).
       noise: the gradient-noise scale σ.
+      progress: show the runs' progress bar (the run setting of :func:`nqm.sweep`).
       hyper_and_options: the method's other hyperparameters as lists (e.g. ``rho=[0.5, 1, 2]``) and
         its options (e.g. ``dampening=True``), as in :func:`nqm.sweep`.
 
