@@ -31,6 +31,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import tqdm
 
 from nqm import delays
 from nqm.conventions import family
@@ -232,6 +233,8 @@ def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma,
     size = max(1, min(cells, BATCH_ENTRIES // (comps * m * m)))
     size = 1 << (size - 1).bit_length() if size < cells else cells  # a few shapes: a few compilations
     limits = (np.float64(target), np.float64(bound), np.int64(max_steps))
+    # A bar over the cells, its postfix the step (shown on a terminal only): one cell may run 10⁸ steps.
+    bar = tqdm.tqdm(total=cells, desc=f"exact mode, {process.label}", unit="cell", dynamic_ncols=True, disable=None)
     for start in range(0, cells, size):
         take = np.minimum(np.arange(start, start + size), cells - 1)
         real = np.arange(start, start + size) < cells
@@ -250,11 +253,14 @@ def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma,
                            max_steps):
                     done_at = np.where((st == BUDGET) & (done_at == 0), max_steps, done_at)
                 state = (x, np.int64(t), st, done_at, ls, cv)
+                bar.set_postfix_str(f"step {t:,} of at most {max_steps:,}", refresh=True)
                 if not (st == RUNNING).any() and t >= trace_steps:
                     break
         keep = take[real]
         steps[keep], status[keep], loss[keep], curve[keep], unit[keep] = done_at[real], st[real], ls[real], \
             cv[real], v_inf[real]
+        bar.update(int(real.sum()))
+    bar.close()
     return steps, status, loss, curve, unit
 
 
