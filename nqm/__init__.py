@@ -4,7 +4,7 @@
     ds = nqm.sweep("ab", lr=np.geomspace(1e-2, 2, 16), momentum=[0, .5, .9], delay=[0, 4], noise=[0, .01])
     nqm.plot_heatmaps(ds)
 
-Conventions (model, update rules, status codes) are those of the README, repeated in the
+Conventions (model, update rules, status codes) are those of docs/conventions.md, repeated in the
 docstrings of :mod:`nqm.problem`, :mod:`nqm.optimizers` and :mod:`nqm.engine`. Names are loaded on
 first use, so that e.g. ``nqm.thresholds.polynomials`` (numpy/scipy only) does not pay for importing JAX.
 """

@@ -22,7 +22,7 @@ How it is decided, by (method, delay process):
   errors) and its level is below the target (without noise the largest value there, with noise the
   mean plus two standard errors). This certifies what the window can resolve: a growth rate
   slower than about one standard error of that slope, or a departure that starts after the window,
-  goes unseen (README: Conventions).
+  goes unseen (docs/conventions.md).
 
 Each result's ``settled_test`` attribute says which test applied to each delay.
 

@@ -1,4 +1,4 @@
-"""Every number the README quotes from a figure is the figure's data: each carries a marker
+"""Every number the README and the docs quote from a figure is the figure's data: each carries a marker
 ``<!--claim:FIGURE/KEY-->`` right after it, and must equal ``claims[KEY]`` of
 ``figures/FIGURE.claims.json`` as rounded in the README (commas removed, to the decimals shown).
 The stored claims must also be what the figure script's ``claims(data)`` gives for its data file."""
@@ -15,7 +15,10 @@ from nqm.io import json_plain
 from nqm.plots.script import existing_data, read_data
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+# The README and the documentation pages, read as one text (the architecture guide only shows the
+# marker's syntax, as an example).
+PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "architecture.md")]
+README = "\n".join(path.read_text() for path in PAGES)
 MARKER = re.compile(r"<!--claim:([^/\s]+)/(\S+?)-->")
 # A number (digits with optional thousands commas and decimals), then at most one space, then a marker.
 QUOTED = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?) ?<!--claim:([^/\s]+)/(\S+?)-->")
