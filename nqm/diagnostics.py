@@ -29,6 +29,7 @@ import xarray as xr
 
 from nqm import delays, engine, jobs, validate
 from nqm.engine import First, GeometricMean, Histogram, Mean
+from nqm.engine.record import loss
 from nqm.errors import NqmError
 from nqm.optimizers.base import momentum_coefficient
 from nqm.problem import Problem
@@ -49,18 +50,6 @@ def _cosine(a, b):
     """``cos(a, b)``, 0 when either is 0 (norms multiplied after the square roots: no overflow)."""
     norms = jnp.sqrt(jnp.vdot(a, a)) * jnp.sqrt(jnp.vdot(b, b))
     return jnp.where(norms > 0, jnp.vdot(a, b) / jnp.where(norms > 0, norms, 1), 0)
-
-
-def loss(view):
-    """``L(w_{t+1})``.
-
-    Args:
-      view: one step of one cell (:class:`nqm.engine.StepView`).
-
-    Returns:
-      A scalar.
-    """
-    return view.model.loss(view.w_next)
 
 
 def component_loss(view):

@@ -39,7 +39,7 @@ import numpy as np
 
 from nqm import delays
 from nqm.conventions import family
-from nqm.engine import Last
+from nqm.engine import Last, record
 from nqm.errors import NqmError
 from nqm.expected import steady_state_loss
 from nqm.jobs import Job
@@ -153,7 +153,7 @@ def _continued(task: Job, process, cells: dict, seed: int, first: np.ndarray) ->
         stride = max(1, budget // TRACE_POINTS)
         config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
         out = task._replace(config=config).run(process, {n: v[rows] for n, v in cells.items()}, seed,
-                                                record={"loss": traced_loss}, stride=stride)
+                                                record={"loss": record.loss}, stride=stride)
         t = stride * np.arange(1, out.trace["loss"].shape[1] + 1)
         for i, row in enumerate(rows):
             if out.status[i] == DIVERGED:
@@ -248,7 +248,7 @@ def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, s
         config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
         run = task._replace(config=config).run(
             process, {n: v[pending] for n, v in cells.items()}, seed, stride=stride,
-            record={"loss": traced_loss, "last_exit": Last(Exceeds(float(task.config.target)))})
+            record={"loss": record.loss, "last_exit": Last(Exceeds(float(task.config.target)))})
         t = stride * np.arange(1, run.trace["loss"].shape[1] + 1)
         window = t > budget / 2
         done = np.array([run.status[i] != DIVERGED and stays_below(run.trace["loss"][i, window], t[window], False,
@@ -278,16 +278,6 @@ def _slope(t: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return slope, float(np.sqrt(residual @ residual / (t.size - 2) / (t @ t)))
 
 
-def traced_loss(view):
-    """``L(w_{t+1})``, the loss the engine judges a step by (a recorder).
-
-    Args:
-      view: one step of one cell (:class:`nqm.engine.StepView`).
-
-    Returns:
-      A scalar.
-    """
-    return view.model.loss(view.w_next)
 
 
 def _exact(task: Job, process) -> bool:

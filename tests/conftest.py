@@ -1,6 +1,8 @@
 import os
 import pathlib
 
+import pytest
+
 import nqm
 
 # Two CPU devices even on a one-core machine, so the multi-device path is always exercised.
@@ -12,3 +14,20 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       str(pathlib.Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax-compilation"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+
+
+@pytest.fixture
+def progress_bars(monkeypatch):
+    """Every tqdm bar made while the test runs, shown even without a terminal (so its counts move)."""
+    import tqdm
+
+    bars = []
+
+    class Recording(tqdm.tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs["disable"] = False
+            super().__init__(*args, **kwargs)
+            bars.append(self)
+
+    monkeypatch.setattr(tqdm, "tqdm", Recording)
+    return bars

@@ -216,18 +216,8 @@ def test_bad_delays_are_one_line_errors(call):
     assert "\n" not in str(info.value)
 
 
-def test_the_second_moment_loop_shows_its_progress(monkeypatch):
+def test_the_second_moment_loop_shows_its_progress(progress_bars):
     """A cell may step 10⁸ times: a bar over the cells, the step in its postfix (on a terminal)."""
-    import tqdm
-
-    bars = []
-
-    class Recording(tqdm.tqdm):
-        def __init__(self, *args, **kwargs):
-            kwargs["disable"] = False
-            super().__init__(*args, **kwargs)
-            bars.append(self)
-
-    monkeypatch.setattr(tqdm, "tqdm", Recording)
+    bars = progress_bars
     expected.sweep("sgdm", lr=[1e-3, 1e-2], momentum=0, delay="uniform:1:3", problem=nqm.zhang(5), max_steps=5000)
     assert len(bars) == 1 and bars[0].total == bars[0].n == 2 and "step" in bars[0].postfix

@@ -81,20 +81,10 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"nqm {nqm.__version__}"
 
 
-def test_one_progress_bar_counts_every_cell_of_the_sweep(monkeypatch):
-    import tqdm
-
+def test_one_progress_bar_counts_every_cell_of_the_sweep(progress_bars):
     import nqm
 
-    bars = []
-
-    class Recording(tqdm.tqdm):
-        def __init__(self, *args, **kwargs):
-            kwargs["disable"] = False
-            super().__init__(*args, **kwargs)
-            bars.append(self)
-
-    monkeypatch.setattr(tqdm, "tqdm", Recording)
+    bars = progress_bars
     nqm.sweep("sgdm", lr=[0.05, 0.1, 0.2], momentum=[0.0, 0.5], delay=[0, 2], seed=[0, 1], problem=nqm.zhang(8),
               max_steps=300)
     assert len(bars) == 1 and bars[0].total == 24 and bars[0].n == 24 and bars[0].unit == "cell"

@@ -37,6 +37,18 @@ class StepView(NamedTuple):
     optimizer: Optimizer
 
 
+def loss(view: StepView):
+    """``L(w_{t+1})``, the loss the engine judges a step by (a recorder).
+
+    Args:
+      view: one step of one cell.
+
+    Returns:
+      A scalar.
+    """
+    return view.model.loss(view.w_next)
+
+
 def view(model, optimizer: Optimizer, hyper, ctx: StepContext, w, state, g, stepped=None) -> StepView:
     """Describe one step of ``optimizer`` (taking it, unless its ``(w_next, state_next, info)`` are
     given as ``stepped``)."""

@@ -27,7 +27,8 @@ import xarray as xr
 from nqm import delays, jobs, sweeps
 from nqm.errors import NqmError
 from nqm.problem import Problem, explicit
-from nqm.settling import grows, traced_loss
+from nqm.engine import record
+from nqm.settling import grows
 from nqm.status import DIVERGED
 from nqm.validate import coordinates, count, number
 
@@ -107,7 +108,7 @@ def simulated_threshold(method: str = "sgdm", *, momentum, delay=0, seeds: int =
         values = {name: np.array([cases[c][name] for c in which]) for name in ["momentum", *extra]}
         values.update(lr=np.asarray(lr, np.float64), noise=np.full(len(which), coords["noise"][0]))
         coordinates(distinct=False, lr=values["lr"])
-        out = task.run(processes[d], values, s, description=f"{method} threshold", record={"loss": traced_loss},
+        out = task.run(processes[d], values, s, description=f"{method} threshold", record={"loss": record.loss},
                        stride=stride)
         growing = [grows(row[window], t[window], blocks=BLOCKS) for row in out.trace["loss"]]
         return (out.status == DIVERGED) | np.array(growing, bool)
