@@ -144,7 +144,7 @@ def _continued(task: Job, process, cells: dict, seed: int, first: np.ndarray) ->
     """Whether each cell stays, by continuing its run past its first passage ``first``: to at least
     ``2·T + CONTINUE`` steps (cells grouped by T within a factor 2, one engine run per group), its
     loss traced at about :data:`TRACE_POINTS` steps; the second half of what follows the passage
-    is the window :func:`stays` judges."""
+    is the window :func:`stays_below` judges."""
     stays = np.zeros(first.size, bool)
     octave = np.floor(np.log2(np.maximum(first, 1))).astype(int)
     for k in np.unique(octave):
