@@ -156,17 +156,11 @@ def number(value, name: str) -> float:
 
 
 def flag(value, name: str) -> bool:
-    """A yes/no option: ``True`` or ``False`` (``"yes"``, ``1`` or ``None`` are refused, not read as truth).
+    """A yes/no option, ``True`` or ``False``, as a bool; ``"yes"``, ``1`` or ``None`` are refused with
+    an :class:`NqmError` (not read as truth).
 
     Args:
-      value: the option's value.
-      name: the option's name, for the error message.
-
-    Returns:
-      ``bool(value)``.
-
-    Raises:
-      NqmError: ``value`` is not a bool.
+      value, name: the option's value, and its name for the error message.
     """
     if not isinstance(value, (bool, np.bool_)):
         raise NqmError(f"{name} must be True or False, got {value!r}")

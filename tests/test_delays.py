@@ -11,7 +11,8 @@ from nqm import delays, engine
 from nqm.errors import NqmError
 from nqm.optimizers import make
 from nqm.problem import zhang
-from nqm.delays import History, gaussian_pmf, uniform_pmf
+from nqm.delays import History
+from nqm.pmfs import gaussian_pmf, uniform_pmf
 
 import reference
 from nqm import diagnostics

@@ -7,7 +7,7 @@ from scipy.stats import norm
 
 from nqm import delays
 from nqm.thresholds import polynomials
-from nqm.delays import gaussian_pmf, uniform_pmf, validate_pmf
+from nqm.pmfs import gaussian_pmf, uniform_pmf, validate_pmf
 from nqm.errors import NqmError
 from nqm.thresholds.polynomials import (
     char_poly, fit_inverse_threshold, lr_threshold, mean_delay, schur_cohn_stable, sgd_inverse_threshold_approx,

@@ -21,7 +21,8 @@ import numpy as np
 import xarray as xr
 
 from nqm.conventions import convention_of, family
-from nqm.delays import coordinate, validate_pmf
+from nqm.delays import coordinate
+from nqm.pmfs import validate_pmf
 from nqm.errors import NqmError
 from nqm.validate import BOUNDS
 
