@@ -9,7 +9,7 @@ import nqm
 from nqm import settling
 from nqm.cli import main
 from nqm.expected import steady_state_loss
-from nqm.status import BUDGET, DIVERGED, SETTLED, TRANSIENT
+from nqm.status import DIVERGED, SETTLED, TRANSIENT
 from nqm.thresholds import derived, polynomials
 
 # The noiseless SGDM baseline of the methods-against-delay figure at D = 4 (N = 1,000): it touches

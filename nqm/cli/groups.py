@@ -134,7 +134,7 @@ def method_options(args, grids: bool = True) -> dict:
 def problem(parser, default: str | None = None) -> None:
     """The quadratic: ``--spectrum``, ``--dim``, ``--lo``/``--hi``, ``--eigenvalues``, ``--rotate``
     (``default``: what a command uses when none is given, if not zhang's)."""
-    from nqm.problem import explicit, loguniform, zhang
+    from nqm.problem import loguniform, zhang
 
     group = parser.add_argument_group("problem" + (f" (default: {default})" if default else ""))
     group.add_argument("--spectrum", choices=("zhang", "loguniform"), default="zhang", help="eigenvalue spectrum")

@@ -26,7 +26,6 @@ diverges either when ``σ² V_∞ + ½ Σ λ zᵀ D_t ≤ bound``, ``z`` solving
 
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp

@@ -25,6 +25,7 @@ import os
 import time
 
 import numpy as np
+import xarray as xr
 
 from nqm.errors import NqmError
 from nqm.io import json_plain, write_bytes

@@ -24,7 +24,7 @@ import itertools
 import numpy as np
 import xarray as xr
 
-from nqm import delays, jobs, sweeps
+from nqm import delays, jobs
 from nqm.errors import NqmError
 from nqm.problem import Problem, explicit
 from nqm.engine import record
