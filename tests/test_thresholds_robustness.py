@@ -191,17 +191,15 @@ SPECS = ["uniform:0:4", "uniform:1:8", "gaussian:3", "pmf:0.5,0,0.5"]
 
 def _agree(method, momenta, specs, seeds):
     """Every criterion without a traceback, ordered (mean-square below the other two), and the
-    almost-sure threshold within the spread of simulated ones (5 seeds, 20,000 steps: a run counts
-    as diverged 10⁶ above its start, so transient bursts put the simulated ones a few % below it).
-    The simulated bisection stops at the rare x where every delay's step shares a null or a
-    neutral direction (sgd at x = 1 and 2 under pmf:0.5,0,0.5): the spread is widened by 15 %."""
+    almost-sure threshold within the spread of simulated ones (5 seeds, 20,000 steps, unstable =
+    growing), widened by three standard errors of the almost-sure estimate."""
     values = {c: derived.threshold(method, delay=specs, momentum=momenta, criterion=c, with_error=True)
               for c in derived.CRITERIA}
     (mean, _), (square, _), (sure, error) = (values[c] for c in derived.CRITERIA)
     assert np.all(np.isfinite(mean) & np.isfinite(square) & np.isfinite(sure) & (square > 0))
     assert np.all(square <= mean * (1 + 1e-9)) and np.all(square <= sure + 3 * error)
     sim = simulated.simulated_threshold(method, momentum=momenta, delay=specs, seeds=seeds)
-    low, high = sim.threshold_min.values * 0.85 - 3 * error, sim.threshold_max.values * 1.15 + 3 * error
+    low, high = sim.threshold_min.values - 3 * error, sim.threshold_max.values + 3 * error
     assert np.all((low <= sure) & (sure <= high)), (sure, sim.threshold_min.values, sim.threshold_max.values)
 
 

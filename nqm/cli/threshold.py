@@ -31,8 +31,8 @@ def add_parser(subparsers):
                              "(default: mean); all three agree for a constant delay")
     simulation = parser.add_argument_group("simulated thresholds (any method, any delay process)")
     simulation.add_argument("--simulate", action="store_true",
-                           help="the largest lr whose run is stable (does not diverge, and its loss does not grow over the second half "
-                                "of --steps), by bisection with the engine")
+                           help="the largest lr whose run is stable (its loss stays finite in float64 and does not grow over the "
+                                "second half of --steps), by bisection with the engine")
     for name in SIMULATION:
         default = simulated.simulated_threshold.__kwdefaults__[name]
         kind = {"steps": int, "seeds": int}.get(name, float)

@@ -7,10 +7,10 @@ scan, then halved (geometrically) until ``hi / lo ≤ 1 + tol``. Each round adva
 a delay and seed in one engine call over all of them (a case is a cell as ``nqm sweep`` runs it,
 same noise and delays), so a round compiles once.
 
-A run is unstable when it diverges (the engine's rule: loss not finite or above
-``diverge_factor · L(w₀)``) or when its loss grows: the envelope of its loss over the second half
-of ``steps`` (the largest traced loss of each of :data:`BLOCKS` blocks) has a positive log-slope
-beyond two standard errors (:func:`nqm.settling.grows`, the growth test of the settled runs). Just
+A run is unstable when its loss is not finite (it runs in float64 with no divergence factor;
+``diverge_factor`` and ``x64`` given by the caller restore the engine's rule) or when its loss
+grows: the envelope of its loss over the second half of ``steps`` (the largest traced loss of each
+of :data:`BLOCKS` blocks) has a positive log-slope beyond two standard errors (:func:`nqm.settling.grows`, the growth test of the settled runs). Just
 above a threshold a run grows too slowly to diverge within any reasonable budget, but its growth
 shows: for the linear methods the simulated thresholds lie within 0.1 % of the derived ones at
 20,000 steps (tests), where "not diverged within the budget" read about 1 % high.
@@ -80,7 +80,12 @@ def simulated_threshold(method: str = "sgdm", *, momentum, delay=0, seeds: int =
         raise NqmError(f"simulated_threshold takes no {' or '.join(ignored)}: each run goes on for steps=N steps "
                        "(give steps) and never stops at a target")
     task, grids = jobs.job(method, problem, dict(hyper_and_options, max_steps=steps, progress=progress))
-    task = task._replace(config=dataclasses.replace(task.config, target=-1.0))  # never stop at a target
+    # Never stop at a target; unstable means growing, so a stable run's excursions (large under random
+    # delays: its log-loss is a random walk) must not count as divergence — only a non-finite loss
+    # does, in float64's range, unless the caller sets the rule.
+    rule = {"diverge_factor": np.inf, "x64": True}
+    rule = {name: value for name, value in rule.items() if name not in hyper_and_options}
+    task = task._replace(config=dataclasses.replace(task.config, target=-1.0, **rule))
     coords = coordinates(momentum=momentum, noise=noise, seed=np.arange(seed, seed + seeds), **grids)
     if coords["noise"].size != 1:
         raise NqmError("noise takes one value for a threshold; call it once per noise level")
