@@ -143,7 +143,8 @@ def draw(data):
     d.invert_yaxis()
     budgets = ", ".join(f"{int(v):,} at D = {k}" for k, v in data["budget"].items())
     box = data["box"]
-    suptitle(fig, f"Every method at its best on zhang N = {data['dim']:,}, target {data['target']:g}: nqm.best over "
+    suptitle(fig, f"Every method at its best on zhang N = {data['dim']:,}, target {data['target']:g} (T: "
+                  f"{answers.which_t(next(iter(found.values())))}): nqm.best over "
                   f"lr ∈ [{box['lr'][0]:g}, {box['lr'][1]:g}] × m ∈ [{box['momentum'][0]:g}, {box['momentum'][1]:g}]"
                   f" (× ρ ∈ [{box['rho'][0]:g}, {box['rho'][1]:g}] for AB, λ_dc ∈ [{box['lambda_dc'][0]:g}, "
                   f"{box['lambda_dc'][1]:g}] for DC-ASGD), robust δ = {data['delta']:g}; budget {budgets}; "

@@ -112,7 +112,8 @@ def draw(data):
                 left.annotate(f"{value:,.0f}", (xi, value), textcoords="offset points", xytext=(-6, 8), ha="right",
                               fontsize=8, color=color)
     left.set(xticks=x, xticklabels=[f"σ = {s:g}" for s in sigmas], yscale="log" if len(sigmas) > 1 else "linear", xlim=(-0.6, len(sigmas) - 0.4),
-             ylabel=f"steps to loss < {data['target']:g}", title="fastest trajectory found, per method and σ")
+             ylabel=f"steps to loss < {data['target']:g} ({answers.which_t(next(iter(found.values())))})",
+             title="fastest trajectory found, per method and σ")
     left.legend(fontsize=8, loc="center left")
     for i, sigma in enumerate(sigmas):
         ab, sgdm = found[f"ab_s{sigma:g}"], found[f"sgdm_s{sigma:g}"]

@@ -207,7 +207,8 @@ def draw(data):
     right.legend(fontsize=8, loc="upper left")
     box = data["box"]
     budgets = ", ".join(f"{int(v):,} at D = {d}" for d, v in data["budget"].items())
-    suptitle(fig, f"How to choose ρ: Adaptive Braking on zhang N = {data['dim']:,}, target {data['target']:g}, budget "
+    suptitle(fig, f"How to choose ρ: Adaptive Braking on zhang N = {data['dim']:,}, target {data['target']:g} (T: "
+                  f"{answers.which_t(next(iter(data['searches'].values())))}), budget "
                   f"{budgets}. Every point a robust answer (nudge δ = {data['delta']:g}) of nqm.best over lr ∈ "
                   f"[{box['lr'][0]:g}, {box['lr'][1]:g}] × m ∈ [{box['momentum'][0]:g}, {box['momentum'][1]:g}] at a"
                   f" fixed ρ: ρ ∈ {{{', '.join(f'{r:g}' for r in data['rhos'])}}}, then {data['rounds']} rounds over ρ "

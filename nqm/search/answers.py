@@ -31,10 +31,10 @@ from nqm.errors import NqmError
 from nqm.io import json_plain, write_bytes
 from nqm.status import REACHED
 
-__all__ = ["REGIME", "answer", "describe", "outcome", "run", "seed_bars", "value"]
+__all__ = ["REGIME", "answer", "describe", "outcome", "run", "seed_bars", "value", "which_t"]
 
 REGIME = ("method", "delay", "noise", "spectrum", "target", "max_steps", "seeds", "seed", "robust", "box",
-          "searched", "max_cells", "tol", "dtype")
+          "searched", "max_cells", "tol", "dtype", "first_passage", "objective")
 
 
 def answer(ds: xr.Dataset) -> dict:
@@ -214,6 +214,23 @@ def value(found, key: str = "robust_t_star") -> float:
       The number, or NaN.
     """
     return np.nan if found is None or found.get(key) is None else float(found[key])
+
+
+def which_t(found) -> str:
+    """The T a search ranked points by, in words (for a figure's labels).
+
+    Args:
+      found: an outcome (:func:`outcome`).
+
+    Returns:
+      ``"first passage of settled runs"``, ``"steps to stay below the target"``, or, for a search
+      under ``first_passage=True`` (or one recorded before the settled definition, whose regime does
+      not say), ``"first passage (touching the target counts)"``.
+    """
+    regime = found["regime"]
+    if regime.get("first_passage", 1):
+        return "first passage (touching the target counts)"
+    return "steps to stay below the target" if regime.get("objective") == "stay" else "first passage of settled runs"
 
 
 def seed_bars(found) -> tuple[float, float]:
