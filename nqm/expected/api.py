@@ -16,7 +16,7 @@ from nqm.expected.recursion import METHODS, recursion
 from nqm.problem import Problem
 from nqm.status import REACHED, TRANSIENT, meaning
 
-DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (docs/guide.md: the T error it causes)
+DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (docs/expected.md: the T error it causes)
 STEADY_MEANING = ("E[L] as t → ∞; inf: no steady state (a constant delay: a root of the recursion on or outside "
                   "the unit circle; iid delays: the mean-square map's spectral radius >= 1), so E[L_t] does not settle")
 

@@ -5,7 +5,7 @@ Linearised mean dynamics of one curvature ``a`` with step ``η``; everything dep
 whose characteristic polynomial is affine in x: ``P(z; x) = A(z) + x B(z)``. Polynomials are
 coefficient arrays, highest power first (``np.polyval`` order), batched over leading axes.
 
-Thresholds use the boundary locus: a root lies on |z| = 1 exactly when
+Thresholds use the boundary locus: a root lies on ``|z| = 1`` exactly when
 ``x = -A(e^{iθ}) / B(e^{iθ})`` is real, so the crossings are the zeros in θ of
 ``Im(A conj B)``. All roots are inside the unit circle for small x > 0 (the root z = 1 of
 ``A`` moves inwards), so the first positive crossing is the threshold x*, whether or not the
