@@ -271,6 +271,18 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
 
     Returns:
       The result, as :func:`nqm.sweep`'s plus ``steady_state_loss`` and ``reachable``.
+
+    Examples:
+      The expected loss of SGDM on the grid of :func:`nqm.sweep`'s example: without noise, exactly the
+      engine's steps; with noise σ = 0.05, E[L∞] per cell (∞ where the cell diverges).
+
+      >>> import nqm, nqm.expected
+      >>> ex = nqm.expected.sweep("sgdm", lr=[0.1, 0.5, 2.5], momentum=[0.0, 0.5], noise=[0.0, 0.05],
+      ...                         problem=nqm.zhang(10), max_steps=500)
+      >>> ex.steps.sel(delay=0, noise=0.0, seed=0).values.tolist()
+      [[140, 28, 19], [69, 13, 7]]
+      >>> ex.steady_state_loss.sel(delay=0, noise=0.05, seed=0).values.round(5).tolist()
+      [[0.00019, 0.00107, inf], [0.00037, 0.00202, 0.02688]]
     """
     config = checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True,
                             first_passage=first_passage)

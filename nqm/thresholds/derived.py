@@ -298,6 +298,16 @@ def threshold(method: str, *, momentum=0.0, delay=0, criterion: str = "mean", da
 
     Returns:
       ``x*`` (float64; a scalar for scalar arguments), or ``(x*, error)``.
+
+    Examples:
+      SGDM's ``x*`` at momenta 0 and 0.5, without delay and at delay 4; under iid delays the
+      mean-square threshold lies below the mean one:
+
+      >>> from nqm.thresholds.derived import threshold
+      >>> threshold("sgdm", momentum=[0.0, 0.5], delay=[0, 4]).round(4).tolist()
+      [[2.0, 3.0], [0.3473, 0.1559]]
+      >>> [round(float(threshold("sgd", delay="uniform:1:4", criterion=c)), 4) for c in ("mean", "mean-square")]
+      [0.6188, 0.5448]
     """
     table = threshold_table(method, delays=delay if np.ndim(delay) else [delay], momenta=momentum,
                             criterion=criterion, dampening=dampening, steps=steps, seed=seed, **options_and_hyper)

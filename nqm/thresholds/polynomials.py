@@ -285,6 +285,18 @@ def threshold(method="sgd", delay=None, momentum=0.0, *, dampening=False, pmf=No
 
     Returns:
       x*, shape ``np.shape(delay) + np.shape(momentum)`` (``(len(pmfs),) + …`` for a list).
+
+    Examples:
+      SGD's threshold at delays 0, 1 and 4 is ``2 sin(π/(4τ + 2))``; momentum lowers it under delay:
+
+      >>> import numpy as np
+      >>> from nqm.thresholds import polynomials
+      >>> polynomials.threshold("sgd", delay=[0, 1, 4]).round(4).tolist()
+      [2.0, 1.0, 0.3473]
+      >>> (2 * np.sin(np.pi / (4 * np.array([0, 1, 4]) + 2))).round(4).tolist()
+      [2.0, 1.0, 0.3473]
+      >>> polynomials.threshold("sgdm", delay=4, momentum=[0.0, 0.5]).round(4).tolist()
+      [0.3473, 0.1559]
     """
     m = _array(momentum, "momentum", high=1.0)
     pmfs, lead = _pmfs(method, delay, pmf, m)
