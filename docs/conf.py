@@ -59,5 +59,8 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_ivar = True  # a class's Attributes: section as fields; its members are documented once
 
+# Options (--flag) and quotes stay as written: no smart dashes or quotes.
+smartquotes = False
+
 html_theme = "furo"
 html_title = f"nqm {release}"

@@ -1,7 +1,10 @@
 """A release a stranger can install: ``python -m build`` makes an sdist and a wheel that install into a
-clean virtual environment (at the pinned versions of constraints.txt) and run ``nqm sweep``.
+clean virtual environment (at the pinned versions of constraints.txt), run ``nqm sweep`` and pass the
+docstrings' examples (``tests/doctests.py``, run from outside the checkout so that the installed
+package is the one imported).
 Slow (it builds, creates a venv and installs JAX from the package index): ``pytest -m slow``."""
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -37,3 +40,7 @@ def test_the_wheel_installs_into_a_clean_environment_and_runs_a_sweep(tmp_path):
     version = subprocess.run([str(python), "-c", "import nqm; print(nqm.__version__)"], capture_output=True, text=True,
                              cwd=tmp_path)
     assert version.stdout.strip() == nqm.__version__
+    examples = subprocess.run([str(python), str(ROOT / "tests" / "doctests.py")], capture_output=True, text=True,
+                              timeout=600, cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert examples.returncode == 0, (examples.stdout + examples.stderr)[-3000:]
+    assert f"from {env_dir}" in examples.stdout and " 0 failed" in examples.stdout, examples.stdout
