@@ -121,6 +121,19 @@ def process(spec) -> Process:
 
     Raises:
       NqmError: ``spec`` is neither, or names no registered family.
+
+    Examples:
+      >>> from nqm import delays
+      >>> p = delays.process("uniform:1:4")
+      >>> p.label, p.mean, p.workers
+      ('uniform:1:4', 2.5, 5)
+      >>> p.pmf().tolist()
+      [0.0, 0.25, 0.25, 0.25, 0.25]
+      >>> delay, worker = p.schedule(0, 8)  # seed 0, the first 8 steps
+      >>> delay.tolist()
+      [1, 3, 4, 1, 1, 1, 4, 2]
+      >>> delays.process(3)
+      Constant(delay=3)
     """
     if isinstance(spec, (bool, np.bool_)) or not isinstance(spec, (str, int, float, np.integer, np.floating)):
         if all(hasattr(spec, name) for name in ("label", "schedule", "history")):
@@ -238,6 +251,14 @@ def constant(delay: int) -> Constant:
 
     Raises:
       NqmError: ``delay`` is not an integer in range.
+
+    Examples:
+      >>> from nqm import delays
+      >>> p = delays.constant(2)
+      >>> p.label, p.workers, p.pmf().tolist()
+      ('2', 3, [0.0, 0.0, 1.0])
+      >>> [x.tolist() for x in p.schedule(0, 5)]  # delays, and the round-robin workers
+      [[2, 2, 2, 2, 2], [1, 2, 0, 1, 2]]
     """
     return Constant(validate.count(delay, "a constant delay", low=0, high=validate.BOUNDS["delay"]))
 
@@ -294,6 +315,12 @@ def iid(probabilities, label: str | None = None) -> Iid:
 
     Raises:
       NqmError: the weights are not a valid pmf.
+
+    Examples:
+      >>> from nqm import delays
+      >>> p = delays.iid([0.5, 0.0, 0.5])
+      >>> p.label, p.mean
+      ('pmf:0.5,0,0.5', 1.0)
     """
     p = validate_pmf(probabilities)
     return Iid(tuple(float(x) for x in p), label or "pmf:" + ",".join(f"{x:g}" for x in p))
@@ -396,6 +423,17 @@ def workers(count: int, slow_fraction: float = 0.0, slowdown: float = 1.0) -> Wo
 
     Raises:
       NqmError: any of them out of range.
+
+    Examples:
+      Four workers, one of them four times slower; a pool has no pmf (its delays are not iid):
+
+      >>> from nqm import delays
+      >>> pool = delays.workers(4, slow_fraction=0.25, slowdown=4)
+      >>> pool.label, pool.workers, pool.pmf()
+      ('workers:4:slow=0.25:4', 4, None)
+      >>> delay, worker = pool.schedule(0, 8)
+      >>> delay.tolist(), worker.tolist()
+      ([0, 0, 0, 3, 0, 0, 0, 7], [3, 3, 3, 2, 2, 2, 2, 0])
     """
     count = validate.count(count, "the number of workers", low=1, high=validate.BOUNDS["workers"])
     if not 0 <= slow_fraction <= 1:

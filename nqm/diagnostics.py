@@ -272,6 +272,15 @@ def trajectory(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.
     Returns:
       Dataset with one variable per recorder over ``step`` (and ``component`` for per-component
       ones, with coordinate ``eigenvalue``) and one per summary.
+
+    Examples:
+      >>> import nqm
+      >>> trace = nqm.trajectory("sgdm", lr=0.5, momentum=0.5, problem=nqm.zhang(10), steps=100,
+      ...                        target=0.01)
+      >>> trace.loss.dims, int(trace.steps_to_target)
+      (('step',), 13)
+      >>> bool(trace.loss[-1] < 1e-10)
+      True
     """
 
     for name, flag in (("x64", x64), ("independent_noise", independent_noise), ("summaries", summaries)):

@@ -38,6 +38,16 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
 
     Raises:
       NqmError: ``ds`` is not a dataset, or the file cannot be written.
+
+    Examples:
+      >>> import os, tempfile
+      >>> import nqm
+      >>> ds = nqm.sweep("sgdm", lr=[0.1, 0.5], momentum=0.5, problem=nqm.zhang(10), max_steps=500,
+      ...                progress=False)
+      >>> path = os.path.join(tempfile.mkdtemp(), "sweep.nc")
+      >>> nqm.save(ds, path)
+      >>> nqm.load(path).identical(ds)
+      True
     """
     if not isinstance(ds, xr.Dataset):
         raise NqmError(f"save writes an xarray.Dataset (a result of nqm), got {type(ds).__name__}")
@@ -219,6 +229,24 @@ def load(path: str | os.PathLike) -> xr.Dataset:
 
     Raises:
       NqmError: the file is missing, unreadable, damaged or not a sweep result.
+
+    Examples:
+      A damaged file is an error, never wrong numbers:
+
+      >>> import os, tempfile
+      >>> import nqm
+      >>> path = os.path.join(tempfile.mkdtemp(), "sweep.nc")
+      >>> nqm.save(nqm.sweep("sgdm", lr=0.5, momentum=0.5, problem=nqm.zhang(10), max_steps=500,
+      ...                    progress=False), path)
+      >>> int(nqm.load(path).steps.squeeze())
+      13
+      >>> with open(path, "r+b") as f:
+      ...     _ = f.seek(os.path.getsize(path) // 2)
+      ...     _ = f.write(b"damage")
+      >>> nqm.load(path)
+      Traceback (most recent call last):
+          ...
+      nqm.errors.NqmError: ...
     """
     ds = load_dataset(path)
     if "steps" not in ds or "status" not in ds:

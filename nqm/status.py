@@ -39,6 +39,13 @@ def t_star(ds, percentile: float = 1.0) -> float:
 
     Returns:
       ``T*`` in steps (a float).
+
+    Examples:
+      >>> import nqm
+      >>> ds = nqm.sweep("sgdm", lr=[0.1, 0.5, 2.5], momentum=[0.0, 0.5], problem=nqm.zhang(10),
+      ...                max_steps=500, progress=False)
+      >>> round(nqm.t_star(ds), 2)  # the 1st percentile of T over the 5 settled cells
+      7.24
     """
     steps = np.asarray(ds.steps.values)[np.asarray(ds.status.values) == SETTLED]
     return float(np.percentile(steps, percentile)) if steps.size else float("nan")

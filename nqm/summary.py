@@ -47,6 +47,17 @@ def summarize(ds: xr.Dataset, by_seed: bool = False) -> xr.Dataset:
 
     Raises:
       NqmError: ``ds`` is not such a result.
+
+    Examples:
+      >>> import nqm
+      >>> from nqm import summary
+      >>> ds = nqm.sweep("sgdm", lr=[0.1, 0.5, 2.5], momentum=[0.0, 0.5], problem=nqm.zhang(10),
+      ...                max_steps=500, progress=False)
+      >>> table = summary.summarize(ds)
+      >>> [table[c].item() for c in ("best_steps", "best_lr", "best_momentum", "converged")]
+      [7.0, 2.5, 0.5, 5]
+      >>> round(table.t_star.item(), 2)
+      7.24
     """
     if not isinstance(ds, xr.Dataset) or not {"steps", "status"} <= set(ds) or not set(GRID) <= set(ds.steps.dims):
         raise NqmError("a summary needs a sweep result with steps and status over lr and momentum")
@@ -86,6 +97,15 @@ def spread(table: xr.Dataset, over=("seed", "perturbation")) -> xr.Dataset:
 
     Raises:
       NqmError: the table has none of ``over``.
+
+    Examples:
+      >>> import nqm
+      >>> from nqm import summary
+      >>> ds = nqm.sweep("sgdm", lr=[0.1, 0.5], momentum=[0.0, 0.5], noise=0.05, seed=[0, 1, 2],
+      ...                problem=nqm.zhang(10), max_steps=500, progress=False)
+      >>> s = summary.spread(summary.summarize(ds, by_seed=True))
+      >>> s.attrs["spread_over"], s.converged_min.item(), s.converged_max.item()
+      ('seed', 4, 4)
     """
     _check_table(table, "spread", ("t_star", "converged"))
     dims = [d for d in over if d in table.dims]
@@ -119,6 +139,16 @@ def robustness(method: str = "sgdm", *, perturbations=None, seed=(0, 1, 2), **sw
 
     Raises:
       NqmError: no ``lr`` given.
+
+    Examples:
+      >>> import nqm
+      >>> from nqm import summary
+      >>> r = summary.robustness("sgdm", lr=[0.1, 0.5], momentum=[0.0, 0.5], seed=[0, 1],
+      ...                        problem=nqm.zhang(10), max_steps=500, progress=False)
+      >>> dict(r.sizes)["perturbation"], r.attrs["spread_over"]
+      (5, 'seed, perturbation')
+      >>> r.t_star_min.item() == r.t_star_max.item()  # noiseless and well conditioned: no spread
+      True
     """
     from nqm.sweeps import sweep
 

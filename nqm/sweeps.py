@@ -70,6 +70,20 @@ def sweep(
 
     Returns:
       an ``xarray.Dataset`` with dims ``delay, noise, [hyperparameters,] seed, momentum, lr``.
+
+    Examples:
+      A 3 × 2 grid on a 10-dimensional problem: ``steps`` is T (where the run stopped when it did
+      not reach the target), ``status`` 1 settled, −1 diverged.
+
+      >>> import nqm
+      >>> ds = nqm.sweep("sgdm", lr=[0.1, 0.5, 2.5], momentum=[0.0, 0.5], problem=nqm.zhang(10),
+      ...                max_steps=500, progress=False)
+      >>> ds.steps.dims
+      ('delay', 'noise', 'seed', 'momentum', 'lr')
+      >>> ds.steps.sel(delay=0, noise=0.0, seed=0).values.tolist()
+      [[140, 28, 19], [69, 13, 7]]
+      >>> ds.status.sel(delay=0, noise=0.0, seed=0).values.tolist()
+      [[1, 1, -1], [1, 1, 1]]
     """
     task, grids = job(method, problem, options)
     coords = coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype=task.dtype, **grids)

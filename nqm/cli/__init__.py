@@ -31,13 +31,20 @@ from nqm.errors import NqmError
 
 COMMANDS = (sweep, best, trace, expected, plot, summary, threshold, bench)
 
-__all__ = ["COMMANDS", "build_parser", "command", "main", "values"]
+__all__ = ["COMMANDS", "build_parser", "command", "full_parser", "main", "values"]
 
 CACHE = "NQM_COMPILATION_CACHE"  # where the command keeps JAX's compiled programs, or "off"
 
 
 def build_parser(command: str | None = None) -> Parser:
-    """The ``nqm`` parser, with the options of ``command`` (the others are listed by name only)."""
+    """The ``nqm`` parser, with the options of ``command`` (the others are listed by name only).
+
+    Args:
+        command: the command whose options to build (``None``: none of them, ``"*"``: all).
+
+    Returns:
+        The parser.
+    """
     from nqm import __version__
 
     parser = Parser(prog="nqm", description="Noisy Quadratic Model under gradient delay: sweeps, traces, "
@@ -46,11 +53,22 @@ def build_parser(command: str | None = None) -> Parser:
     parser.add_argument("--version", action="version", version=f"nqm {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for module in COMMANDS:
-        if module.NAME == command:
+        if module.NAME == command or command == "*":
             module.add_parser(subparsers)
         else:
             subparsers.add_parser(module.NAME, help=module.HELP)
     return parser
+
+
+def full_parser() -> Parser:
+    """The ``nqm`` parser with every command's options: the command-line reference of the
+    documentation (``docs/cli.md``) is generated from it. The command itself builds only the options
+    of the command being run (:func:`build_parser`).
+
+    Returns:
+        The parser.
+    """
+    return build_parser("*")
 
 
 def command() -> int:

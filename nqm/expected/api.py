@@ -16,7 +16,7 @@ from nqm.expected.recursion import METHODS, recursion
 from nqm.problem import Problem
 from nqm.status import REACHED, TRANSIENT, meaning
 
-DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (docs/guide.md: the T error it causes)
+DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (docs/expected.md: the T error it causes)
 STEADY_MEANING = ("E[L] as t → ∞; inf: no steady state (a constant delay: a root of the recursion on or outside "
                   "the unit circle; iid delays: the mean-square map's spectral radius >= 1), so E[L_t] does not settle")
 
@@ -271,6 +271,18 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
 
     Returns:
       The result, as :func:`nqm.sweep`'s plus ``steady_state_loss`` and ``reachable``.
+
+    Examples:
+      The expected loss of SGDM on the grid of :func:`nqm.sweep`'s example: without noise, exactly the
+      engine's steps; with noise σ = 0.05, E[L∞] per cell (∞ where the cell diverges).
+
+      >>> import nqm, nqm.expected
+      >>> ex = nqm.expected.sweep("sgdm", lr=[0.1, 0.5, 2.5], momentum=[0.0, 0.5], noise=[0.0, 0.05],
+      ...                         problem=nqm.zhang(10), max_steps=500)
+      >>> ex.steps.sel(delay=0, noise=0.0, seed=0).values.tolist()
+      [[140, 28, 19], [69, 13, 7]]
+      >>> ex.steady_state_loss.sel(delay=0, noise=0.05, seed=0).values.round(5).tolist()
+      [[0.00019, 0.00107, inf], [0.00037, 0.00202, 0.02688]]
     """
     config = checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True,
                             first_passage=first_passage)

@@ -1,7 +1,7 @@
 """What every optimizer family provides, and the registry that maps names to families.
 
-An optimizer acts on ONE cell (one weight vector); the engine ``vmap``s it over a grid. Its
-hyperparameters are arrays carried in a NamedTuple, so a grid of values is one compiled program.
+An optimizer acts on ONE cell (one weight vector); the engine maps it over a grid with ``vmap``.
+Its hyperparameters are arrays carried in a NamedTuple, so a grid of values is one compiled program.
 
     state = init(w0)
     w_next, state, info = step(hyper, state, w, g, ctx)

@@ -17,3 +17,7 @@ def __getattr__(name):
         return getattr(importlib.import_module("nqm.search.answers" if name in ("answer", "describe") else
                                                "nqm.search.api"), name)
     raise AttributeError(f"module 'nqm.search' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

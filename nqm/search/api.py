@@ -149,6 +149,15 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
       ``robust_<param>``, ``seeds_median/min/max``, ``cells``, ``rounds``, ``stopped``: ``tol``,
       ``max_cells`` or ``refined``; the method, ``box``, delay, noise, problem, target, budget, …;
       see :func:`answer`).
+
+    Examples:
+      The fastest learning rate of SGDM at momentum 0.5 on a 10-dimensional problem:
+
+      >>> import nqm
+      >>> found = nqm.best("sgdm", lr=(0.01, 2.0), momentum=0.5, problem=nqm.zhang(10),
+      ...                  max_steps=500, max_cells=40, progress=False)
+      >>> int(found.attrs["best_steps"]), round(found.attrs["best_lr"], 2), found.attrs["stopped"]
+      (6, 1.68, 'tol')
     """
     search = _Search.create(method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected,
                             problem, coarse, width, patience, options, objective)

@@ -5,7 +5,7 @@ Linearised mean dynamics of one curvature ``a`` with step ``η``; everything dep
 whose characteristic polynomial is affine in x: ``P(z; x) = A(z) + x B(z)``. Polynomials are
 coefficient arrays, highest power first (``np.polyval`` order), batched over leading axes.
 
-Thresholds use the boundary locus: a root lies on |z| = 1 exactly when
+Thresholds use the boundary locus: a root lies on ``|z| = 1`` exactly when
 ``x = -A(e^{iθ}) / B(e^{iθ})`` is real, so the crossings are the zeros in θ of
 ``Im(A conj B)``. All roots are inside the unit circle for small x > 0 (the root z = 1 of
 ``A`` moves inwards), so the first positive crossing is the threshold x*, whether or not the
@@ -285,6 +285,18 @@ def threshold(method="sgd", delay=None, momentum=0.0, *, dampening=False, pmf=No
 
     Returns:
       x*, shape ``np.shape(delay) + np.shape(momentum)`` (``(len(pmfs),) + …`` for a list).
+
+    Examples:
+      SGD's threshold at delays 0, 1 and 4 is ``2 sin(π/(4τ + 2))``; momentum lowers it under delay:
+
+      >>> import numpy as np
+      >>> from nqm.thresholds import polynomials
+      >>> polynomials.threshold("sgd", delay=[0, 1, 4]).round(4).tolist()
+      [2.0, 1.0, 0.3473]
+      >>> (2 * np.sin(np.pi / (4 * np.array([0, 1, 4]) + 2))).round(4).tolist()
+      [2.0, 1.0, 0.3473]
+      >>> polynomials.threshold("sgdm", delay=4, momentum=[0.0, 0.5]).round(4).tolist()
+      [0.3473, 0.1559]
     """
     m = _array(momentum, "momentum", high=1.0)
     pmfs, lead = _pmfs(method, delay, pmf, m)

@@ -65,6 +65,18 @@ def simulated_threshold(method: str = "sgdm", *, momentum, delay=0, seeds: int =
       ``threshold_max`` and ``threshold_hi`` (the median upper end of the final brackets) over
       ``delay × momentum × [hyperparameters]``; NaN where even the smallest scanned rate diverged,
       ∞ where none diverged.
+
+    Examples:
+      The bisection finds the derived thresholds of SGDM (one eigenvalue λ = 1, so ``x* = η*``):
+
+      >>> import numpy as np
+      >>> from nqm.thresholds.derived import threshold
+      >>> from nqm.thresholds.simulated import simulated_threshold
+      >>> found = simulated_threshold("sgdm", momentum=[0.0, 0.5], delay=[0, 4], steps=2000, tol=1e-2)
+      >>> found.threshold.dims
+      ('delay', 'momentum')
+      >>> bool(np.allclose(found.threshold, threshold("sgdm", momentum=[0.0, 0.5], delay=[0, 4]), rtol=0.02))
+      True
     """
     problem = explicit([1.0]) if problem is None else problem
     steps = count(steps, "steps", high=10**8)
