@@ -154,6 +154,33 @@ def test_a_one_hot_pmf_is_the_constant_delay(method):
     np.testing.assert_allclose(ours[4], theirs[4], rtol=1e-9)
 
 
+def test_a_constant_delay_steady_state_comes_from_the_state_not_the_map():
+    """Under a constant delay the second moment's steady state is a Lyapunov sum on the n-entry state
+    (n × n per component), not a solve of the m × m map (m = n(n+1)/2): equal to the written
+    autoregression (sgdm) and to the map (dana, where it fits), and answered where the map would
+    need 17.7 GiB (dana, D = 16, N = 1,000: the settled test of a sweep needs it)."""
+    big, small = nqm.zhang(1000), nqm.zhang(30)
+    lr, m = np.geomspace(1e-4, 0.05, 6), np.full(6, 0.9)
+    P, Q, b, _, _ = second_moment._matrices("sgdm", delays.process(16), lr, m, False)
+    state = second_moment._lyapunov(P[:, 0], Q[:, 0], b[:, 0], big.eigenvalues, np.ones(1000), np.ones(6, bool))
+    written = expected.steady_state_loss(big, "sgdm", 16, lr, m, 1.0)
+    assert np.isfinite(written).sum() >= 3 and np.isinf(written).sum() >= 1
+    np.testing.assert_array_equal(np.isinf(state), np.isinf(written))
+    np.testing.assert_allclose(state[np.isfinite(state)], written[np.isfinite(written)], rtol=1e-8)
+    lr4, m4 = np.geomspace(0.01, 1.5, 8), np.tile([0.0, 0.9], 4)
+    P, Q, b, pmf, _ = second_moment._matrices("dana", delays.process(4), lr4, m4, False)
+    K, noise = second_moment._operators(P, Q, b, pmf, small.eigenvalues)
+    mapped = second_moment._steady(K, noise, small.eigenvalues, np.ones(30))[1]
+    ours = expected.steady_state_loss(small, "dana", 4, lr4, m4, 1.0)
+    assert np.isfinite(mapped).sum() >= 2 and np.isinf(mapped).sum() >= 2
+    np.testing.assert_array_equal(np.isinf(ours), np.isinf(mapped))
+    np.testing.assert_allclose(ours[np.isfinite(ours)], mapped[np.isfinite(mapped)], rtol=1e-9)
+    with pytest.raises(nqm.NqmError, match="more than the 2 GiB budget"):
+        second_moment.check_size("dana", delays.process(16), False, 1000)
+    noiseless = expected.steady_state_loss(big, "dana", 16, lr, m, 0.0)
+    assert set(noiseless) <= {0.0, np.inf} and np.isfinite(noiseless).sum() >= 3
+
+
 @pytest.mark.parametrize("method, delay", [("sgdm", "uniform:1:3"), ("shifted", "pmf:0.5,0,0.5"), ("nesterov", "gaussian:2")])
 def test_steady_state_is_infinite_exactly_where_the_mean_square_radius_reaches_one(method, delay):
     problem = nqm.explicit([1.0, 0.3])

@@ -44,12 +44,13 @@ def _autoregression(process, method) -> int | None:
     return constant if constant is not None and family(method) in METHODS else None
 
 
-def _check_cost(problem, method, processes, bins, dampening) -> None:
+def _check_cost(problem, method, processes, bins, dampening, steady=False) -> None:
     """Refuse, before any work, a second-moment map that would not fit in memory (one line that says
-    what fits)."""
+    what fits). ``steady``: only the steady state is asked, which a constant delay gets from its
+    n × n state (:func:`second_moment.steady_state`), not the map."""
     components = _spectrum(problem, bins)[0].size
     for process in processes:
-        if _autoregression(process, method) is None:
+        if _autoregression(process, method) is None and not (steady and np.count_nonzero(process.pmf()) == 1):
             second_moment.check_size(method, process, dampening, components)
 
 
@@ -131,14 +132,15 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
     flat = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel(), noise=sigma.ravel())
     process = _one_delay(delay)
     problem, bins = _checked(method, flat["momentum"], problem, bins, dampening)
-    _check_cost(problem, method, [process], bins, dampening)
+    _check_cost(problem, method, [process], bins, dampening, steady=True)
     lam, weight = _spectrum(problem, bins)
     with np.errstate(over="ignore", invalid="ignore"):  # no steady state overflows to ∞: what it means
         if (constant := _autoregression(process, method)) is not None:
             rows = recursion(method, constant, flat["lr"], flat["momentum"], dampening)
             _, unit = steady.analyse(rows, lam, weight)
         else:
-            unit = second_moment.steady_state(method, process, flat["lr"], flat["momentum"], dampening, lam, weight)
+            unit = second_moment.steady_state(method, process, flat["lr"], flat["momentum"], dampening, lam, weight,
+                                              level=flat["noise"] > 0)
     with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
         return np.where(np.isinf(unit), np.inf, unit * flat["noise"] ** 2).reshape(lr.shape)
 

@@ -263,12 +263,44 @@ def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma,
     return steps, status, loss, curve, unit
 
 
-def steady_state(method: str, process, lr, momentum, dampening: bool, lam, weight) -> np.ndarray:
-    """``V_∞`` per cell (``E[L_∞] = σ² V_∞``), ∞ where the mean-square map is not stable."""
+def steady_state(method: str, process, lr, momentum, dampening: bool, lam, weight, level=None) -> np.ndarray:
+    """``V_∞`` per cell (``E[L_∞] = σ² V_∞``), ∞ where the mean-square map is not stable; under a
+    constant delay, cells where ``level`` (a mask) is False get only their stability (0 or ∞)."""
     P, Q, b, pmf, _ = _matrices(method, delays.process(process), lr, momentum, dampening)
     lam, weight = np.asarray(lam, np.float64), np.asarray(weight, np.float64)
+    if pmf.size == 1:
+        level = np.ones(P.shape[0], bool) if level is None else np.asarray(level, bool)
+        return _lyapunov(P[:, 0], Q[:, 0], b[:, 0], lam, weight, level)
     m = P.shape[-1] * (P.shape[-1] + 1) // 2
     size = max(1, BATCH_ENTRIES // (lam.size * m * m))
     parts = [_steady(*_operators(P[s:s + size], Q[s:s + size], b[s:s + size], pmf, lam), lam, weight)[1]
              for s in range(0, P.shape[0], size)]
     return np.concatenate(parts)
+
+
+DOUBLINGS = 64  # squarings of A: the sum covers 2^64 steps, every contraction a float64 can tell from 1
+
+
+def _lyapunov(P, Q, b, lam, weight, level) -> np.ndarray:
+    """``V_∞`` per cell under one constant delay, where the map is ``X ↦ A X Aᵀ``: stable iff the
+    spectral radius of every component's ``A = P + λ Q`` is below 1, and then ``N_∞ = Σ_u A^u λ b bᵀ
+    A^uᵀ`` by doubling (``N ← N + A N Aᵀ``, ``A ← A²``) on the n × n state instead of the m × m map
+    — exact, and small enough for every eigenvalue of a large spectrum."""
+    n = P.shape[-1]
+    size = max(1, BATCH_ENTRIES // (8 * lam.size * n * n))
+    out = np.full(P.shape[0], np.inf)
+    for s in range(0, P.shape[0], size):
+        A = P[s:s + size, None] + lam[None, :, None, None] * Q[s:s + size, None]  # (cells, comps, n, n)
+        stable = (np.abs(np.linalg.eigvals(A)).max(-1) < 1).all(1)
+        out[s:s + size][stable] = 0.0
+        stable &= level[s:s + size]
+        A = A[stable]
+        N = lam[None, :, None, None] * b[s:s + size][stable][:, None, :, None] * b[s:s + size][stable][:, None, None, :]
+        with np.errstate(all="ignore"):
+            for _ in range(DOUBLINGS):
+                N = N + A @ N @ np.swapaxes(A, -1, -2)
+                A = A @ A
+                if not np.abs(A).max(initial=0.0) > 1e-300:
+                    break
+        out[s:s + size][stable] = 0.5 * (N[..., 0, 0] * lam * weight).sum(1)
+    return out
