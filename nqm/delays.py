@@ -249,6 +249,9 @@ def constant(delay: int) -> Constant:
     Args:
       delay: the delay ``D`` in steps, an integer ≥ 0.
 
+    Returns:
+      The process (its ``label`` is ``str(D)``).
+
     Raises:
       NqmError: ``delay`` is not an integer in range.
 
@@ -312,6 +315,9 @@ def iid(probabilities, label: str | None = None) -> Iid:
     Args:
       probabilities: the weights of ``P(τ = k)``, ``k = 0…K`` (normalised by :func:`validate_pmf`).
       label: the spec string; default ``pmf:`` followed by the normalised weights.
+
+    Returns:
+      The process, drawing ``τ_t`` independently at every step.
 
     Raises:
       NqmError: the weights are not a valid pmf.
@@ -420,6 +426,9 @@ def workers(count: int, slow_fraction: float = 0.0, slowdown: float = 1.0) -> Wo
       count: the number of workers ``K`` ≥ 1.
       slow_fraction: the fraction of them that are slow, in [0, 1].
       slowdown: how many times longer a slow worker's mean compute time is (> 0).
+
+    Returns:
+      The process, whose delays come from the workers' event order.
 
     Raises:
       NqmError: any of them out of range.

@@ -273,6 +273,10 @@ def trajectory(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.
       Dataset with one variable per recorder over ``step`` (and ``component`` for per-component
       ones, with coordinate ``eigenvalue``) and one per summary.
 
+    Raises:
+      NqmError: an unknown recorder, a method or value the engine refuses, or a trace that would
+        not fit in memory, in one line.
+
     Examples:
       >>> import nqm
       >>> trace = nqm.trajectory("sgdm", lr=0.5, momentum=0.5, problem=nqm.zhang(10), steps=100,

@@ -36,6 +36,9 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
       ds: the result (an ``xarray.Dataset``) to write.
       path: the destination netCDF file.
 
+    Returns:
+      Nothing; the file holds ``ds`` (:func:`load` reads it back).
+
     Raises:
       NqmError: ``ds`` is not a dataset, or the file cannot be written.
 

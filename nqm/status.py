@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nqm.errors import NqmError
+
 SETTLED, TRANSIENT, BUDGET, DIVERGED = 1, 2, 0, -1
 # The first passage: what the engine's runs find (a cell that reached the target), before the
 # settled test tells settled from transient runs, and all that `first_passage=True` keeps.
@@ -40,6 +42,9 @@ def t_star(ds, percentile: float = 1.0) -> float:
     Returns:
       ``T*`` in steps (a float).
 
+    Raises:
+      NqmError: a percentile that is not a number in [0, 100].
+
     Examples:
       >>> import nqm
       >>> ds = nqm.sweep("sgdm", lr=[0.1, 0.5, 2.5], momentum=[0.0, 0.5], problem=nqm.zhang(10),
@@ -47,6 +52,8 @@ def t_star(ds, percentile: float = 1.0) -> float:
       >>> round(nqm.t_star(ds), 2)  # the 1st percentile of T over the 5 settled cells
       7.24
     """
+    if not (isinstance(percentile, (int, float, np.number)) and 0 <= percentile <= 100):
+        raise NqmError(f"percentile must be a number in [0, 100], got {percentile!r}")
     steps = np.asarray(ds.steps.values)[np.asarray(ds.status.values) == SETTLED]
     return float(np.percentile(steps, percentile)) if steps.size else float("nan")
 

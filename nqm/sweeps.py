@@ -71,6 +71,11 @@ def sweep(
     Returns:
       an ``xarray.Dataset`` with dims ``delay, noise, [hyperparameters,] seed, momentum, lr``.
 
+    Raises:
+      NqmError: a value nqm cannot run (a negative or NaN learning rate, momentum ≥ 1, an unknown
+        method, an empty grid, a checkpoint of other settings, …), in one line that says how to fix it,
+        before any work; a checkpoint or saved result is left as it was.
+
     Examples:
       A 3 × 2 grid on a 10-dimensional problem: ``steps`` is T (where the run stopped when it did
       not reach the target), ``status`` 1 settled, −1 diverged.

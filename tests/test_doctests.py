@@ -10,6 +10,12 @@ def test_every_entry_point_has_an_example():
     assert not doctests.without_examples()
 
 
+def test_every_entry_point_says_what_it_takes_returns_and_raises():
+    for name in doctests.ENTRY_POINTS:
+        text = doctests.resolve(name).__doc__
+        assert all(f"\n    {section}:\n" in text for section in ("Args", "Returns", "Raises")), name
+
+
 def test_every_example_of_the_package_passes():
     failed, attempted, times = doctests.run()
     assert attempted >= len(doctests.ENTRY_POINTS)

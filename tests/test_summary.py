@@ -109,3 +109,10 @@ def test_one_t_star_in_the_closing_lines_the_summary_and_the_figure(tmp_path, ca
         assert row and f"{t:.4g}" in row[0] and row[0] in closing  # the same row in both tables
         assert t >= float(table.best_steps.sel(delay=delay).squeeze())  # a percentile is not below the minimum
     assert "1st percentile of T over the panel's converged cells" in printed
+
+
+@pytest.mark.parametrize("percentile", [-1, 101, float("nan"), "1"])
+def test_t_star_refuses_a_percentile_outside_0_100(percentile):
+    ds = xr.Dataset({"steps": ("lr", [5, 7]), "status": ("lr", [1, 1])})
+    with pytest.raises(NqmError, match=r"percentile must be a number in \[0, 100\]"):
+        nqm.t_star(ds, percentile)

@@ -274,6 +274,10 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     Returns:
       The result, as :func:`nqm.sweep`'s plus ``steady_state_loss`` and ``reachable``.
 
+    Raises:
+      NqmError: a method that is not linear, a delay process without a pmf (worker pools), an
+        invalid value, or a second-moment map that would not fit in memory (with what fits), in one line.
+
     Examples:
       The expected loss of SGDM on the grid of :func:`nqm.sweep`'s example: without noise, exactly the
       engine's steps; with noise σ = 0.05, E[L∞] per cell (∞ where the cell diverges).

@@ -150,6 +150,10 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
       ``max_cells`` or ``refined``; the method, ``box``, delay, noise, problem, target, budget, …;
       see :func:`answer`).
 
+    Raises:
+      NqmError: a box, value or option the search cannot run (checked for every value the search
+        will evaluate, before any work), or a checkpoint of other settings, in one line.
+
     Examples:
       The fastest learning rate of SGDM at momentum 0.5 on a 10-dimensional problem:
 

@@ -299,6 +299,10 @@ def threshold(method: str, *, momentum=0.0, delay=0, criterion: str = "mean", da
     Returns:
       ``x*`` (float64; a scalar for scalar arguments), or ``(x*, error)``.
 
+    Raises:
+      NqmError: a method that is not linear, an unknown criterion, an invalid momentum or delay, or
+        transition matrices that would not fit in memory, in one line.
+
     Examples:
       SGDM's ``x*`` at momenta 0 and 0.5, without delay and at delay 4; under iid delays the
       mean-square threshold lies below the mean one:

@@ -286,6 +286,10 @@ def threshold(method="sgd", delay=None, momentum=0.0, *, dampening=False, pmf=No
     Returns:
       x*, shape ``np.shape(delay) + np.shape(momentum)`` (``(len(pmfs),) + …`` for a list).
 
+    Raises:
+      NqmError: a method without a characteristic polynomial here, or an invalid delay, pmf or
+        momentum, in one line.
+
     Examples:
       SGD's threshold at delays 0, 1 and 4 is ``2 sin(π/(4τ + 2))``; momentum lowers it under delay:
 

@@ -66,6 +66,10 @@ def simulated_threshold(method: str = "sgdm", *, momentum, delay=0, seeds: int =
       ``delay × momentum × [hyperparameters]``; NaN where even the smallest scanned rate diverged,
       ∞ where none diverged.
 
+    Raises:
+      NqmError: an invalid value (steps, seeds, tol, seed, noise), a ``target`` or ``max_steps``
+        (a threshold run never stops at a target), or a delay never below the budget, in one line.
+
     Examples:
       The bisection finds the derived thresholds of SGDM (one eigenvalue λ = 1, so ``x* = η*``):
 
