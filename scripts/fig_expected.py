@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 
 from nqm.plots.heatmap import draw_panels  # noqa: E402
 from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
-from nqm.status import REACHED, t_star  # noqa: E402
+from nqm.status import REACHED, TRANSIENT, t_star  # noqa: E402
 
 METHODS = {"sgdm": "SGDM", "shifted": "shifted momentum"}
 KINDS = {"mc": "Monte Carlo (one run per cell)", "exact": "exact expected loss"}
@@ -70,6 +70,7 @@ def claims(data):
                 panel = data.sel({"method": method, "kind": kind, "delay": delay})
                 out[f"{method}_{kind}_d{delay}_t_star"] = t_star(panel)
                 out[f"{method}_{kind}_d{delay}_converged"] = int((panel.status == REACHED).sum())
+                out[f"{method}_{kind}_d{delay}_transient"] = int((panel.status == TRANSIENT).sum())
     return out
 
 

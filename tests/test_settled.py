@@ -2,6 +2,7 @@
 long-run loss level is below it), 2 *transient* (it reached the target and does not stay), decided
 asymptotically — never by the budget — and ``first_passage=True`` keeps the first passage alone."""
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
@@ -128,6 +129,11 @@ def test_heatmaps_and_the_closing_lines_show_transient_cells_apart(tmp_path, cap
     assert len(hatched) == int((ds.status == TRANSIENT).sum()) == 1
     assert "1 transient cell" in fig.axes[0].get_title()
     assert any("transient" in t.get_text() for t in fig.legends[0].get_texts())
+    # a figure script's panels (draw_panels) say it too
+    from nqm.plots.heatmap import draw_panels
+    figure, axes = plt.subplots(1, 2)
+    draw_panels(figure, axes, {"a": ds.squeeze(drop=True), "b": ds.squeeze(drop=True)})
+    assert any("transient" in t.get_text() for t in figure.legends[0].get_texts())
     literal = nqm.sweep("sgdm", lr=ds.lr.values, momentum=ds.momentum.values, delay=2, problem=nqm.zhang(20),
                         max_steps=3000, progress=False, first_passage=True)
     fig = nqm.plot_heatmaps(literal)

@@ -245,7 +245,7 @@ def draw_panels(fig, axes, panels: dict, *, norm=None, shrink: float = 0.9) -> m
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     steps_colorbar(fig, mesh, list(axes.flat), shrink=shrink)
-    status_legend(fig)
+    status_legend(fig, transient=any(bool((panel.status == TRANSIENT).any()) for panel in panels.values()))
     return norm
 
 
