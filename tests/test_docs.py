@@ -118,3 +118,27 @@ def test_a_name_missing_from_the_reference_is_reported(tmp_path):
     missing = missing_names(tmp_path)
     assert "nqm.sweep" in missing and "nqm.sweeps.sweep" in missing
     assert "nqm" not in missing and "nqm.save" not in missing
+
+
+def test_the_gallery_says_which_definition_of_converged_a_figures_runs_used(tmp_path):
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        generated = importlib.import_module("generated")
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))
+    import nqm
+    import xarray as xr
+
+    ds = nqm.sweep("sgdm", lr=[0.1, 0.5], momentum=[0.0], problem=nqm.zhang(10), max_steps=300, progress=False)
+    settled, literal, old = tmp_path / "s.nc", tmp_path / "l.nc", tmp_path / "o.nc"
+    nqm.save(ds, settled)
+    nqm.save(ds.assign_attrs(first_passage=1), literal)
+    nqm.save(ds.drop_attrs(), old)
+    assert generated.definition(settled).startswith("**settled**")
+    assert "asked for" in generated.definition(literal)
+    assert "predate" in generated.definition(old)
+    nqm.save(xr.Dataset({"threshold": ("delay", [1.0, 0.5])}), tmp_path / "t.nc")
+    assert generated.definition(tmp_path / "t.nc") is None  # no runs, no definition
+    searches = tmp_path / "f.json"
+    searches.write_text(json.dumps({"searches": {"a": {"regime": {"first_passage": 0}}}}))
+    assert generated.definition(searches).startswith("**settled**")

@@ -5,7 +5,8 @@ from them (they are not committed: ``docs/.gitignore``).
   ``scripts/NAME.py`` draws (the script's docstring), the commands that make it, its question,
   regime and answer (the section of the documentation marked ``<!-- figure:NAME -->`` …
   ``<!-- /figure -->``, included, not copied), its claims (``figures/NAME.claims.json``) and its
-  data file. ``quickstart.png`` is the README's main job.
+  data file, and which definition of *converged* its runs used (read from the data file).
+  ``quickstart.png`` is the README's main job.
 * ``notebooks/``: the notebooks of ``notebooks/``, shown with their committed outputs.
 """
 
@@ -17,6 +18,8 @@ import math
 import pathlib
 import re
 import shutil
+
+import h5py
 
 DOCS = pathlib.Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
@@ -65,6 +68,30 @@ def _sections() -> dict:
     return found
 
 
+DEFINITIONS = {
+    0: "**settled** — a run converged when it reached the target and stays below it; T is its first passage",
+    1: "**first passage** — asked for (`first_passage=True`): a run that touched the target counted",
+    None: "**first passage** — the data predate the settled definition: a run that touched the target "
+          "counted, whether or not it stayed",
+}
+
+
+def definition(data: pathlib.Path) -> str | None:
+    """Which definition of converged a figure's runs used, from its data file (``None``: it has no
+    runs with a status, e.g. thresholds or traces)."""
+    if data.suffix == ".json":
+        searches = json.loads(data.read_text()).get("searches") or {}
+        flags = {s.get("regime", {}).get("first_passage") for s in searches.values()}
+    else:
+        with h5py.File(data, "r") as f:
+            if "status" not in f:
+                return None
+            flags = {int(f.attrs["first_passage"][()].item()) if "first_passage" in f.attrs else None}
+    if not flags:
+        return None
+    return "; ".join(DEFINITIONS[flag] for flag in sorted(flags, key=str)) + "."
+
+
 def figure_page(name: str, described: dict, sections: dict, job: str) -> str:
     """The Markdown of one figure's page."""
     script = ROOT / "scripts" / f"{name}.py"
@@ -100,6 +127,9 @@ def figure_page(name: str, described: dict, sections: dict, job: str) -> str:
                 "| claim | value |", "| --- | --- |"]
         out += [f"| `{key}` | {_number(value)} |" for key, value in record["claims"].items()]
         out += ["", "## Data", "", f"{{download}}`figures/{record['data']} <../../figures/{record['data']}>`", ""]
+        converged = definition(ROOT / "figures" / record["data"])
+        if converged:
+            out += [f"Converged means, in these runs: {converged}", ""]
     return "\n".join(out)
 
 
