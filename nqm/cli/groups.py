@@ -102,8 +102,8 @@ def _also_option(name: str) -> str:
     owners = [m for m in methods() if name in options(m)]
     if not owners:
         return ""
-    default = options(owners[0])[name].default
-    return f"; an option of {', '.join(owners)} (one value; default: {default}): {documentation(owners[0])[name]}"
+    values = ", ".join(f"{m} {options(m)[name].default}" for m in owners)
+    return f"; one value as an option of {', '.join(owners)} ({values}): {documentation(owners[0])[name]}"
 
 
 def method_option_flags(parser, skip=()) -> None:
