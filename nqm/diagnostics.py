@@ -182,6 +182,8 @@ def _sgdm_step(view):
     if "rho" in view.hyper._fields:
         braking_off = view.hyper._replace(rho=view.hyper.rho * 0)
         return view.optimizer.step(braking_off, view.state, view.w, view.g, view.ctx)[0]
+    if "momentum" not in view.hyper._fields:  # a method without momentum (Adam) is held against SGD
+        return view.w - view.hyper.lr * view.g
     dampening = bool(dict(view.optimizer.config).get("dampening", False))
     c = momentum_coefficient(view.hyper.momentum, dampening)
     return view.w - view.hyper.lr * (view.hyper.momentum * view.velocity + c * view.g)
@@ -247,7 +249,7 @@ SUMMARIES = {  # kept on the device with `summaries=True`
 }
 
 
-def trajectory(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0, seed: int = 0,
+def trajectory(method: str = "sgdm", *, lr, momentum=None, delay=0, noise: float = 0.0, seed: int = 0,
                problem: Problem | None = None, steps: int = 1000, record=("loss",), stride: int = 1,
                summaries: bool = False, target: float | None = None, x64: bool = False,
                independent_noise: bool = False, **hyper_and_options) -> xr.Dataset:

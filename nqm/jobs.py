@@ -99,7 +99,7 @@ def checked_problem(problem: Problem | None) -> Problem:
     return problem
 
 
-def cell(method: str, *, lr, momentum, noise=0.0, seed=0, problem: Problem | None = None, x64: bool = False,
+def cell(method: str, *, lr, momentum=None, noise=0.0, seed=0, problem: Problem | None = None, x64: bool = False,
          **options) -> tuple[Job, dict]:
     """Check one cell's settings as :func:`sweep` does (same defaults, same noise identity; values
     checked in the precision ``x64`` says): returns its job and its values (each ``(1,)``: lr,
@@ -107,7 +107,7 @@ def cell(method: str, *, lr, momentum, noise=0.0, seed=0, problem: Problem | Non
 
     Args:
       method: the optimizer's registered name.
-      lr, momentum, noise, seed: the cell's values, one each.
+      lr, momentum, noise, seed: the cell's values, one each (no momentum for a method without one).
       problem: the problem, or ``None`` for :func:`nqm.zhang`.
       x64: check the values in float64 rather than float32.
       options: the method's extra hyperparameters and optimizer options (no run settings).
@@ -119,6 +119,7 @@ def cell(method: str, *, lr, momentum, noise=0.0, seed=0, problem: Problem | Non
       NqmError: a value is invalid, a run setting is given, or a grid has several values.
     """
     task, grids = job(method, problem, options)
+    momentum = momentum_of(method, momentum)
     if any(k in RUN_OPTIONS for k in options):
         raise NqmError(f"option(s) {', '.join(sorted(k for k in options if k in RUN_OPTIONS))} do not apply to a "
                        "single cell")
@@ -146,7 +147,8 @@ def split(method: str, options: dict) -> tuple[dict, dict, dict]:
     extra = hyper_dims(method)
     given = {k: v for k, v in options.items() if v is not None}
     grids = {k: given.pop(k) for k in extra if k in given}
-    misplaced = sorted(k for k in given if k in all_hyper_dims())
+    # A name may be one method's hyperparameter and another's option (adam's eps, ab's eps).
+    misplaced = sorted(k for k in given if k in all_hyper_dims() and k not in base.options(method))
     if misplaced:
         raise NqmError(f"{misplaced[0]} is not a hyperparameter of method {method!r}; "
                        f"it has {', '.join(('lr', 'momentum') + extra)}")
@@ -162,6 +164,34 @@ def split(method: str, options: dict) -> tuple[dict, dict, dict]:
     settings = {k: v for k, v in given.items() if k in RUN_OPTIONS}
     opt_options = {k: v for k, v in given.items() if k not in RUN_OPTIONS}
     return {k: grids.get(k, defaults.get(k)) for k in extra}, opt_options, settings
+
+
+def momentum_of(method: str, momentum):
+    """The momentum an entry point runs ``method`` with: ``momentum`` as given for a method with a
+    momentum axis (a field ``momentum`` of its hyperparameters, where it is required), the single
+    value 0 for one without (Adam, Lion: the result's momentum axis is that one coordinate), which
+    takes none.
+
+    Args:
+      method: the method's name (an alias or an unknown name is left to the other checks).
+      momentum: the momentum given, or ``None``.
+
+    Returns:
+      ``momentum``, or 0.0 for a method without one.
+
+    Raises:
+      NqmError: a momentum given to a method that has none.
+    """
+    if method not in methods():
+        return momentum
+    if "momentum" in base.hyperparameters(method)._fields:
+        if momentum is None:
+            raise NqmError(f"method {method!r} needs a momentum: give one value or a list (--momentum)")
+        return momentum
+    if momentum is not None:
+        raise NqmError(f"method {method!r} has no momentum: leave momentum (--momentum) out; its results have "
+                       "the single momentum 0")
+    return 0.0
 
 
 def hyper_dims(method: str) -> tuple[str, ...]:

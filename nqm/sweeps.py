@@ -29,7 +29,7 @@ from nqm import delays, results
 from nqm.checkpoint import Checkpointer, checked, discard_checkpoint, resume
 from nqm.errors import NqmError
 from nqm.io import lock
-from nqm.jobs import Job, empty, job
+from nqm.jobs import Job, empty, job, momentum_of
 from nqm.problem import Problem
 from nqm.settling import STAY, settle, stay_steps, test_for
 from nqm.status import meaning
@@ -40,7 +40,7 @@ def sweep(
     method: str = "sgdm",
     *,
     lr,
-    momentum,
+    momentum=None,
     delay=0,
     noise=0.0,
     seed=0,
@@ -54,7 +54,8 @@ def sweep(
 
     Args:
       method: a name from :func:`nqm.optimizers.methods` (``"sgdm"``, ``"ab"``, ``"shifted"``, …).
-      lr, momentum, noise, seed: a value or a list of values each.
+      lr, momentum, noise, seed: a value or a list of values each; a method without a momentum
+        (``adam``, ``lion``) takes none, and its result has the single momentum 0.
       delay: a value or a list: constant delays ``D`` and/or delay processes (spec strings such as
         ``"uniform:1:8"`` or ``"workers:16:slow=0.25:4"``, see :mod:`nqm.delays`).
       problem: the quadratic (default :func:`nqm.zhang`, N = 10⁴).
@@ -91,6 +92,7 @@ def sweep(
       [[1, 1, -1], [1, 1, 1]]
     """
     task, grids = job(method, problem, options)
+    momentum = momentum_of(method, momentum)
     coords = coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype=task.dtype, **grids)
     coords["delay"], processes = delays.coordinate(delay)
     grid_size(coords)
@@ -143,7 +145,7 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
     writer.done(key)
 
 
-def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, problem: Problem | None = None,
+def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, seed=0, problem: Problem | None = None,
              stay: bool = False, **options) -> xr.Dataset:
     """Steps to the target of a list of cells — points, not a grid — in one engine run per seed.
 
@@ -154,7 +156,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, 
 
     Args:
       method, problem, options: as :func:`sweep` (hyperparameters as arrays over points).
-      lr, momentum, noise: per-point values (repeats allowed).
+      lr, momentum, noise: per-point values (repeats allowed; no momentum for a method without one).
       delay: one constant delay or delay process.
       seed: one seed or a list (a ``seed`` dimension).
       stay: also give ``steps_stay``, the first step after which the loss stays below the target
@@ -167,6 +169,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seed=0, 
     if not isinstance(stay, (bool, np.bool_)):
         raise NqmError(f"stay must be True or False, got {stay!r}")
     task, grids = job(method, problem, options)
+    momentum = momentum_of(method, momentum)
     seeds = coordinates(seed=seed)["seed"]
     given = dict(lr=lr, momentum=momentum, noise=noise, **grids)
     arrays = [floats(v, k) for k, v in given.items()]  # numbers: float64 would read "0.1" as 0.1

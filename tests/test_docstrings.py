@@ -11,7 +11,7 @@ import re
 import pytest
 
 MODULES = [
-    "nqm", "nqm.engine", "nqm.optimizers", "nqm.optimizers.base",
+    "nqm", "nqm.engine", "nqm.optimizers", "nqm.optimizers.base", "nqm.optimizers.optax_bridge",
     "nqm.expected", "nqm.search", "nqm.search.answers",
     "nqm.thresholds.polynomials", "nqm.thresholds.derived",
     "nqm.thresholds.simulated", "nqm.thresholds.agreement", "nqm.delays", "nqm.pmfs",

@@ -20,7 +20,8 @@ CONFIG = engine.RunConfig(target=-1.0, diverge_factor=np.inf, max_steps=STEPS, c
 
 def losses(method, spec, lr, momentum, problem=PROBLEM, config=CONFIG, seed=3, **hyper):
     optimizer = make(method, delay=spec)
-    values = {"lr": [lr], "momentum": [momentum], **{k: [v] for k, v in hyper.items()}}
+    defaults = optimizer.hyper._field_defaults  # the hyperparameters not given take the sweep's defaults
+    values = {"lr": [lr], "momentum": [momentum], **{k: [v] for k, v in {**defaults, **hyper}.items()}}
     out = engine.simulate(problem, optimizer, values, [0.0], delay=spec, seed=seed, config=config,
                           record={"loss": diagnostics.loss})
     return out.trace["loss"][0]

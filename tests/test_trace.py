@@ -8,6 +8,7 @@ import nqm
 from nqm import diagnostics, engine
 from nqm.cli import main
 from nqm.optimizers import methods
+from nqm.optimizers.base import hyperparameters
 from nqm.problem import zhang
 
 PROBLEM = zhang(48)
@@ -82,7 +83,8 @@ def test_without_braking_the_relative_energy_decay_is_exactly_one(method):
 
 @pytest.mark.parametrize("method", methods())
 def test_every_recorder_runs_for_every_method(method):
-    ds = diagnostics.trajectory(method, problem=PROBLEM, lr=0.1, momentum=0.5, delay=2, noise=0.01, steps=20,
+    momentum = {"momentum": 0.5} if "momentum" in hyperparameters(method)._fields else {}  # none for adam
+    ds = diagnostics.trajectory(method, problem=PROBLEM, lr=0.1, **momentum, delay=2, noise=0.01, steps=20,
                                 record=tuple(diagnostics.RECORDERS) + ("energy_ratio",), summaries=True)
     for name in diagnostics.RECORDERS:
         assert np.isfinite(ds[name].values[3:]).all(), name  # v = 0 until every worker has stepped

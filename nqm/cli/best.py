@@ -30,14 +30,15 @@ def add_parser(subparsers):
                                    "nqm sweep gives there, not the grids' 1st-percentile T*.")
     box = parser.add_argument_group("the box (each a value V, fixed, or LO:HI, searched)")
     box.add_argument("--lr", required=True, metavar="V|LO:HI", help=f"{BOX} on a log scale)")
-    box.add_argument("--momentum", required=True, metavar="V|LO:HI", help=f"{BOX} on log(1 - m))")
+    box.add_argument("--momentum", default=None, metavar="V|LO:HI",
+                     help=f"{BOX} on log(1 - m); required by a method with a momentum, none for adam, lion)")
     for name in all_hyper_dims():
         owners = [m for m in methods() if name in jobs.hyper_dims(m)]
         box.add_argument("--" + name.replace("_", "-"), default=None, metavar="V|LO:HI",
                          help=f"{', '.join(owners)}: {BOX} on a log scale; default: the sweep's)")
     parser.add_argument("--method", choices=methods(), default=groups.default_of(search.best, "method"),
                         help="optimizer")
-    groups.method_option_flags(parser)
+    groups.method_option_flags(parser, skip=all_hyper_dims())
     cell = parser.add_argument_group("the cells")
     cell.add_argument("--delay", default=None, metavar="D", help="a constant delay (default: 0)")
     cell.add_argument("--delay-dist", default=None, metavar="SPEC", help="a delay process (instead of --delay)")
@@ -75,7 +76,7 @@ def run(args) -> None:
         raise NqmError("give either --delay or --delay-dist: a search runs under one delay")
     if args.expected:
         _exact_mode(args)
-    box = {"lr": _box(args.lr, "--lr"), "momentum": _box(args.momentum, "--momentum")}
+    box = {"lr": _box(args.lr, "--lr"), "momentum": None if args.momentum is None else _box(args.momentum, "--momentum")}
     box.update({n: _box(getattr(args, n), "--" + n.replace("_", "-")) for n in all_hyper_dims()
                 if getattr(args, n) is not None})
     _first_grid(box, args)

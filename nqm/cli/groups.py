@@ -49,7 +49,8 @@ def grid(parser, *, one_cell: bool = False, delay_processes: bool = False, seeds
     what = ("learning rate", "momentum", "gradient-noise scale", "noise (and delay) seed") if one_cell else \
         ("learning rates", "momenta", "gradient-noise scales", "noise (and delay) seeds")
     group.add_argument("--lr", nargs="+", required=True, metavar="V", help=f"{what[0]} η > 0")
-    group.add_argument("--momentum", nargs="+", required=True, metavar="V", help=f"{what[1]} m in [0, 1)")
+    group.add_argument("--momentum", nargs="+", default=None, metavar="V",
+                       help=f"{what[1]} m in [0, 1) (required by a method with a momentum; adam, lion take none)")
     if one_cell:
         group.add_argument("--delay", default="0", metavar="D", help=f"a constant delay or a process: {delays.syntax()}")
     elif delay_processes:
@@ -85,15 +86,29 @@ def method(parser, grid_group, aliases: tuple = ()) -> None:
                         help="optimizer" + (f" ({', '.join(aliases)}: sgdm at momentum 0)" if aliases else ""))
     for name in all_hyper_dims():
         owners = [m for m in methods() if name in hyperparameters(m)._fields]
-        default = hyperparameters(owners[0])._field_defaults.get(name)
-        shown = "" if default is None else f" (default: {default:g})"
+        defaults = {m: hyperparameters(m)._field_defaults.get(name) for m in owners}
+        shown = "" if None in defaults.values() else f" (default: {defaults[owners[0]]:g})" \
+            if len(set(defaults.values())) == 1 else f" (default: {', '.join(f'{m} {v:g}' for m, v in defaults.items())})"
         grid_group.add_argument("--" + name.replace("_", "-"), nargs="+", default=None, metavar="V",
-                                help=f"{', '.join(owners)} hyperparameter{shown}")
-    method_option_flags(parser)
+                                help=f"{', '.join(owners)} hyperparameter{shown}{_also_option(name)}")
+    method_option_flags(parser, skip=all_hyper_dims())
 
 
-def method_option_flags(parser) -> None:
-    """Each family's options (``--dampening``, ``--group``, …), read off the registry."""
+def _also_option(name: str) -> str:
+    """The note on a hyperparameter's flag that is also some method's option (adam's and ab's --eps)."""
+    from nqm.optimizers import methods
+    from nqm.optimizers.base import documentation, options
+
+    owners = [m for m in methods() if name in options(m)]
+    if not owners:
+        return ""
+    values = ", ".join(f"{m} {options(m)[name].default}" for m in owners)
+    return f"; one value as an option of {', '.join(owners)} ({values}): {documentation(owners[0])[name]}"
+
+
+def method_option_flags(parser, skip=()) -> None:
+    """Each family's options (``--dampening``, ``--group``, …), read off the registry (but those in
+    ``skip``: a flag the grid group already has, as a hyperparameter of another method)."""
     from nqm.optimizers import methods
     from nqm.optimizers.base import documentation, options
 
@@ -102,7 +117,8 @@ def method_option_flags(parser) -> None:
     for name_ in methods():
         docs = documentation(name_)
         for name, parameter in options(name_).items():
-            seen.setdefault(name, (parameter, docs.get(name, ""), []))[2].append(name_)
+            if name not in skip:
+                seen.setdefault(name, (parameter, docs.get(name, ""), []))[2].append(name_)
     for name, (parameter, doc, owners) in seen.items():
         flags = ["--" + name.replace("_", "-"), *_ALIASES.get(name, ())]
         default = parameter.default
@@ -125,9 +141,17 @@ def method_options(args, grids: bool = True) -> dict:
     from nqm.optimizers.base import options
     from nqm.jobs import all_hyper_dims
 
-    given = {n: getattr(args, n) for m in methods() for n in options(m)}
+    hyper = all_hyper_dims()  # their flags are the grid's (or the box's), even where also an option
+    given = {n: getattr(args, n) for m in methods() for n in options(m) if n not in hyper}
     if grids:
-        given.update({n: joined(getattr(args, n)) for n in all_hyper_dims()})
+        given.update({n: joined(getattr(args, n)) for n in hyper})
+        # A flag that is a hyperparameter of some methods and an option of this one (ab's --eps): one value.
+        own = options(args.method) if args.method in methods() else {}
+        for n in (n for n in hyper if n in own and given.get(n) is not None):
+            if len(given[n]) != 1:
+                raise NqmError(f"--{n.replace('_', '-')} is an option of {args.method}: give one value")
+            kind = type(own[n].default) if isinstance(own[n].default, (int, float)) else float
+            given[n] = kind(given[n][0])
     return {k: v for k, v in given.items() if v is not None}
 
 

@@ -23,7 +23,8 @@ def add_parser(subparsers):
     grid.add_argument("--delay", nargs="+", default=None, metavar="D",
                       help="constant delays (default: 0 … 64; with --simulate 0, 1, 2, 4, …, 64; none when --delay-dist is given)")
     grid.add_argument("--delay-dist", nargs="+", default=None, metavar="SPEC", help=f"delay processes: {delays.syntax()}")
-    grid.add_argument("--momentum", nargs="+", default=["0"], metavar="M", help="momenta m in [0, 1)")
+    grid.add_argument("--momentum", nargs="+", default=None, metavar="M",
+                      help="momenta m in [0, 1) (default: 0; none for a method without momentum: adam, lion)")
     groups.method(parser, grid, aliases=("sgd",))
     parser.add_argument("--criterion", choices=CRITERIA, default=None,
                         help="under iid delays, the stability of the mean dynamics (Giladi et al.), of the second "
@@ -46,6 +47,13 @@ def add_parser(subparsers):
     return parser
 
 
+def has_momentum(method: str) -> bool:
+    """Whether ``method`` has a momentum axis (``--momentum`` then defaults to 0; else it takes none)."""
+    from nqm.optimizers.base import hyperparameters
+
+    return "momentum" in hyperparameters(method)._fields
+
+
 def run(args) -> None:
     from nqm.io import check_writable, save
 
@@ -54,6 +62,8 @@ def run(args) -> None:
     # A simulated table bisects each delay with the engine: powers of two keep the default to seconds.
     default = [0, 1, 2, 4, 8, 16, 32, 64] if args.simulate else range(65)
     delays, momenta = groups.delays(args, default=default), joined(args.momentum)
+    if momenta is None and has_momentum(family(args.method)):
+        momenta = [0.0]
     options = groups.method_options(args)
     method = args.method
     if args.simulate:

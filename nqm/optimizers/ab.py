@@ -72,7 +72,7 @@ def adaptive_braking(
     if alpha_min is not None and alpha_max is not None and alpha_min > alpha_max:
         raise NqmError(f"alpha_min ({alpha_min}) must not exceed alpha_max ({alpha_max})")
     micro_steps = int(micro_steps)
-    group_label, cosine = _grouping(group)
+    group_label, cosine = grouping(group)
 
     def init(w0):
         return VelocityState(jnp.zeros_like(w0))
@@ -109,8 +109,19 @@ def adaptive_braking(
     return Optimizer(BrakingHyper, init, step, config, velocity=velocity)
 
 
-def _grouping(group):
-    """``(label, cosine)``: a description of the grouping, and ``cosine(g, v, eps)`` per coordinate."""
+def grouping(group):
+    """AB's parameter groups (also used by the braked optax optimizers).
+
+    Args:
+      group: ``"global"``, ``"element"``, ``"blocks:K"`` or an integer array of group labels.
+
+    Returns:
+      ``(label, cosine)``: a description of the grouping, and ``cosine(g, v, eps)``, each group's
+      cosine of ``g`` and ``v`` per coordinate.
+
+    Raises:
+      NqmError: an unknown or malformed grouping.
+    """
     if isinstance(group, str) and group == "global":
         return "global", lambda g, v, eps: _ratio(jnp.vdot(g, v), jnp.vdot(g, g), jnp.vdot(v, v), eps)
     if isinstance(group, str) and group == "element":

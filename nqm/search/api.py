@@ -104,7 +104,7 @@ class Axis(NamedTuple):
         return tuple(value * (1.0 + s * delta) for s in (-1, 1))
 
 
-def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int = 1, seed: int = 0,
+def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, seeds: int = 1, seed: int = 0,
          robust: float | None = None, tol: float = 0.01, max_cells: int = 2000, expected: bool = False,
          problem=None, coarse: int | None = None, width: int = 1, patience: int = 3, checkpoint=None,
          restart: bool = False, objective: str = "first", **options) -> xr.Dataset:
@@ -114,8 +114,8 @@ def best(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, seeds: int =
       method: a name from :func:`nqm.optimizers.methods`; with ``expected=True`` one of
         ``sgd, sgdm, nesterov, shifted``.
       lr, momentum: one value (fixed) or a pair ``(lo, hi)`` (searched; lr on a log scale,
-        momentum on ``log(1 − m)``). The method's hyperparameters in ``options`` (``rho``,
-        ``lambda_dc``) likewise, on a log scale (``lo > 0``); left out, they take the sweep's default.
+        momentum on ``log(1 − m)``; none for a method without a momentum). The method's
+        hyperparameters in ``options`` (``rho``, ``lambda_dc``) likewise, on a log scale (``lo > 0``); left out, they take the sweep's default.
       delay: one constant delay or delay process.
       noise: one noise scale.
       seeds, seed: evaluate every point on seeds ``seed … seed + seeds − 1`` (exactly the cells of
@@ -211,6 +211,7 @@ class _Search:
             raise NqmError("noise takes one value in nqm.best (it is not searched); call it once per value")
         noise = float(coordinates(noise=noise)["noise"][0])
         problem = jobs.checked_problem(problem)
+        momentum = jobs.momentum_of(method, momentum)
         settings = {k: v for k, v in options.items() if v is not None}
         progress = bool(settings.get("progress", True))
         if expected:
@@ -273,7 +274,8 @@ class _Search:
                 return tuple(ds[v].values[None] for v in ("steps", "status", "loss"))
         else:
             def evaluate(points):
-                hyper = {n: points[:, i] for i, n in enumerate(names)}
+                # A method without momentum (Adam) has momentum 0 fixed here and takes none in evaluate.
+                hyper = {n: points[:, i] for i, n in enumerate(names) if n in optimizer.hyper._fields}
                 ds = sweeps.evaluate(method, delay=process, noise=noise, seed=seed_list, problem=problem,
                                      stay=objective == "stay", **hyper, **run, **_layout(len(points), run))
                 steps = ds.steps.values if objective == "first" else \

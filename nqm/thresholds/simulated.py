@@ -42,14 +42,14 @@ BLOCKS = 16  # blocks of the second half whose largest losses trace the envelope
 __all__ = ["simulated_threshold"]
 
 
-def simulated_threshold(method: str = "sgdm", *, momentum, delay=0, seeds: int = 1, seed: int = 0,
+def simulated_threshold(method: str = "sgdm", *, momentum=None, delay=0, seeds: int = 1, seed: int = 0,
                         steps: int = 20_000, tol: float = 1e-3, problem: Problem | None = None, noise: float = 0.0,
                         progress: bool = False, **hyper_and_options) -> xr.Dataset:
     """``x* = λ_max · η*``, the largest stable learning rate found by simulation, per case.
 
     Args:
       method: any registered method.
-      momentum: momenta (a value or a list).
+      momentum: momenta (a value or a list; none for a method without a momentum).
       delay: constant delays and/or delay processes (a value or a list), as in :func:`nqm.sweep`.
       seeds, seed: seeds ``seed … seed + seeds − 1`` (noise and random delays); min, median and max reported.
       steps: the budget of each run; its second half is where growth is read.
@@ -102,6 +102,7 @@ def simulated_threshold(method: str = "sgdm", *, momentum, delay=0, seeds: int =
     rule = {"diverge_factor": np.inf, "x64": True}
     rule = {name: value for name, value in rule.items() if name not in hyper_and_options}
     task = task._replace(config=dataclasses.replace(task.config, target=-1.0, **rule))
+    momentum = jobs.momentum_of(method, momentum)
     coords = coordinates(momentum=momentum, noise=noise, seed=np.arange(seed, seed + seeds), **grids)
     if coords["noise"].size != 1:
         raise NqmError("noise takes one value for a threshold; call it once per noise level")
