@@ -47,7 +47,7 @@ SWEEP_CASES = (
                                              "workers:4:slow=2:3", "workers:4:slow=0.5:0", "poisson:3", "uniform:1")]
     + [_sweep("--delay-dist", "uniform:1:4", "uniform:1:4")]
     + [_sweep("--method", "ab", "--rho", v) for v in ("-1", "nan", "x")]
-    + [_sweep("--rho", "0.5"), _sweep("--lambda-dc", "0.1"), _sweep("--method", "adam"), _sweep("--method", "")]
+    + [_sweep("--rho", "0.5"), _sweep("--lambda-dc", "0.1"), _sweep("--method", "no-such-method"), _sweep("--method", "")]
     + [_sweep("--method", "ab", "--group", v) for v in ("rows", "blocks:x", "blocks:0", "blocks:1000")]
     + [_sweep("--group", "element"), _sweep("--micro-steps", "2"), _sweep("--method", "ormo", "--dampening")]
     + [_sweep("--method", "ab", "--micro-steps", v) for v in ("0", "-1", "x", "1.5")]
@@ -83,7 +83,7 @@ TRACE_CASES = (
 )
 
 THRESHOLD_CASES = [
-    ["threshold", "--method", "adam"], ["threshold", "--momentum", "1"], ["threshold", "--delay", "-1"],
+    ["threshold", "--method", "no-such-method"], ["threshold", "--momentum", "1"], ["threshold", "--delay", "-1"],
     ["threshold", "--delay-dist", "uniform:3:1"], ["threshold", "--delay", "1", "--delay-dist", "workers:4"],
     ["threshold", "--method", "sgd", "--momentum", "0.5"], ["threshold", "--momentum", "nan"],
     ["threshold", "--delay", "x"], ["threshold", "--delay-dist", "poisson:2"],
@@ -201,7 +201,7 @@ SWEEP_API = (
     + [dict(delay=v) for v in (-1, 1.5, 1e30, "poisson:1", "uniform:3:1", ["uniform:1:2", "uniform:1:2"], [])]
     + [dict(noise=v) for v in (-0.1, math.nan, math.inf)]
     + [dict(seed=v) for v in (-1, 1.5, 2**32)]
-    + [dict(method="adam"), dict(method="ab", rho=-0.5), dict(method="ab", rho=math.nan), dict(rho=0.5),
+    + [dict(method="no-such-method"), dict(method="ab", rho=-0.5), dict(method="ab", rho=math.nan), dict(rho=0.5),
        dict(lambda_dc=0.1), dict(method="ab", group="rows"), dict(method="ab", group="blocks:x"),
        dict(method="ab", group="blocks:100"), dict(method="ab", mode="sideways"), dict(method="ab", micro_steps=0),
        dict(method="ab", alpha_min=math.nan), dict(method="ab", alpha_min=2, alpha_max=1), dict(method="ab", eps=0),
@@ -235,7 +235,7 @@ OTHER_API = [
     lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=0.1, momentum=0.5, max_steps=10),
     lambda: delays.process("-1"), lambda: delays.process("workers:0"), lambda: delays.process("pmf:0,0"),
     lambda: delays.process(None), lambda: delays.constant(-2), lambda: delays.workers(3, 2.0, 1.0),
-    lambda: make("adam"), lambda: make("sgdm", group="element"), lambda: make("ab", micro_steps=-1),
+    lambda: make("no-such-method"), lambda: make("sgdm", group="element"), lambda: make("ab", micro_steps=-1),
     lambda: make("ab", group=np.array([-1, 0])),
     lambda: polynomials.threshold("adam"), lambda: polynomials.threshold("sgdm", delay=-1),
     lambda: polynomials.threshold("sgdm", momentum=1.0), lambda: polynomials.threshold("sgd", momentum=0.5),

@@ -214,7 +214,7 @@ BAD = [
     (dict(seeds=0), "seeds"),
     (dict(seed=[0, 1]), "seed"),
     (dict(noise=[0.0, 0.1]), "noise"),
-    (dict(method="adam"), "unknown method"),
+    (dict(method="no-such-method"), "unknown method"),
     (dict(rho=(0.1, 1.0)), "rho"),
     (dict(method="ab", rho=(0.0, 1.0)), "log scale"),
     (dict(lr=0.1, momentum=0.5), "nothing to search"),

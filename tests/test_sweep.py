@@ -119,7 +119,7 @@ def test_checkpoint_of_another_sweep_is_refused(tmp_path):
     (dict(noise=-0.1), "noise=-0.1 is invalid"),
     (dict(lr=[]), "lr is empty"),
     (dict(lr=[0.1, 0.1]), "repeated"),
-    (dict(method="adam"), "unknown method 'adam'"),
+    (dict(method="no-such-method"), "unknown method 'no-such-method'"),
     (dict(method="ab", rho=-0.5), "rho=-0.5 is invalid"),
     (dict(method="ab", group="rows"), "unknown group 'rows'"),
     (dict(method="ab", group="blocks:x"), "blocks:K"),
