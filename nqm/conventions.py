@@ -1,7 +1,11 @@
-"""The momentum convention and the "sgd" alias, named once (no JAX here: the stability analysis reads them too).
+"""The momentum convention, the "sgd" alias and the noise of a batch, named once (no JAX here: the
+stability analysis reads them too).
 
 Undampened, the AB paper's ``v_{t+1} = m v_t + g_t`` (the default); dampened, Giladi et al.'s
 ``v_{t+1} = m v_t + (1 − m) g_t``. Results and thresholds record which one they use.
+
+A batch of B examples averages B independent single-example gradients: its noise scale is
+``σ / √B``, σ being the single-example scale ``noise`` (:func:`batch_noise`).
 """
 
 from __future__ import annotations
@@ -71,3 +75,20 @@ def convention_of(method: str, dampening: bool) -> str:
       ``"no momentum"`` for an alias of SGD, else :func:`convention`.
     """
     return "no momentum" if method in ALIASES else convention(dampening)
+
+
+# What a result with a batch_size dimension records (attribute ``batch_noise``).
+BATCH_NOISE = "noise is the single-example scale sigma; a batch of batch_size B runs with gradient noise sigma/sqrt(B)"
+
+
+def batch_noise(noise, batch_size):
+    """The gradient-noise scale of a batch: ``σ / √B`` (in float64), ``σ`` the single-example scale.
+
+    Args:
+      noise: the single-example scale σ (a number or an array).
+      batch_size: the batch size B (a number or an array, broadcast with ``noise``).
+
+    Returns:
+      ``σ / √B`` as float64 (``σ`` itself, bit for bit, at B = 1).
+    """
+    return np.asarray(noise, np.float64) / np.sqrt(np.asarray(batch_size, np.float64))

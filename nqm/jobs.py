@@ -19,6 +19,7 @@ import xarray as xr
 
 from nqm import __version__, delays, engine, machine, results
 from nqm.config import RunConfig, checked_config
+from nqm.conventions import BATCH_NOISE, batch_noise
 from nqm.errors import NqmError
 from nqm.optimizers import Optimizer, base, make, methods
 from nqm.problem import Problem, zhang
@@ -211,6 +212,47 @@ def all_hyper_dims() -> tuple[str, ...]:
     return tuple(dict.fromkeys(f for m in methods() for f in hyper_dims(m)))
 
 
+def batch_sizes(batch_size, noise: np.ndarray, dtype: str) -> np.ndarray:
+    """The checked batch sizes of a grid: integers >= 1, each value once, and every batch's noise
+    ``σ/√B`` (``noise`` the single-example scales σ) a number the run's precision holds.
+
+    Args:
+      batch_size: one batch size or a list.
+      noise: the grid's single-example noise scales σ (checked already).
+      dtype: the run's float precision.
+
+    Returns:
+      The batch sizes, an int64 array.
+
+    Raises:
+      NqmError: a batch size that is not an integer >= 1 (0, 2.5, NaN, a string, …), a repeated one,
+        or a batch noise the precision does not hold.
+    """
+    sizes = coordinates(batch_size=batch_size)["batch_size"]
+    for sigma in batch_noise(noise[:, None], sizes[None, :]).ravel():
+        representable(sigma, "noise/sqrt(batch_size)", dtype)
+    return sizes
+
+
+def per_batch(values: dict) -> dict:
+    """Per-cell values as the engine runs them: with a ``batch_size``, the noise becomes the
+    batch's ``σ/√B`` (:func:`nqm.conventions.batch_noise`) and ``batch_size`` is dropped, so that a
+    cell is the cell of that noise without a batch size — the same identity, noise and numbers.
+
+    Args:
+      values: per-cell arrays of lr, momentum, noise (σ, single-example), [batch_size,] and the
+        extra hyperparameters.
+
+    Returns:
+      ``values`` itself without a ``batch_size``; else a new dict as above.
+    """
+    if "batch_size" not in values:
+        return values
+    out = {k: v for k, v in values.items() if k != "batch_size"}
+    out["noise"] = batch_noise(values["noise"], values["batch_size"])
+    return out
+
+
 def cell_uids(values: dict) -> np.ndarray:
     """A cell's 64-bit identity (two uint32 words) from its hyperparameter values, not its position,
     for independent noise: two cells of a sweep collide with probability about n²/2⁶⁵.
@@ -233,7 +275,8 @@ def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
 
     Args:
       task: the checked job.
-      coords: one 1-D array per dimension of the result (delay as :func:`nqm.delays.coordinate` gives it).
+      coords: one 1-D array per dimension of the result (delay as :func:`nqm.delays.coordinate` gives
+        it; a ``batch_size`` adds its dimension and the ``batch_noise`` attribute).
       processes: the delay processes, in the order of ``coords["delay"]``.
 
     Returns:
@@ -259,4 +302,6 @@ def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
         "jax_version": jax.__version__,
         "platform": machine.summary(),  # what the last bits depend on (not the result's identity)
     }
+    if "batch_size" in coords:  # only then: a result without batch sizes keeps its attributes
+        attrs["batch_noise"] = BATCH_NOISE
     return results.empty(coords, hyper_dims(task.method), attrs, [p.mean for p in processes])

@@ -1,8 +1,10 @@
 """The result schema shared by every grid of nqm (``nqm.sweep``, ``nqm.expected.sweep``): dimensions,
 variables and the attributes that identify a result.
 
-A result is an ``xarray.Dataset`` with dimensions ``delay, noise, [the method's extra
-hyperparameters,] seed, momentum, lr`` (each present even with one value), variables ``steps``
+A result is an ``xarray.Dataset`` with dimensions ``delay, noise, [batch_size,] [the method's extra
+hyperparameters,] seed, momentum, lr`` (each present even with one value; ``batch_size`` only in
+a result swept over batch sizes, where ``noise`` is the single-example scale σ and a batch of B runs
+with ``σ/√B``, :func:`nqm.conventions.batch_noise`), variables ``steps``
 (T, or where the run stopped), ``status`` (:mod:`nqm.status`) and ``loss`` (the loss at ``steps``),
 a ``mean_delay`` coordinate over ``delay``, and attributes recording every setting that changes a
 result. No JAX here: reading and plotting a result never import the engine.
@@ -22,16 +24,18 @@ GRID = ("momentum", "lr")  # the two dimensions of a heatmap panel
 NOT_RUN = RUNNING  # status of cells a checkpoint has not finished yet
 
 
-def dims(extra: tuple = ()) -> list[str]:
+def dims(extra: tuple = (), batch: bool = False) -> list[str]:
     """The dimensions of a result, in order, with the method's extra hyperparameters ``extra``.
 
     Args:
       extra: the names of the method's extra hyperparameter dimensions.
+      batch: whether the result has a ``batch_size`` dimension (after ``noise``).
 
     Returns:
-      ``["delay", "noise", *extra, "seed", "momentum", "lr"]``.
+      ``["delay", "noise", *extra, "seed", "momentum", "lr"]``, with ``"batch_size"`` after
+      ``"noise"`` when ``batch``.
     """
-    return ["delay", "noise", *extra, "seed", *GRID]
+    return ["delay", "noise", *(("batch_size",) if batch else ()), *extra, "seed", *GRID]
 
 
 def panel_keys(ds: xr.Dataset) -> list[dict]:
@@ -84,7 +88,7 @@ def empty(coords: dict, extra: tuple, attrs: dict, mean_delay) -> xr.Dataset:
     """A result with every cell not yet run: ``coords`` holds one array per dimension.
 
     Args:
-      coords: one 1-D array per dimension of :func:`dims`.
+      coords: one 1-D array per dimension of :func:`dims` (with ``batch_size`` if it has one).
       extra: the method's extra hyperparameter dimensions.
       attrs: the result's attributes (converted by :func:`attribute`).
       mean_delay: the mean delay of each delay, in the order of ``coords["delay"]``.
@@ -92,7 +96,7 @@ def empty(coords: dict, extra: tuple, attrs: dict, mean_delay) -> xr.Dataset:
     Returns:
       The dataset: ``steps`` 0, ``status`` :data:`NOT_RUN`, ``loss`` NaN.
     """
-    names = dims(extra)
+    names = dims(extra, batch="batch_size" in coords)
     shape = tuple(coords[d].size for d in names)
     status = xr.Variable(names, np.full(shape, NOT_RUN, np.int8), {"meaning": meaning(bool(attrs.get("first_passage")))})
     return xr.Dataset(

@@ -1,7 +1,7 @@
 """Grids of hyperparameters → the engine → a labelled ``xarray.Dataset``.
 
-A sweep is the Cartesian product of ``lr × momentum × delay × noise × [method hyperparameters] ×
-seed``, the method's own hyperparameters being the fields of its ``hyper`` type beyond lr and
+A sweep is the Cartesian product of ``lr × momentum × delay × noise × [batch_size] × [method
+hyperparameters] × seed``, the method's own hyperparameters being the fields of its ``hyper`` type beyond lr and
 momentum (AB's ``rho``, DC-ASGD's ``lambda_dc``, …). Each value is a dimension coordinate of the
 result (present even with a single value; schema in :mod:`nqm.results`). ``delay`` holds integers
 for constant delays, or the spec strings of :mod:`nqm.delays` processes (with their long-run
@@ -29,7 +29,7 @@ from nqm import delays, results
 from nqm.checkpoint import Checkpointer, checked, discard_checkpoint, resume
 from nqm.errors import NqmError
 from nqm.io import lock
-from nqm.jobs import Job, empty, job, momentum_of
+from nqm.jobs import Job, batch_sizes, empty, job, momentum_of, per_batch
 from nqm.problem import Problem
 from nqm.settling import STAY, settle, stay_steps, test_for
 from nqm.status import meaning
@@ -44,6 +44,7 @@ def sweep(
     delay=0,
     noise=0.0,
     seed=0,
+    batch_size=None,
     problem: Problem | None = None,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: float = 30.0,
@@ -58,6 +59,10 @@ def sweep(
         (``adam``, ``lion``) takes none, and its result has the single momentum 0.
       delay: a value or a list: constant delays ``D`` and/or delay processes (spec strings such as
         ``"uniform:1:8"`` or ``"workers:16:slow=0.25:4"``, see :mod:`nqm.delays`).
+      batch_size: ``None`` (no batch sizes: ``noise`` is each cell's σ), or batch sizes B (integers
+        >= 1, a value or a list): a ``batch_size`` dimension after ``noise``, ``noise`` being then the
+        single-example scale σ and a batch of B running with ``σ/√B`` — bit for bit the cell of
+        ``noise=σ/√B`` without a batch size.
       problem: the quadratic (default :func:`nqm.zhang`, N = 10⁴).
       checkpoint: a netCDF path where finished cells are saved as the sweep goes; if it exists, the
         sweep resumes from it (same settings required) and computes only the missing cells.
@@ -70,7 +75,7 @@ def sweep(
         ``chunk_steps``, ``devices``, ``memory_budget``, ``progress``, …).
 
     Returns:
-      an ``xarray.Dataset`` with dims ``delay, noise, [hyperparameters,] seed, momentum, lr``.
+      an ``xarray.Dataset`` with dims ``delay, noise, [batch_size,] [hyperparameters,] seed, momentum, lr``.
 
     Raises:
       NqmError: a value nqm cannot run (a negative or NaN learning rate, momentum ≥ 1, an unknown
@@ -94,6 +99,8 @@ def sweep(
     task, grids = job(method, problem, options)
     momentum = momentum_of(method, momentum)
     coords = coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype=task.dtype, **grids)
+    if batch_size is not None:
+        coords["batch_size"] = batch_sizes(batch_size, coords["noise"], task.dtype)
     coords["delay"], processes = delays.coordinate(delay)
     grid_size(coords)
     checked(checkpoint, restart)
@@ -133,6 +140,7 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
         return
     key = f"{delay_value}|{seed_value}"
     values = {d: v.reshape(-1)[todo] for d, v in zip(cell_dims, np.meshgrid(*(coords[d] for d in cell_dims), indexing="ij"))}
+    values = per_batch(values)  # a batch runs as the cell of its noise σ/√B
 
     def store(ids, outcome):
         cells = {k: v[ids] for k, v in values.items()}

@@ -20,6 +20,7 @@ BOUNDS = {
     "dim": 10**7,  # N, the problem's dimension
     "values": 10**6,  # values in one grid axis
     "cells": 10**8,  # cells in one sweep
+    "batch": 2**53,  # a batch size: a whole number in float64
     "elements": 2**28,  # cells × N of a benchmark's arrays (2 GiB of float32 w and v)
     "trace_bytes": 8 * 2**30,  # a trajectory's recorded values on the host
     "matrix_bytes": 2 * 2**30,  # the transition matrices, or the exact mode's second-moment map, held at once
@@ -31,14 +32,15 @@ _RULES = {
     "momentum": ("a momentum in [0, 1)", lambda x: (x >= 0) & (x < 1), float),
     "delay": (f"an integer delay between 0 and {MAX_DELAY:,}", lambda x: (x >= 0) & (x == np.round(x)) & (x <= MAX_DELAY), int),
     "noise": ("a noise scale >= 0", lambda x: x >= 0, float),
+    "batch_size": ("an integer batch size >= 1", lambda x: (x >= 1) & (x == np.round(x)) & (x <= BOUNDS["batch"]), int),
     "seed": (f"an integer seed between 0 and {2**32 - 1:,}", lambda x: (x >= 0) & (x == np.round(x)) & (x < 2**32), int),
 }
 _HYPER_RULE = ("a number >= 0", lambda x: x >= 0, float)  # ρ, λ_dc, …
 
 
 def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndarray]:
-    """Each grid as a 1-D array of valid values (lr, momentum, delay, noise, seed, and any method
-    hyperparameter, which must be >= 0), distinct unless ``distinct`` is false (lists of points).
+    """Each grid as a 1-D array of valid values (lr, momentum, delay, noise, batch_size, seed, and
+    any method hyperparameter, which must be >= 0), distinct unless ``distinct`` is false (lists of points).
 
     With ``dtype`` (the run's float precision), a value the run would not see as given — ``lr =
     1e-320`` or ``momentum = 0.99999999999`` in float32, which run as 0 and 1 — is refused
@@ -50,7 +52,7 @@ def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndar
       grids: each grid by name: one value or a list (``None`` leaves a method hyperparameter out).
 
     Returns:
-      The grids by name: int64 arrays for delay and seed, float64 for the rest.
+      The grids by name: int64 arrays for delay, batch_size and seed, float64 for the rest.
 
     Raises:
       NqmError: a grid is missing, empty, repeated, invalid or not representable.

@@ -43,6 +43,9 @@ def add_parser(subparsers):
     cell.add_argument("--delay", default=None, metavar="D", help="a constant delay (default: 0)")
     cell.add_argument("--delay-dist", default=None, metavar="SPEC", help="a delay process (instead of --delay)")
     cell.add_argument("--noise", type=float, default=0.0, help="gradient-noise scale σ")
+    cell.add_argument("--batch-size", type=float, default=None, metavar="B",
+                      help="a batch size B, an integer >= 1: --noise is then the single-example σ and every point "
+                           "runs with σ/√B (default: none, --noise is the points' σ)")
     groups.problem(parser)
     groups.run_settings(parser, "target", "max_steps", "first_passage", "x64", "independent_noise", "progress")
     search_ = parser.add_argument_group("the search")
@@ -85,7 +88,8 @@ def run(args) -> None:
         settings = {k: v for k, v in settings.items() if k in ("target", "max_steps", "progress")}
     partial = args.out + ".partial"
     try:
-        ds = search.best(args.method, delay=args.delay_dist or _delay(args.delay), noise=args.noise, seeds=args.seeds,
+        ds = search.best(args.method, delay=args.delay_dist or _delay(args.delay), noise=args.noise,
+                         batch_size=args.batch_size, seeds=args.seeds,
                          objective=args.objective,
                          seed=args.seed, robust=args.robust, tol=args.tol, max_cells=args.max_cells,
                          expected=args.expected, problem=groups.problem_from(args), checkpoint=partial,

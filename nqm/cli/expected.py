@@ -17,7 +17,7 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
     parser.add_argument("--method", choices=expected.methods(), default=groups.default_of(expected.sweep, "method"),
                         help="linear method")
-    groups.grid(parser, delay_processes=True, seeds=False)
+    groups.grid(parser, delay_processes=True, seeds=False, batch=True)
     parser.add_argument("--dampening", action="store_true", help="v = m v + (1-m) g (Giladi et al.)")
     parser.add_argument("--bins", type=int, nargs="?", const=expected.DEFAULT_BINS, default=None, metavar="B",
                         help=f"group the eigenvalues into B log-spaced bins (--bins alone: B = {expected.DEFAULT_BINS}; "
@@ -38,7 +38,7 @@ def run(args) -> None:
     if args.bins is not None:
         validate.count(args.bins, "--bins")
     ds = expected.sweep(args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
-                        noise=joined(args.noise), problem=groups.problem_from(args), bins=args.bins,
+                        noise=joined(args.noise), batch_size=joined(args.batch_size), problem=groups.problem_from(args), bins=args.bins,
                         dampening=args.dampening, **groups.settings(args))
     try:
         save(ds, args.out)

@@ -39,9 +39,10 @@ def default_of(function, name: str):
     return inspect.signature(function).parameters[name].default
 
 
-def grid(parser, *, one_cell: bool = False, delay_processes: bool = False, seeds: bool = True):
-    """``--lr``, ``--momentum``, ``--delay`` (and ``--delay-dist``), ``--noise`` (and ``--seed``):
-    value lists, or with ``one_cell`` the values of one cell (a list there is an error of the API)."""
+def grid(parser, *, one_cell: bool = False, delay_processes: bool = False, seeds: bool = True, batch: bool = False):
+    """``--lr``, ``--momentum``, ``--delay`` (and ``--delay-dist``), ``--noise`` (and ``--seed``, and
+    with ``batch`` ``--batch-size``): value lists, or with ``one_cell`` the values of one cell (a list
+    there is an error of the API)."""
     from nqm import delays
 
     title = "the cell (one value each)" if one_cell else f"grid (each takes {RANGES})"
@@ -61,6 +62,10 @@ def grid(parser, *, one_cell: bool = False, delay_processes: bool = False, seeds
     else:
         group.add_argument("--delay", nargs="+", default=["0"], metavar="D", help="constant delays")
     group.add_argument("--noise", nargs="+", default=["0"], metavar="S", help=f"{what[2]} σ >= 0")
+    if batch:
+        group.add_argument("--batch-size", nargs="+", default=None, metavar="B",
+                           help="batch sizes B, integers >= 1: a batch_size dimension; --noise is then the "
+                                "single-example σ and a batch runs with σ/√B (default: none, --noise is each cell's σ)")
     if seeds:
         group.add_argument("--seed", nargs="+", default=["0"], metavar="S", help=what[3])
     return group

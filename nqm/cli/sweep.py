@@ -22,7 +22,7 @@ def interrupted(args) -> str | None:
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
-    grid = groups.grid(parser, delay_processes=True)
+    grid = groups.grid(parser, delay_processes=True, batch=True)
     groups.method(parser, grid)
     groups.problem(parser)
     run = groups.run_settings(parser, "target", "max_steps", "first_passage", "x64", "independent_noise", "chunk_steps", "devices",
@@ -43,7 +43,7 @@ def run(args) -> None:
     try:
         ds = nqm.sweep(
             args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
-            noise=joined(args.noise), seed=joined(args.seed), problem=groups.problem_from(args),
+            noise=joined(args.noise), seed=joined(args.seed), batch_size=joined(args.batch_size), problem=groups.problem_from(args),
             **groups.method_options(args), **groups.settings(args), checkpoint=partial, restart=args.restart,
         )
     except StaleCheckpoint as exc:

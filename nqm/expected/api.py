@@ -9,7 +9,7 @@ import xarray as xr
 import nqm
 from nqm import delays, jobs, optimizers, validate
 from nqm.config import RunConfig, checked_config
-from nqm.conventions import ALIASES, family
+from nqm.conventions import ALIASES, batch_noise, family
 from nqm.errors import NqmError
 from nqm.expected import autoregression, second_moment, steady
 from nqm.expected.recursion import METHODS, recursion
@@ -249,7 +249,7 @@ def _settled(status, level, target) -> np.ndarray:
     return np.where((status == REACHED) & ~(level < target), TRANSIENT, status).astype(np.int8)
 
 
-def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Problem | None = None,
+def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=None, problem: Problem | None = None,
           bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
           max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor,
           first_passage: bool = RunConfig.first_passage) -> xr.Dataset:
@@ -266,6 +266,8 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
       method: a linear method.
       lr, momentum, noise: the grids (a value or a list each).
       delay: constant delays and/or iid specs (a value or a list).
+      batch_size: ``None``, or batch sizes B (a value or a list): a ``batch_size`` dimension, ``noise``
+        being the single-example σ and a batch running with ``σ/√B``, as in :func:`nqm.sweep`.
       problem: the quadratic, or ``None`` for :func:`nqm.zhang` (N = 10⁴).
       bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
       dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
@@ -293,6 +295,8 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     config = checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True,
                             first_passage=first_passage)
     coords = validate.coordinates(lr=lr, momentum=momentum, noise=noise, seed=0)
+    if batch_size is not None:
+        coords["batch_size"] = jobs.batch_sizes(batch_size, coords["noise"], "float64")
     coords["delay"], processes = _delays(delay)
     validate.grid_size(coords)
     problem, bins = _checked(method, coords["momentum"], problem, bins, dampening)
@@ -302,9 +306,12 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, problem: Pr
     result.attrs.update(method=method, evaluation="exact expected dynamics", bins=-1 if bins is None else bins)
     steady_loss = np.empty(result.steps.shape)
     m, lr_ = (x.ravel() for x in np.meshgrid(coords["momentum"], coords["lr"], indexing="ij"))
-    sigma = coords["noise"]
-    shape = (coords["momentum"].size, coords["lr"].size, sigma.size)
-    order = lambda x: np.moveaxis(x.reshape(shape), 2, 0)[:, None]  # → noise, seed, momentum, lr
+    # Every noise level the grid runs: σ, or σ/√B per (noise, batch size) in that order.
+    levels = (coords["noise"].size,) + ((coords["batch_size"].size,) if "batch_size" in coords else ())
+    sigma = coords["noise"] if len(levels) == 1 else batch_noise(coords["noise"][:, None], coords["batch_size"]).ravel()
+    shape = (coords["momentum"].size, coords["lr"].size, *levels)
+    # → noise, [batch_size,] seed, momentum, lr
+    order = lambda x: np.moveaxis(x.reshape(shape), (0, 1), (-2, -1))[..., None, :, :]
     for i, process in enumerate(processes):
         steps, status, loss, _, unit = _evaluate(problem, method, process, lr_, m, sigma, dampening=dampening, bins=bins,
                                                  target=target, max_steps=max_steps, diverge_factor=diverge_factor)

@@ -268,7 +268,7 @@ def default_title(ds: xr.Dataset, seeds: int = 1) -> str:
 
 
 def _format(name, value):
-    symbol = {"delay": "D", "noise": "σ", "rho": "ρ", "lambda_dc": "λ_dc"}.get(name, name)
+    symbol = {"delay": "D", "noise": "σ", "batch_size": "B", "rho": "ρ", "lambda_dc": "λ_dc"}.get(name, name)
     shown = value if isinstance(value, str) else f"{value:g}"
     return f"{symbol} = {shown}" + (" (SGDM)" if name == "rho" and value == 0 else "")
 

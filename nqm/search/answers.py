@@ -33,7 +33,7 @@ from nqm.status import REACHED
 
 __all__ = ["REGIME", "answer", "describe", "outcome", "run", "seed_bars", "value", "which_t"]
 
-REGIME = ("method", "delay", "noise", "spectrum", "target", "max_steps", "seeds", "seed", "robust", "box",
+REGIME = ("method", "delay", "noise", "batch_size", "spectrum", "target", "max_steps", "seeds", "seed", "robust", "box",
           "searched", "max_cells", "tol", "dtype", "first_passage", "objective")
 
 
@@ -89,7 +89,8 @@ def describe(ds: xr.Dataset) -> str:
     def at(point):
         return ", ".join(f"{k} = {v:.6g}" for k, v in point.items())
 
-    lines = [f"{a['method']} under delay {a['delay']}, noise {float(a['noise']):g}, {a.get('spectrum', '')}, target "
+    batch = f" per example, batch size {int(a['batch_size'])}" if "batch_size" in a else ""
+    lines = [f"{a['method']} under delay {a['delay']}, noise {float(a['noise']):g}{batch}, {a.get('spectrum', '')}, target "
              f"{float(a['target']):g}, budget {int(a['max_steps']):,}: {found['cells']:,} cells in {int(a['rounds'])} "
              f"rounds (stopped: {a['stopped']})"]
     lines.append(f"T*_best = {found['t_star']:,} steps at {at(found['point'])}" if found["t_star"] is not None else

@@ -69,7 +69,7 @@ import nqm.expected
 from nqm import delays, engine, jobs, optimizers, sweeps
 from nqm.checkpoint import checked, discard_checkpoint, resume_search
 from nqm.config import checked_config
-from nqm.conventions import family
+from nqm.conventions import BATCH_NOISE, batch_noise, family
 from nqm.errors import NqmError
 from nqm.io import lock, save
 from nqm.results import attribute
@@ -104,7 +104,7 @@ class Axis(NamedTuple):
         return tuple(value * (1.0 + s * delta) for s in (-1, 1))
 
 
-def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, seeds: int = 1, seed: int = 0,
+def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_size=None, seeds: int = 1, seed: int = 0,
          robust: float | None = None, tol: float = 0.01, max_cells: int = 2000, expected: bool = False,
          problem=None, coarse: int | None = None, width: int = 1, patience: int = 3, checkpoint=None,
          restart: bool = False, objective: str = "first", **options) -> xr.Dataset:
@@ -118,6 +118,9 @@ def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, seeds: 
         hyperparameters in ``options`` (``rho``, ``lambda_dc``) likewise, on a log scale (``lo > 0``); left out, they take the sweep's default.
       delay: one constant delay or delay process.
       noise: one noise scale.
+      batch_size: ``None``, or one batch size B (an integer >= 1): ``noise`` is then the
+        single-example σ and every point runs with ``σ/√B`` (as :func:`nqm.sweep` with ``batch_size``);
+        the result records ``batch_size`` and ``batch_noise``.
       seeds, seed: evaluate every point on seeds ``seed … seed + seeds − 1`` (exactly the cells of
         ``nqm.sweep(..., seed=s)``) and rank points by their median T.
       robust: the nudge δ in (0, 1): also search the smallest robust T (module docstring).
@@ -164,7 +167,7 @@ def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, seeds: 
       (6, 1.68, 'tol')
     """
     search = _Search.create(method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected,
-                            problem, coarse, width, patience, options, objective)
+                            problem, coarse, width, patience, options, objective, batch_size)
     checked(checkpoint, restart)
     with contextlib.ExitStack() as stack:
         if checkpoint is not None:
@@ -193,7 +196,7 @@ class _Search:
 
     @classmethod
     def create(cls, method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected, problem,
-               coarse, width, patience, options, objective="first"):
+               coarse, width, patience, options, objective="first", batch_size=None):
         """Check every argument (one-line errors, before any work) and set the evaluator up."""
         if objective not in ("first", "stay"):
             raise NqmError(f"objective must be 'first' (the first passage) or 'stay' (the step after which the loss "
@@ -249,6 +252,13 @@ class _Search:
             dtype = "float64" if config.x64 else "float32"
             noise_mode = "independent per cell" if config.independent_noise else "common random numbers"
             label = process.label
+        batch = {}  # a batch size: the points run with the batch's noise σ/√B
+        if batch_size is not None:
+            if np.ndim(batch_size) != 0:
+                raise NqmError("batch_size takes one value in nqm.best (it is not searched); call it once per value")
+            size = int(jobs.batch_sizes(batch_size, np.array([noise]), dtype)[0])
+            batch = {"batch_size": size, "batch_noise": BATCH_NOISE}
+        run_noise = noise if batch_size is None else float(batch_noise(noise, batch["batch_size"]))
         parsed = {name: _parameter(name, v) for name, v in given.items()}
         axes = tuple(v for v in parsed.values() if isinstance(v, Axis))
         if not axes:
@@ -269,20 +279,20 @@ class _Search:
                            "keeps crossing the target of its stationary level): give noise=0, or objective='first'")
         if expected:
             def evaluate(points):
-                ds = nqm.expected.evaluate(method, lr=points[:, 0], momentum=points[:, 1], delay=delay, noise=noise,
+                ds = nqm.expected.evaluate(method, lr=points[:, 0], momentum=points[:, 1], delay=delay, noise=run_noise,
                                     problem=problem, **run)
                 return tuple(ds[v].values[None] for v in ("steps", "status", "loss"))
         else:
             def evaluate(points):
                 # A method without momentum (Adam) has momentum 0 fixed here and takes none in evaluate.
                 hyper = {n: points[:, i] for i, n in enumerate(names) if n in optimizer.hyper._fields}
-                ds = sweeps.evaluate(method, delay=process, noise=noise, seed=seed_list, problem=problem,
+                ds = sweeps.evaluate(method, delay=process, noise=run_noise, seed=seed_list, problem=problem,
                                      stay=objective == "stay", **hyper, **run, **_layout(len(points), run))
                 steps = ds.steps.values if objective == "first" else \
                     np.where(np.isfinite(ds.steps_stay.values), ds.steps_stay.values, ds.steps.values).astype(np.int64)
                 return steps, ds.status.values, ds.loss.values
 
-        attrs = {"method": method, "delay": label, "noise": noise, **problem.describe(),
+        attrs = {"method": method, "delay": label, "noise": noise, **batch, **problem.describe(),
                  "target": config.target, "max_steps": config.max_steps, "diverge_factor": config.diverge_factor,
                  "first_passage": int(config.first_passage), "objective": objective,
                  "dtype": dtype, "noise_mode": noise_mode, "seeds": seeds, "seed": seed,

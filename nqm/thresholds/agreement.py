@@ -39,7 +39,8 @@ def panel_threshold(ds: xr.Dataset, key: dict, momenta, table: xr.Dataset | None
         method = ds.attrs.get("method")
         if method is None or not make(family(method)).linear or delays.pmf(key.get("delay", 0)) is None:
             return None
-        extra = {k: float(v) for k, v in key.items() if k not in ("delay", "noise", "seed")}
+        # The noise and the batch size change no threshold: the method's own hyperparameters do.
+        extra = {k: float(v) for k, v in key.items() if k not in ("delay", "noise", "batch_size", "seed")}
         x = derived.threshold(method, momentum=momenta, delay=delays.process(key.get("delay", 0)).label,
                              dampening=bool(ds.attrs.get("dampening", 0)), **extra)
     return np.asarray(x, float) / float(ds.attrs["lam_max"])
