@@ -117,7 +117,7 @@ def _exactly(task: Job, process, cells: dict) -> np.ndarray:
         # need the almost-sure threshold (a Lyapunov exponent's first crossing, seconds per momentum).
         quiet = np.flatnonzero(~noisy)
         unit = steady_state_loss(task.problem, task.method, process.label, lr[quiet], momentum[quiet],
-                                 np.ones(quiet.size), dampening=dampening)
+                                 np.ones(quiet.size), dampening=dampening) if quiet.size else np.zeros(0)
         for i in quiet[~np.isfinite(unit)]:
             stays[i] = lr[i] * task.problem.eigenvalues.max() < _almost_sure(task.method, float(momentum[i]),
                                                                              process.label, dampening)

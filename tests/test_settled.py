@@ -173,3 +173,12 @@ def test_a_search_can_rank_by_the_step_after_which_the_loss_stays():
     assert stay.attrs["objective"] == "stay"
     with pytest.raises(nqm.NqmError, match="noiseless runs"):
         nqm.best("sgdm", objective="stay", noise=0.01, **box)
+
+
+def test_noisy_cells_alone_under_iid_delays_are_settled_exactly():
+    # Every reached cell noisy: no noiseless cell needs the almost-sure test (none to look at, not an error).
+    ds = nqm.sweep("sgdm", lr=[0.1, 0.5], momentum=0.0, delay="uniform:0:3", noise=0.05, problem=nqm.zhang(10),
+                   max_steps=2000, target=1e-2, progress=False)
+    level = steady_state_loss(nqm.zhang(10), "sgdm", "uniform:0:3", ds.lr.values, np.zeros(2), np.full(2, 0.05))
+    assert np.isin(ds.status.values, (SETTLED, TRANSIENT)).all()
+    np.testing.assert_array_equal(ds.status.values.ravel() == SETTLED, level < 1e-2)
