@@ -71,7 +71,9 @@ def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndar
             raise NqmError(f"{name} is empty: give at least one value")
         bad = array[~(np.isfinite(array) & ok(array))]
         if bad.size:
-            shown = int(bad[0]) if kind is int and np.isfinite(bad[0]) and bad[0] == np.round(bad[0]) else f"{bad[0]:g}"
+            whole = np.isfinite(bad[0]) and bad[0] == np.round(bad[0])
+            # An integer's near miss in full (7.999999999999999, not "8"); other values as %g.
+            shown = int(bad[0]) if kind is int and whole else repr(float(bad[0])) if kind is int else f"{bad[0]:g}"
             raise NqmError(f"{name}={shown} is invalid: each value must be {what}")
         if distinct and np.unique(array).size != array.size:
             raise NqmError(f"{name} has repeated values: give each value once")

@@ -86,6 +86,11 @@ def test_a_search_at_a_batch_size_is_the_search_at_its_noise():
 BAD = [0, -2, 2.5, float("nan"), float("inf"), "4", True, [4, 4], []]
 
 
+def test_a_near_integer_is_shown_in_full():
+    with pytest.raises(nqm.NqmError, match=r"batch_size=7\.999999999999999 is invalid"):
+        nqm.sweep("sgdm", lr=0.1, momentum=0.0, batch_size=[1, 7.999999999999999], progress=False)
+
+
 @pytest.mark.parametrize("bad", BAD)
 def test_bad_batch_sizes_are_one_line(bad):
     for call in (lambda: nqm.sweep("sgdm", lr=0.1, momentum=0.0, noise=0.1, batch_size=bad, progress=False),
@@ -130,8 +135,9 @@ def test_the_command_line_sweeps_batch_sizes_and_summarises_them(tmp_path, capsy
     capsys.readouterr()
     assert main(["summary", str(out)]) == 0
     assert "batch_size" in capsys.readouterr().out
-    assert main(["expected", *CLI, "--noise", "0.2", "--batch-size", "1", "4", "--out", str(tmp_path / "e.nc")]) == 0
-    assert nqm.load(tmp_path / "e.nc").batch_size.values.tolist() == [1, 4]
+    # A geometric range of batch sizes is the integers it stands for (geomspace gives 7.999999999999999).
+    assert main(["expected", *CLI, "--noise", "0.2", "--batch-size", "geom:1:64:7", "--out", str(tmp_path / "e.nc")]) == 0
+    assert nqm.load(tmp_path / "e.nc").batch_size.values.tolist() == [1, 2, 4, 8, 16, 32, 64]
 
 
 def test_heatmap_titles_name_the_batch_size(batched):

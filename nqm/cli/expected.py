@@ -38,7 +38,7 @@ def run(args) -> None:
     if args.bins is not None:
         validate.count(args.bins, "--bins")
     ds = expected.sweep(args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
-                        noise=joined(args.noise), batch_size=joined(args.batch_size), problem=groups.problem_from(args), bins=args.bins,
+                        noise=joined(args.noise), batch_size=groups.batch_sizes(args), problem=groups.problem_from(args), bins=args.bins,
                         dampening=args.dampening, **groups.settings(args))
     try:
         save(ds, args.out)

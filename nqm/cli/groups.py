@@ -71,6 +71,16 @@ def grid(parser, *, one_cell: bool = False, delay_processes: bool = False, seeds
     return group
 
 
+def batch_sizes(args) -> list | None:
+    """``--batch-size`` as numbers, a value within 1e-9 of an integer taken as that integer (what a
+    ``geom:1:64:7`` range means); ``None`` when it was not given."""
+    import numpy as np
+
+    given = joined(getattr(args, "batch_size", None))
+    near = lambda x: np.isfinite(x) and abs(x - round(x)) <= 1e-9 * max(1.0, abs(x))
+    return None if given is None else [round(x) if near(x) else x for x in given]
+
+
 def delays(args, default=(0,)) -> list:
     """``--delay`` (constants) and ``--delay-dist`` (processes) as one list for the delay dimension
     (``default`` when neither is given)."""

@@ -43,7 +43,7 @@ def run(args) -> None:
     try:
         ds = nqm.sweep(
             args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
-            noise=joined(args.noise), seed=joined(args.seed), batch_size=joined(args.batch_size), problem=groups.problem_from(args),
+            noise=joined(args.noise), seed=joined(args.seed), batch_size=groups.batch_sizes(args), problem=groups.problem_from(args),
             **groups.method_options(args), **groups.settings(args), checkpoint=partial, restart=args.restart,
         )
     except StaleCheckpoint as exc:
