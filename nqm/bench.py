@@ -122,7 +122,7 @@ def numpy_rate(lam: np.ndarray, cells: int, steps: int) -> float:
 
 def engine_rate(problem, method: str, cells: int, steps: int, chunk: int, delay=DELAY) -> float:
     """Element-steps per second of the engine over a fixed number of steps (no early exit)."""
-    optimizer = make(method, delay=delay)
+    optimizer = make(method, delay=delay, problem=problem)
     hyper = {"lr": np.geomspace(0.001, 0.02, cells), "momentum": np.full(cells, 0.9), "rho": np.full(cells, 0.5)}
     hyper = {k: hyper[k] for k in optimizer.hyper._fields}
     config = engine.RunConfig(target=-1.0, diverge_factor=np.inf, chunk_steps=chunk, progress=False)

@@ -44,7 +44,7 @@ class Job(NamedTuple):
         return "float64" if self.config.x64 else "float32"
 
     def optimizer(self, process: delays.Process) -> Optimizer:
-        return make(self.method, delay=process, **self.options)
+        return make(self.method, delay=process, problem=self.problem, **self.options)
 
     def run(self, process: delays.Process, values: dict, seed: int, **engine_options) -> engine.Outcome:
         """Run the cells ``values`` (per-cell arrays of lr, momentum, noise and the method's extra
@@ -77,7 +77,7 @@ def job(method: str, problem: Problem | None, options: dict) -> tuple[Job, dict]
     config = checked_config(**settings)
     representable(config.target, "target", "float64" if config.x64 else "float32")
     problem = checked_problem(problem)
-    engine.check(problem, make(method, **opt_options))  # options, and how they fit the problem
+    engine.check(problem, make(method, problem=problem, **opt_options))  # options, and how they fit the problem
     return Job(method, opt_options, problem, config), grids
 
 
@@ -282,7 +282,7 @@ def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
     Returns:
       The empty result (:func:`nqm.results.empty`).
     """
-    config, optimizer = task.config, make(task.method, **task.options)
+    config, optimizer = task.config, make(task.method, problem=task.problem, **task.options)
     attrs = {
         "method": task.method,
         "method_title": base.title(task.method),

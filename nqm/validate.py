@@ -36,11 +36,16 @@ _RULES = {
     "seed": (f"an integer seed between 0 and {2**32 - 1:,}", lambda x: (x >= 0) & (x == np.round(x)) & (x < 2**32), int),
 }
 _HYPER_RULE = ("a number >= 0", lambda x: x >= 0, float)  # ρ, λ_dc, …
+# Method hyperparameters with a narrower range than _HYPER_RULE's (left out, they take their default).
+_METHOD_RULES = {
+    "power": ("an exponent in [0, 1]", lambda x: (x >= 0) & (x <= 1), float),  # precond's H^(−p)
+}
 
 
 def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndarray]:
     """Each grid as a 1-D array of valid values (lr, momentum, delay, noise, batch_size, seed, and
-    any method hyperparameter, which must be >= 0), distinct unless ``distinct`` is false (lists of points).
+    any method hyperparameter, which must be >= 0 — precond's power in [0, 1]), distinct unless
+    ``distinct`` is false (lists of points).
 
     With ``dtype`` (the run's float precision), a value the run would not see as given — ``lr =
     1e-320`` or ``momentum = 0.99999999999`` in float32, which run as 0 and 1 — is refused
@@ -61,7 +66,7 @@ def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndar
     for name, values in grids.items():
         if values is None and name in ("lr", "momentum"):
             raise NqmError(f"{name} is required: give one value or a list")
-        what, ok, kind = _RULES.get(name, _HYPER_RULE)
+        what, ok, kind = _RULES.get(name) or _METHOD_RULES.get(name, _HYPER_RULE)
         if values is None and name in _RULES:  # only a method hyperparameter may be left out (its default)
             raise NqmError(f"{name} must be {what} (one value or a list), got None")
         if values is None:

@@ -19,7 +19,7 @@ CONFIG = engine.RunConfig(target=-1.0, diverge_factor=np.inf, max_steps=STEPS, c
 
 
 def losses(method, spec, lr, momentum, problem=PROBLEM, config=CONFIG, seed=3, **hyper):
-    optimizer = make(method, delay=spec)
+    optimizer = make(method, delay=spec, problem=problem)  # precond reads the spectrum
     defaults = optimizer.hyper._field_defaults  # the hyperparameters not given take the sweep's defaults
     values = {"lr": [lr], "momentum": [momentum], **{k: [v] for k, v in {**defaults, **hyper}.items()}}
     out = engine.simulate(problem, optimizer, values, [0.0], delay=spec, seed=seed, config=config,

@@ -11,6 +11,7 @@ from nqm.optimizers.dc_asgd import dc_asgd
 from nqm.optimizers.dana import dana
 from nqm.optimizers.ormo import ormo, ormo_da
 from nqm.optimizers.optax_bridge import from_optax
+from nqm.optimizers.precond import precond
 
 __all__ = ["Optimizer", "convention", "make", "methods", "sgdm", "adaptive_braking", "shifted", "nesterov",
-           "staleness", "restart", "dc_asgd", "dana", "ormo", "ormo_da", "from_optax"]
+           "staleness", "restart", "dc_asgd", "dana", "ormo", "ormo_da", "from_optax", "precond"]

@@ -12,8 +12,10 @@ computed at), and ``info`` a dict of diagnostics (e.g. the braking factor α) th
 record but never carries.
 
 A factory is registered by name and called with keyword options only; its signature is the list
-of options it takes (the CLI and ``nqm.sweep`` derive theirs from it), plus ``workers``: how many
-workers the delay process has, for families that keep per-worker state.
+of options it takes (the CLI and ``nqm.sweep`` derive theirs from it), plus two that :func:`make`
+fills and no user gives: ``workers``, how many workers the delay process has, for families that keep
+per-worker state, and ``problem``, the :class:`nqm.problem.Problem` it runs on, for families whose
+update reads the curvature (``precond``'s ``H^(−p)``).
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ class Reduction(NamedTuple):
     delay: int
 
 
+SUPPLIED = ("workers", "problem")  # factory parameters make() fills, only for factories that declare them
 _REGISTRY: dict[str, Callable[..., Optimizer]] = {}
 _TITLES: dict[str, str] = {}
 _REDUCTIONS: dict[str, tuple] = {}
@@ -106,7 +109,8 @@ def register(name: str, *, title: str | None = None, reductions=()):
     """Decorator: make a factory ``f(**options) -> Optimizer`` available as ``name``, which
     :func:`make` gives the optimizer it builds (``title``: how figures and results name the method;
     default the name). A factory that keeps per-worker state declares a ``workers`` parameter and
-    gets the delay process's worker count; no other factory sees it. ``reductions``: what the
+    gets the delay process's worker count, and one whose update reads the curvature declares a
+    ``problem`` parameter and gets the run's problem; no other factory sees either. ``reductions``: what the
     method equals at some settings (:class:`Reduction` fields as tuples, e.g. AB at ρ = 0 is SGDM),
     which the registry-wide tests check.
 
@@ -180,7 +184,8 @@ def methods() -> tuple[str, ...]:
 
 
 def options(method: str) -> dict[str, inspect.Parameter]:
-    """The options of ``method``'s family by name (its factory's keyword parameters but ``workers``).
+    """The options of ``method``'s family by name (its factory's keyword parameters but ``workers``
+    and ``problem``, which :func:`make` fills).
 
     Args:
       method: a registered method's name.
@@ -194,7 +199,7 @@ def options(method: str) -> dict[str, inspect.Parameter]:
     if method not in _REGISTRY:
         raise NqmError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
     parameters = inspect.signature(_REGISTRY[method]).parameters
-    return {name: p for name, p in parameters.items() if name != "workers"}
+    return {name: p for name, p in parameters.items() if name not in SUPPLIED}
 
 
 def hyperparameters(method: str) -> type:
@@ -232,9 +237,10 @@ def documentation(method: str) -> dict[str, str]:
     return docs
 
 
-def make(method: str, *, delay=0, **given) -> Optimizer:
+def make(method: str, *, delay=0, problem=None, **given) -> Optimizer:
     """Build the optimizer ``method`` for a run under ``delay`` (a constant ``D`` or a
-    :mod:`nqm.delays` process, which says how many workers per-worker state needs).
+    :mod:`nqm.delays` process, which says how many workers per-worker state needs) on ``problem``
+    (given only to a family that declares it: one whose update reads the curvature).
 
     Options left at ``None`` take the family's default; an option the family does not have is an
     error (so that e.g. ``--group`` is never silently ignored for SGDM).
@@ -242,6 +248,8 @@ def make(method: str, *, delay=0, **given) -> Optimizer:
     Args:
       method: a registered method's name.
       delay: a constant delay ``D`` or anything :func:`nqm.delays.process` accepts.
+      problem: the :class:`nqm.problem.Problem` the optimizer will run on, or ``None``; a family
+        that reads the curvature cannot step without it (its hyperparameters are known without).
       given: the family's options, by name (``None``: the default).
 
     Returns:
@@ -259,15 +267,19 @@ def make(method: str, *, delay=0, **given) -> Optimizer:
         if isinstance(accepted[name].default, bool):  # a switch: "yes" or 1 would silently count as on
             flag(value, name)
     workers = process(delay).workers
-    return _build(method, workers, tuple(sorted((k, _frozen(v)) for k, v in given.items())))
+    if "problem" not in inspect.signature(_REGISTRY[method]).parameters:
+        problem = None  # the key of the memo: a family that never reads the problem is built once
+    return _build(method, workers, problem, tuple(sorted((k, _frozen(v)) for k, v in given.items())))
 
 
 @functools.lru_cache(maxsize=256)
-def _build(method: str, workers: int, options: tuple) -> Optimizer:
-    # Memoized: the same settings give the same (hashable) functions, so jit never recompiles.
+def _build(method: str, workers: int, problem, options: tuple) -> Optimizer:
+    # Memoized: the same settings give the same (hashable) functions, so jit never recompiles (a
+    # problem is its own key: Problem compares by identity).
     factory = _REGISTRY[method]
-    per_worker = {"workers": workers} if "workers" in inspect.signature(factory).parameters else {}
-    return factory(**per_worker, **{k: _thawed(v) for k, v in options})._replace(name=method)
+    parameters = inspect.signature(factory).parameters
+    supplied = {name: value for name, value in (("workers", workers), ("problem", problem)) if name in parameters}
+    return factory(**supplied, **{k: _thawed(v) for k, v in options})._replace(name=method)
 
 
 class _Labels(tuple):

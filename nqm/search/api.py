@@ -244,7 +244,7 @@ class _Search:
             process = delays.process(delay)
             grids, opt_options, run_settings = jobs.split(method, settings)
             config = checked_config(**run_settings)
-            optimizer = optimizers.make(method, delay=process, **opt_options)
+            optimizer = optimizers.make(method, delay=process, problem=problem, **opt_options)
             engine.check(problem, optimizer)
             method_config = [(k, v) for k, v in optimizer.config if k != "workers"]
             run = {**opt_options, **run_settings}

@@ -47,12 +47,14 @@ from nqm.conventions import family
 from nqm.delays import coordinate, pmf
 from nqm.errors import NqmError
 from nqm.optimizers import base, make
+from nqm.problem import Problem, explicit
 from nqm.thresholds import polynomials
 from nqm.thresholds.matrices import System, footprint, systems
 from nqm.thresholds.rates import BATCHES, lyapunov, per_step
 from nqm.validate import BOUNDS, coordinates, count, number
 
-__all__ = ["CRITERIA", "Transitions", "transitions", "spectral_radius", "threshold", "threshold_table"]
+__all__ = ["CRITERIA", "Transitions", "transitions", "spectral_radius", "threshold", "threshold_table",
+           "precond_threshold"]
 
 CRITERIA = ("mean", "mean-square", "almost-sure")
 RTOL = 1e-12  # relative tolerance of a threshold
@@ -319,3 +321,42 @@ def threshold(method: str, *, momentum=0.0, delay=0, criterion: str = "mean", da
     scalars = tuple(i for i, value in enumerate(given) if np.ndim(value) == 0)
     out = tuple(np.squeeze(table[v].values, axis=scalars)[()] for v in ("threshold", "threshold_error"))
     return out if with_error else out[0]
+
+
+def precond_threshold(*, power, momentum=0.0, delay=0, problem: Problem | None = None, criterion: str = "mean",
+                      dampening: bool = False):
+    """The largest stable learning rate ``η*`` of ``precond`` (SGDM preconditioned by ``H^(−p)``) on
+    ``problem``, by the exact mapping: each eigencomponent is SGDM at ``x = η λ^(1−p)``, so
+    ``η* = x*_sgdm(m, D) / λ_max^(1−p)`` (for p < 1 the largest eigenvalue is the first to leave;
+    at p = 1 every component has ``x = η``). ``precond`` is not a linear method in the registry's
+    sense (its step reads the whole spectrum), so :func:`threshold` refuses it.
+
+    Args:
+      power: the exponent p, one number in [0, 1].
+      momentum: momentum value(s) in [0, 1), as :func:`threshold`.
+      delay: a constant delay, an iid spec or a process, or a list of them.
+      problem: the quadratic (default: one eigenvalue, λ = 1, where ``η* = x*_sgdm``).
+      criterion: ``"mean"``, ``"mean-square"`` or ``"almost-sure"``.
+      dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
+
+    Returns:
+      ``η*`` shaped ``np.shape(delay) + np.shape(momentum)`` (a scalar for scalar arguments).
+
+    Raises:
+      NqmError: a power that is not one number in [0, 1], or what :func:`threshold` refuses.
+
+    Examples:
+      On λ = (4, 1) at p = 1/2 the rate is SGDM's over √4:
+
+      >>> from nqm.problem import explicit
+      >>> round(float(precond_threshold(power=0.5, momentum=0.5, problem=explicit([4.0, 1.0]))), 12)
+      1.5
+    """
+    p = coordinates(power=power)["power"]
+    if p.size != 1:
+        raise NqmError("power takes one value for precond_threshold; call it once per power")
+    problem = explicit([1.0]) if problem is None else problem
+    if not isinstance(problem, Problem):
+        raise NqmError(f"problem must be an nqm Problem (nqm.explicit([...]), nqm.zhang(N)), got {problem!r}")
+    x = threshold("sgdm", momentum=momentum, delay=delay, criterion=criterion, dampening=dampening)
+    return x / problem.lam_max ** (1.0 - float(p[0]))
