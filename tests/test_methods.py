@@ -83,7 +83,7 @@ def test_reductions(method):
 def test_contract_jit_vmap_dtypes_processes_and_compile_once(method):
     problem = nqm.zhang(24)
     for spec in (2, "uniform:0:3", "workers:3:slow=0.34:2"):
-        optimizer = make(method, delay=spec)
+        optimizer = make(method, delay=spec, problem=problem)
         cells = 6
         hyper = {f: np.geomspace(0.05, 0.3, cells) if f == "lr" else np.full(cells, 0.5 if f == "momentum" else 0.2)
                  for f in optimizer.hyper._fields}
