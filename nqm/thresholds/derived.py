@@ -161,7 +161,9 @@ def _setup(method, momentum, delay, criterion, kw, *, steps=STEPS, seed=0):
     optimizer = make(name, **dict(options))
     if not optimizer.linear:
         raise NqmError(f"method {method!r} is not linear, so it has no transition matrix; estimate its "
-                       "threshold by simulation instead (nqm threshold --simulate)")
+                       "threshold by simulation instead (nqm threshold --simulate)"
+                       + ("; precond's is SGDM's mapped exactly: nqm.thresholds.derived.precond_threshold"
+                          if name == "precond" else ""))
     momenta = coordinates(momentum=momentum)["momentum"]
     family(method, momenta)  # sgd: momentum 0
     defaults = base.hyperparameters(name)._field_defaults
