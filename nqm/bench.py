@@ -123,8 +123,10 @@ def numpy_rate(lam: np.ndarray, cells: int, steps: int) -> float:
 def engine_rate(problem, method: str, cells: int, steps: int, chunk: int, delay=DELAY) -> float:
     """Element-steps per second of the engine over a fixed number of steps (no early exit)."""
     optimizer = make(method, delay=delay, problem=problem)
+    # lr and momentum as the benchmark sets them, every other hyperparameter at its default (rho 0.5 for ab).
     hyper = {"lr": np.geomspace(0.001, 0.02, cells), "momentum": np.full(cells, 0.9), "rho": np.full(cells, 0.5)}
-    hyper = {k: hyper[k] for k in optimizer.hyper._fields}
+    defaults = optimizer.hyper._field_defaults
+    hyper = {k: hyper[k] if k in hyper else np.full(cells, defaults[k]) for k in optimizer.hyper._fields}
     config = engine.RunConfig(target=-1.0, diverge_factor=np.inf, chunk_steps=chunk, progress=False)
     run = lambda n: engine.simulate(problem, optimizer, hyper, np.full(cells, NOISE), delay=delay,
                                     config=dataclasses.replace(config, max_steps=n))

@@ -2,8 +2,13 @@
 
 import json
 
+import numpy as np
+import pytest
+
+import nqm
 from nqm import bench
 from nqm.cli import main
+from nqm.optimizers import methods
 
 
 def test_bench_prints_a_json_summary_last(capsys):
@@ -28,3 +33,10 @@ def test_check_names_each_missed_target():
     assert bench.missed_targets(met) == []
     short = dict(met, ab_vs_probe=0.2, early_exit_efficiency=float("nan"))
     assert bench.missed_targets(short) == ["ab_vs_probe", "early_exit_efficiency"]
+
+
+@pytest.mark.parametrize("method", methods())
+def test_the_engine_rate_runs_every_registered_method(method):
+    """Every method's hyperparameters are filled in (the benchmark's lr and momentum, defaults for the rest)."""
+    rate = bench.engine_rate(nqm.zhang(8), method, cells=2, steps=4, chunk=2)
+    assert np.isfinite(rate) and rate > 0
