@@ -31,3 +31,26 @@ def progress_bars(monkeypatch):
 
     monkeypatch.setattr(tqdm, "tqdm", Recording)
     return bars
+
+
+@pytest.fixture
+def interrupt_at_store(monkeypatch):
+    """``interrupt_at_store(n)``: the n-th checkpoint store of a run is written, then the run is
+    interrupted as by Ctrl-C; ``interrupt_at_store.disarm()`` puts the plain store back."""
+    from nqm import checkpoint
+
+    original = checkpoint.Checkpointer.store
+
+    def arm(n: int):
+        calls = []
+
+        def store_then_die(self, *args):
+            original(self, *args)
+            calls.append(1)
+            if len(calls) == n:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(checkpoint.Checkpointer, "store", store_then_die)
+
+    arm.disarm = lambda: monkeypatch.setattr(checkpoint.Checkpointer, "store", original)
+    return arm

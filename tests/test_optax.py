@@ -225,25 +225,15 @@ def test_trace_recorders_and_summaries_of_braked_adam():
     assert (plain.alpha == 1).all() and np.isfinite(plain.velocity_norm).all()
 
 
-def test_a_checkpointed_adam_sweep_resumes_mid_cell_to_the_same_bits(tmp_path, monkeypatch):
-    from nqm import checkpoint as checkpoints
-
+def test_a_checkpointed_adam_sweep_resumes_mid_cell_to_the_same_bits(tmp_path, interrupt_at_store):
     grid = dict(lr=list(np.geomspace(0.002, 0.2, 6)), b1=[0.5, 0.9], delay=3, noise=0.01, problem=nqm.zhang(64),
                 target=1e-3, max_steps=3000, chunk_steps=100, progress=False)
     whole = nqm.sweep("ab-adam", **grid)
-    store, calls = checkpoints.Checkpointer.store, []
-
-    def store_then_die(self, *args):
-        store(self, *args)
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-
     path = tmp_path / "c.partial"
-    monkeypatch.setattr(checkpoints.Checkpointer, "store", store_then_die)
+    interrupt_at_store(2)
     with pytest.raises(KeyboardInterrupt):
         nqm.sweep("ab-adam", checkpoint=path, checkpoint_every=0.0, **grid)
-    monkeypatch.setattr(checkpoints.Checkpointer, "store", store)
+    interrupt_at_store.disarm()
     assert (tmp_path / "c.partial.cells.npz").exists()  # running cells, with Adam's state, were kept
     resumed = nqm.sweep("ab-adam", checkpoint=path, **grid)
     for name in ("steps", "status", "loss"):

@@ -99,23 +99,15 @@ def test_flipped_bits_in_a_checkpoints_steps_are_refused(tmp_path):
         nqm.sweep("sgdm", problem=nqm.zhang(8), checkpoint=path, **SMALL)
 
 
-def test_damaged_running_cells_are_refused(tmp_path, monkeypatch):
+def test_damaged_running_cells_are_refused(tmp_path, interrupt_at_store):
     from nqm import checkpoint as checkpoints
 
     path = tmp_path / "c.partial"
-    store, calls = checkpoints.Checkpointer.store, []
-
-    def store_then_die(self, *args):
-        store(self, *args)
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(checkpoints.Checkpointer, "store", store_then_die)
+    interrupt_at_store(2)
     kw = dict(SMALL, lr=list(np.geomspace(0.002, 0.2, 6)), chunk_steps=100, problem=nqm.zhang(64))
     with pytest.raises(KeyboardInterrupt):
         nqm.sweep("sgdm", checkpoint=path, checkpoint_every=0.0, **kw)
-    monkeypatch.setattr(checkpoints.Checkpointer, "store", store)
+    interrupt_at_store.disarm()
     running = pathlib.Path(str(path) + ".cells.npz")
     with np.load(running) as f:
         arrays = {name: f[name] for name in f.files}

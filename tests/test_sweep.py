@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import nqm
-from nqm import checkpoint as checkpoint_module, engine
+from nqm import engine
 from nqm.optimizers import make
 
 PROBLEM = nqm.zhang(300)
@@ -70,24 +70,15 @@ def test_save_and_load_round_trip(ab_result, tmp_path):
     assert back.identical(ab_result)
 
 
-def test_interrupted_sweep_resumes_without_lost_or_repeated_cells(tmp_path, monkeypatch):
+def test_interrupted_sweep_resumes_without_lost_or_repeated_cells(tmp_path, monkeypatch, interrupt_at_store):
     kw = dict(lr=np.geomspace(0.05, 3, 6), momentum=[0.0, 0.5, 0.9], delay=[0, 3], noise=0.02,
               problem=PROBLEM, max_steps=1500, chunk_steps=50, progress=False)
     uninterrupted = nqm.sweep("sgdm", **kw)
     path = tmp_path / "partial.nc"
-    original_store = checkpoint_module.Checkpointer.store
-    calls = {"n": 0}
-
-    def store_then_die(self, *args):
-        original_store(self, *args)
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(checkpoint_module.Checkpointer, "store", store_then_die)
+    interrupt_at_store(3)
     with pytest.raises(KeyboardInterrupt):
         nqm.sweep("sgdm", checkpoint=path, checkpoint_every=0.0, **kw)
-    monkeypatch.setattr(checkpoint_module.Checkpointer, "store", original_store)
+    interrupt_at_store.disarm()
     saved = nqm.load(path)
     finished = int((saved.status.values != engine.RUNNING).sum())
     assert 0 < finished < saved.status.size
