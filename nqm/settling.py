@@ -17,7 +17,9 @@ How it is decided, by (method, delay process):
   else ``λ_max·η`` below the almost-sure threshold (the top Lyapunov exponent's first crossing);
 * any other (method, delay) — AB, DC-ASGD, restart, worker pools, a periodic method whose steady
   state has no closed form here — by continuing the run past its first passage T to at least
-  ``2·T + 1000`` steps and reading the second half of what follows T (:func:`stays_below`): it
+  ``2·T + 1000`` steps (in the same engine run: a reached cell *settles*, stepping on with the
+  cells still running, :func:`nqm.engine.step.settle_window`) and reading the second half of what
+  follows T (:func:`stays_below`): it
   stays if its loss does not grow (the slope of ``log L`` is not positive beyond two standard
   errors) and its level is below the target (without noise the largest value there, with noise the
   mean plus two standard errors). This certifies what the window can resolve: a growth rate
@@ -39,13 +41,14 @@ import numpy as np
 
 from nqm import delays
 from nqm.conventions import family
-from nqm.engine import Last, record
+from nqm.engine import Last, Outcome, record
+from nqm.engine.step import CONTINUE, WINDOW_POINTS, settle_window
 from nqm.errors import NqmError
 from nqm.expected import steady_state_loss
 from nqm.jobs import Job
 from nqm.optimizers import make
 from nqm.problem import explicit
-from nqm.status import DIVERGED, REACHED, TRANSIENT
+from nqm.status import DIVERGED, REACHED, STAY, TRANSIENT, grows, stays_below  # noqa: F401 (used here and by callers)
 from nqm.thresholds.derived import threshold
 from nqm.validate import MAX_STEPS
 
@@ -54,10 +57,6 @@ CONTINUED = ("continued: the run goes on to at least 2·T + 1000 steps; it stays
              "(log-loss slope) and its level is below the target (without noise its largest value, with noise "
              "its mean) over the second half of what follows T")
 SKIPPED = "none: first_passage=True, status 1 is the first passage"
-CONTINUE = 1000  # steps a run without an exact test goes on for, beyond twice its first passage
-TRACE_POINTS = 256  # traced losses of a continued run (every budget // 256 steps)
-STAY = ("steps_stay: the first step after which the loss stays below the target (one more than its last exit); "
-        "NaN where not defined: a run that does not settle, or a single noisy run")
 LYAPUNOV_STEPS = 20_000  # the drawn schedule of an almost-sure threshold the settled test needs
 
 
@@ -78,29 +77,48 @@ def test_for(task: Job, process) -> str:
     return CONTINUED
 
 
-def settle(task: Job, process, values: dict, seed: int, steps: np.ndarray, status: np.ndarray) -> np.ndarray:
-    """``status`` with each reached cell (1) that does not stay below the target made transient (2).
+def continued(task: Job, process) -> bool:
+    """Whether the runs of ``task`` under ``process`` are judged by continuing them: the engine is
+    then run with ``settle=True`` (a reached cell steps on through its settling window).
+
+    Args:
+      task: the job.
+      process: its delay process.
+
+    Returns:
+      ``test_for(task, process) == CONTINUED``.
+    """
+    return test_for(task, process) == CONTINUED
+
+
+def settle(task: Job, process, values: dict, outcome: Outcome) -> np.ndarray:
+    """The statuses of ``outcome`` with each reached cell (1) that does not stay below the target
+    made transient (2).
 
     Args:
       task: the job the cells ran under.
       process: their delay process.
       values: per-cell hyperparameter arrays (``lr``, ``momentum``, ``noise``, …), as the engine got them.
-      seed: the seed they ran with.
-      steps: their first passages (the engine's steps).
-      status: the engine's statuses of those cells (first passage).
+      outcome: the engine's results of those cells (first passage), run with
+        ``settle=continued(task, process)``.
 
     Returns:
       the statuses with transient cells marked; unchanged with ``first_passage``.
+
+    Raises:
+      NqmError: a continued test on an outcome run without ``settle``.
     """
-    status = np.array(status, np.int8, copy=True)
+    status = np.array(outcome.status, np.int8, copy=True)
     reached = np.flatnonzero(status == REACHED)
     if task.config.first_passage or reached.size == 0:
         return status
     cells = {k: np.asarray(v)[reached] for k, v in values.items()}
     if _exact(task, process):
         stays = _exactly(task, process, cells)
+    elif outcome.window is None:
+        raise NqmError("the continued settled test reads the settling window: run the engine with settle=True")
     else:
-        stays = _continued(task, process, cells, seed, np.asarray(steps)[reached])
+        stays = _windowed(cells, np.asarray(outcome.steps)[reached], outcome.window[reached], task.config.target)
     status[reached[~stays]] = TRANSIENT
     return status
 
@@ -140,78 +158,16 @@ def _almost_sure(method: str, momentum: float, delay: str, dampening: bool) -> f
                            steps=LYAPUNOV_STEPS))
 
 
-def _continued(task: Job, process, cells: dict, seed: int, first: np.ndarray) -> np.ndarray:
-    """Whether each cell stays, by continuing its run past its first passage ``first``: to at least
-    ``2·T + CONTINUE`` steps (cells grouped by T within a factor 2, one engine run per group), its
-    loss traced at about :data:`TRACE_POINTS` steps; the second half of what follows the passage
-    is the window :func:`stays_below` judges."""
+def _windowed(cells: dict, first: np.ndarray, window: np.ndarray, target: float) -> np.ndarray:
+    """Whether each cell stays, from the losses its settling window sampled (:func:`stays_below`):
+    the steps n·stride, n0 ≤ n ≤ n1, of :func:`nqm.engine.step.settle_window` past its first
+    passage ``first`` (a cell that diverged on the way is transient already)."""
+    _, stride, n0, n1 = settle_window(first)
     stays = np.zeros(first.size, bool)
-    octave = np.floor(np.log2(np.maximum(first, 1))).astype(int)
-    for k in np.unique(octave):
-        rows = np.flatnonzero(octave == k)
-        budget = min(2 * 2 ** (k + 1) + CONTINUE, MAX_STEPS)
-        stride = max(1, budget // TRACE_POINTS)
-        config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
-        out = task._replace(config=config).run(process, {n: v[rows] for n, v in cells.items()}, seed,
-                                                record={"loss": record.loss}, stride=stride)
-        t = stride * np.arange(1, out.trace["loss"].shape[1] + 1)
-        for i, row in enumerate(rows):
-            if out.status[i] == DIVERGED:
-                continue  # it left the target for good
-            window = (t > (first[row] + budget) / 2) & (t <= budget)
-            stays[row] = stays_below(out.trace["loss"][i, window], t[window], bool(cells["noise"][row] > 0),
-                                     task.config.target)
+    for i in range(first.size):
+        n = np.arange(n0[i], n1[i] + 1)
+        stays[i] = stays_below(window[i, :n.size], stride[i] * n, bool(cells["noise"][i] > 0), target)
     return stays
-
-
-def stays_below(loss: np.ndarray, t: np.ndarray, noisy: bool, target: float) -> bool:
-    """Whether a loss traced at steps ``t`` (a window well past the first passage) stays below
-    ``target`` in the long run: it does not grow (the slope of ``log L`` against t is not positive
-    by more than two standard errors) and its level is below the target — without noise its
-    largest value (the lim sup), with noise its mean plus two standard errors (batch means).
-
-    Args:
-      loss: the traced losses, 1-D.
-      t: their steps, same shape.
-      noisy: whether the run has gradient noise (σ > 0).
-      target: the target loss.
-
-    Returns:
-      ``False`` also for fewer than 8 points or a non-finite loss.
-    """
-    loss = np.asarray(loss, np.float64)
-    if loss.size < 8 or not np.isfinite(loss).all():
-        return False
-    if grows(loss, t):
-        return False
-    if not noisy:
-        return bool(loss.max() < target)
-    batches = np.array([b.mean() for b in np.array_split(loss, 8)])
-    return bool(batches.mean() + 2 * batches.std(ddof=1) / np.sqrt(batches.size) < target)
-
-
-def grows(loss: np.ndarray, t: np.ndarray, blocks: int | None = None) -> bool:
-    """Whether a traced loss grows: the least-squares slope of ``log L`` against ``t`` is positive
-    by more than two standard errors. With ``blocks``, of the log of each block's largest value
-    instead — the envelope, which a run ringing near a stability boundary needs (its loss passes
-    near zero twice a period). A loss that underflowed to 0 has decayed.
-
-    Args:
-      loss: the traced losses, 1-D.
-      t: their steps, same shape.
-      blocks: the number of blocks of the envelope, or ``None``: every point.
-
-    Returns:
-      ``True`` also for a non-finite loss.
-    """
-    loss, t = np.asarray(loss, np.float64), np.asarray(t, np.float64)
-    if not np.isfinite(loss).all():
-        return True
-    if blocks is not None:
-        loss = np.array([b.max() for b in np.array_split(loss, blocks)])
-        t = np.array([b.mean() for b in np.array_split(t, blocks)])
-    slope, error = _slope(t, np.log(np.maximum(loss, np.finfo(np.float64).tiny)))
-    return slope - 2 * error > 0
 
 
 def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, status: np.ndarray) -> np.ndarray:
@@ -244,7 +200,7 @@ def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, s
     pending, horizon = np.arange(rows.size), 2 * steps[rows].max() + CONTINUE
     while pending.size:
         budget = int(min(horizon, MAX_STEPS))
-        stride = max(1, budget // TRACE_POINTS)
+        stride = max(1, budget // WINDOW_POINTS)
         config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
         run = task._replace(config=config).run(
             process, {n: v[pending] for n, v in cells.items()}, seed, stride=stride,
@@ -268,16 +224,6 @@ class Exceeds:
 
     def __call__(self, view):
         return view.model.loss(view.w_next) >= self.target
-
-
-def _slope(t: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Least-squares slope of ``y`` against ``t`` and its standard error."""
-    t = t - t.mean()
-    slope = float(t @ (y - y.mean()) / (t @ t))
-    residual = y - y.mean() - slope * t
-    return slope, float(np.sqrt(residual @ residual / (t.size - 2) / (t @ t)))
-
-
 
 
 def _exact(task: Job, process) -> bool:

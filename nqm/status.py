@@ -1,5 +1,6 @@
 """What a cell's result means, shared by the engine, results and figures (no JAX here, so that
-reading and plotting a saved result never import the engine)."""
+reading and plotting a saved result never import the engine), and the window test that tells a
+settled run from a transient one by what it does after its first passage (:func:`stays_below`)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,27 @@ SETTLED, TRANSIENT, BUDGET, DIVERGED = 1, 2, 0, -1
 # settled test tells settled from transient runs, and all that `first_passage=True` keeps.
 REACHED = SETTLED
 RUNNING = 3  # a cell still running: only in checkpoints and inside the engine, never in a result
+# A cell that reached the target and steps on through its settling window (the settled test of a
+# method without an exact one): only in checkpoints and inside the engine, never in a result.
+SETTLING = 4
 MEANING = ("1: settled (reached the target, and its long-run loss level is below it), 2: transient (reached "
            "the target, then left it, or would: rising back, diverging, or asymptotically unstable), "
            "0: step budget exhausted, -1: diverged before reaching the target")
+STAY = ("steps_stay: the first step after which the loss stays below the target (one more than its last exit); "
+        "NaN where not defined: a run that does not settle, or a single noisy run")
 FIRST_PASSAGE_MEANING = "1: reached the target (first passage), 0: step budget exhausted, -1: diverged"
+
+
+def active(status):
+    """Whether the engine still steps these cells: running, or settling (numpy or jax arrays).
+
+    Args:
+      status: status codes.
+
+    Returns:
+      ``status >= RUNNING``, elementwise.
+    """
+    return status >= RUNNING
 
 
 def meaning(first_passage: bool) -> str:
@@ -81,3 +99,61 @@ def plural(count: int, noun: str) -> str:
       The phrase.
     """
     return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
+
+def stays_below(loss: np.ndarray, t: np.ndarray, noisy: bool, target: float) -> bool:
+    """Whether a loss traced at steps ``t`` (a window well past the first passage) stays below
+    ``target`` in the long run: it does not grow (the slope of ``log L`` against t is not positive
+    by more than two standard errors) and its level is below the target — without noise its
+    largest value (the lim sup), with noise its mean plus two standard errors (batch means).
+
+    Args:
+      loss: the traced losses, 1-D.
+      t: their steps, same shape.
+      noisy: whether the run has gradient noise (σ > 0).
+      target: the target loss.
+
+    Returns:
+      ``False`` also for fewer than 8 points or a non-finite loss.
+    """
+    loss = np.asarray(loss, np.float64)
+    if loss.size < 8 or not np.isfinite(loss).all():
+        return False
+    if grows(loss, t):
+        return False
+    if not noisy:
+        return bool(loss.max() < target)
+    batches = np.array([b.mean() for b in np.array_split(loss, 8)])
+    return bool(batches.mean() + 2 * batches.std(ddof=1) / np.sqrt(batches.size) < target)
+
+
+def grows(loss: np.ndarray, t: np.ndarray, blocks: int | None = None) -> bool:
+    """Whether a traced loss grows: the least-squares slope of ``log L`` against ``t`` is positive
+    by more than two standard errors. With ``blocks``, of the log of each block's largest value
+    instead — the envelope, which a run ringing near a stability boundary needs (its loss passes
+    near zero twice a period). A loss that underflowed to 0 has decayed.
+
+    Args:
+      loss: the traced losses, 1-D.
+      t: their steps, same shape.
+      blocks: the number of blocks of the envelope, or ``None``: every point.
+
+    Returns:
+      ``True`` also for a non-finite loss.
+    """
+    loss, t = np.asarray(loss, np.float64), np.asarray(t, np.float64)
+    if not np.isfinite(loss).all():
+        return True
+    if blocks is not None:
+        loss = np.array([b.max() for b in np.array_split(loss, blocks)])
+        t = np.array([b.mean() for b in np.array_split(t, blocks)])
+    slope, error = _slope(t, np.log(np.maximum(loss, np.finfo(np.float64).tiny)))
+    return slope - 2 * error > 0
+
+
+def _slope(t: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope of ``y`` against ``t`` and its standard error."""
+    t = t - t.mean()
+    slope = float(t @ (y - y.mean()) / (t @ t))
+    residual = y - y.mean() - slope * t
+    return slope, float(np.sqrt(residual @ residual / (t.size - 2) / (t @ t)))

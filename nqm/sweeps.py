@@ -31,8 +31,8 @@ from nqm.errors import NqmError
 from nqm.io import lock
 from nqm.jobs import Job, batch_sizes, empty, job, momentum_of, per_batch
 from nqm.problem import Problem
-from nqm.settling import STAY, settle, stay_steps, test_for
-from nqm.status import meaning
+from nqm.settling import continued, settle, stay_steps, test_for
+from nqm.status import STAY, meaning
 from nqm.validate import coordinates, floats, grid_size, number
 
 
@@ -144,12 +144,13 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
 
     def store(ids, outcome):
         cells = {k: v[ids] for k, v in values.items()}
-        outcome = outcome._replace(status=settle(task, process, cells, seed_value, outcome.steps, outcome.status))
+        outcome = outcome._replace(status=settle(task, process, cells, outcome))
         writer.store(cell_dims, np.unravel_index(todo[ids], grid.shape), delay_value, seed_value, outcome)
 
     task.run(process, values, seed_value, on_finished=store,
              between_chunks=functools.partial(writer.between_chunks, key, todo),
-             resume=writer.resume_point(key, todo), description=f"D={delay_value} seed={seed_value}", bar=bar)
+             resume=writer.resume_point(key, todo), description=f"D={delay_value} seed={seed_value}", bar=bar,
+             settle=continued(task, process))
     writer.done(key)
 
 
@@ -189,8 +190,9 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
     values = coordinates(distinct=False, dtype=task.dtype, **{k: v.ravel() for k, v in zip(given, shaped)})
     grid_size({"point": values["lr"], "seed": seeds})
     process = delays.process(delay)
-    outcomes = [task.run(process, values, s, description=f"{method} seed={s}") for s in seeds]
-    outcomes = [o._replace(status=settle(task, process, values, s, o.steps, o.status)) for s, o in zip(seeds, outcomes)]
+    outcomes = [task.run(process, values, s, description=f"{method} seed={s}", settle=continued(task, process))
+                for s in seeds]
+    outcomes = [o._replace(status=settle(task, process, values, o)) for o in outcomes]
     data = {name: (("seed", "point"), np.stack([getattr(o, name) for o in outcomes])) for name in ("steps", "status", "loss")}
     coords = {"seed": seeds, **{k: ("point", v) for k, v in values.items()}}
     result = xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label,

@@ -2,6 +2,7 @@
 long-run loss level is below it), 2 *transient* (it reached the target and does not stay), decided
 asymptotically — never by the budget — and ``first_passage=True`` keeps the first passage alone."""
 
+import jax
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -105,6 +106,53 @@ def test_worker_pools_are_judged_by_continuing_the_run_even_for_linear_methods()
     assert (linear.status.values == SETTLED).all()
 
 
+def test_every_settling_window_fits_its_slots_and_device_and_host_agree_on_it():
+    from nqm.engine.step import CONTINUE, WINDOW_SLOTS, settle_window
+    from nqm.validate import MAX_STEPS
+
+    first = np.concatenate([np.arange(1, 2**21), MAX_STEPS - np.arange(2**12)])
+    horizon, stride, n0, n1 = settle_window(first)
+    assert (horizon >= np.minimum(2 * first + CONTINUE, MAX_STEPS)).all()
+    assert (stride * n0 > (first + horizon) / 2).all() and (stride * (n0 - 1) <= (first + horizon) / 2).all()
+    assert (stride * n1 <= horizon).all() and (stride * (n1 + 1) > horizon).all()
+    assert (n1 - n0 + 1).max() == WINDOW_SLOTS  # the slots are as many as the largest window, no more
+    some = first[::997]
+    device = [np.asarray(x) for x in settle_window(jax.numpy.asarray(some, jax.numpy.int32))]
+    for host, dev in zip(settle_window(some), device):
+        np.testing.assert_array_equal(host, dev)
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.05])
+@pytest.mark.parametrize("method, delay, extra", [("ab", 4, {"rho": 0.5}), ("sgdm", "workers:3", {})])
+def test_a_settling_cell_samples_the_losses_a_separate_run_to_its_horizon_would_trace(method, delay, extra, noise):
+    """The engine continues a reached cell in the run that found T: its window holds, bit for bit,
+    the losses a run of that cell to its horizon traces, and its T, loss and the other cells are
+    the first-passage run's."""
+    import dataclasses
+
+    from nqm import delays, jobs
+    from nqm.engine import record
+    from nqm.engine.step import settle_window
+
+    task, grids = jobs.job(method, nqm.zhang(30), dict(max_steps=1500, progress=False, **extra))
+    lr, m = (x.ravel() for x in np.meshgrid(np.geomspace(0.1, 2, 6), [0.0, 0.5, 0.9]))
+    values = dict(lr=lr, momentum=m, noise=np.full(lr.size, noise), **{k: np.full(lr.size, v) for k, v in grids.items()})
+    process = delays.process(delay)
+    settled, literal = task.run(process, values, 3, settle=True), task.run(process, values, 3)
+    np.testing.assert_array_equal(settled.steps, literal.steps)
+    np.testing.assert_array_equal(settled.loss, literal.loss)
+    reached = literal.status == SETTLED
+    assert reached.sum() >= 5 and (settled.status[~reached] == literal.status[~reached]).all()
+    assert np.isin(settled.status[reached], (SETTLED, TRANSIENT)).all()
+    for i in np.flatnonzero(settled.status == SETTLED):
+        horizon, stride, n0, n1 = (int(x) for x in settle_window(settled.steps[i]))
+        config = dataclasses.replace(task.config, target=-1.0, max_steps=horizon)
+        rerun = task._replace(config=config).run(process, {k: v[[i]] for k, v in values.items()}, 3,
+                                                 record={"loss": record.loss}, stride=stride)
+        np.testing.assert_array_equal(settled.window[i, :n1 - n0 + 1], rerun.trace["loss"][0, n0 - 1:n1])
+        assert np.isnan(settled.window[i, n1 - n0 + 1:]).all()
+
+
 def test_the_window_test_reads_growth_and_level():
     t = np.arange(1000, 3000, 8.0)
     rng = np.random.default_rng(0)
@@ -159,11 +207,39 @@ def test_steps_stay_is_the_last_exit_of_a_long_float64_run_plus_one():
     assert np.isnan(noisy.steps_stay.values).all()  # not defined for single noisy runs: said, not guessed
 
 
+def test_the_exact_mode_gives_steps_stay_of_the_expected_loss_with_and_without_noise():
+    """Without noise the expected loss is the loss: the engine's steps_stay in float64. With noise
+    E[L_t] is still deterministic: its last exit on a long curve, plus one — where a single run has
+    none. A grid gives each cell what a list of points gives."""
+    import nqm.expected
+    from nqm import sweeps
+
+    exact = nqm.expected.evaluate("sgdm", stay=True, **RINGING)
+    engine = sweeps.evaluate("sgdm", stay=True, x64=True, progress=False, **RINGING)
+    np.testing.assert_array_equal(exact.steps_stay.values, engine.steps_stay.values[0])
+    noisy = nqm.expected.evaluate("sgdm", stay=True, noise=0.01, **RINGING)
+    assert (noisy.status.values == SETTLED).all()
+    for j, (lr, m) in enumerate(zip(RINGING["lr"], RINGING["momentum"])):
+        curve = nqm.expected.expected_loss(RINGING["problem"], lr=lr, momentum=m, delay=2, noise=0.01, steps=100_000)
+        assert noisy.steps_stay.values[j] == np.flatnonzero(curve >= 0.01)[-1] + 2 > noisy.steps.values[j]
+    grid = nqm.expected.sweep("sgdm", lr=[0.05, 1.0], momentum=[0.9], noise=[0.0, 0.01, 0.05], delay=2,
+                              problem=RINGING["problem"], max_steps=20_000, stay=True)
+    for noise in (0.0, 0.01, 0.05):
+        cells = grid.sel(noise=noise, delay=2, seed=0, momentum=0.9)
+        points = nqm.expected.evaluate("sgdm", lr=[0.05, 1.0], momentum=0.9, noise=noise, delay=2,
+                                       problem=RINGING["problem"], max_steps=20_000, stay=True)
+        np.testing.assert_array_equal(cells.steps_stay.values, points.steps_stay.values)
+        assert (np.isnan(cells.steps_stay.values) == (cells.status.values != SETTLED)).all()
+    assert (grid.status.values != SETTLED).any()  # lr = 1 diverges, σ = 0.05 does not settle at lr = 0.05
+    with pytest.raises(nqm.NqmError, match="stay must be True or False"):
+        nqm.expected.evaluate("sgdm", stay="yes", **RINGING)
+
+
 def test_a_search_can_rank_by_the_step_after_which_the_loss_stays():
     box = dict(lr=(0.005, 0.1), momentum=(0.5, 0.98), delay=2, problem=nqm.zhang(50), max_steps=20_000,
                progress=False)
     first, stay = nqm.best("sgdm", **box), nqm.best("sgdm", objective="stay", **box)
-    from nqm import sweeps
+    from nqm import expected, sweeps
     from nqm.search import answer
 
     found = answer(stay)
@@ -173,6 +249,13 @@ def test_a_search_can_rank_by_the_step_after_which_the_loss_stays():
     assert stay.attrs["objective"] == "stay"
     with pytest.raises(nqm.NqmError, match="noiseless runs"):
         nqm.best("sgdm", objective="stay", noise=0.01, **box)
+    # The exact mode ranks by the step after which the expected loss stays, with noise too.
+    exact = nqm.best("sgdm", objective="stay", noise=0.01, expected=True,
+                     **{k: v for k, v in box.items() if k != "progress"})
+    found = answer(exact)
+    again = expected.evaluate("sgdm", lr=found["point"]["lr"], momentum=found["point"]["momentum"], stay=True,
+                                  noise=0.01, delay=2, problem=box["problem"], max_steps=box["max_steps"])
+    assert found["t_star"] == again.steps_stay.values.item() >= again.steps.values.item()
 
 
 def test_noisy_cells_alone_under_iid_delays_are_settled_exactly():
@@ -182,3 +265,32 @@ def test_noisy_cells_alone_under_iid_delays_are_settled_exactly():
     level = steady_state_loss(nqm.zhang(10), "sgdm", "uniform:0:3", ds.lr.values, np.zeros(2), np.full(2, 0.05))
     assert np.isin(ds.status.values, (SETTLED, TRANSIENT)).all()
     np.testing.assert_array_equal(ds.status.values.ravel() == SETTLED, level < 1e-2)
+
+
+def test_a_sweep_interrupted_while_cells_settle_resumes_bit_identical(tmp_path, monkeypatch):
+    """Settling cells are part of a checkpoint's running cells: their window goes on where it was."""
+    from nqm import checkpoint
+    from nqm.status import SETTLING
+
+    grid = dict(lr=np.geomspace(0.1, 1, 4), momentum=[0.0, 0.5], rho=0.5, delay=2, noise=[0.0, 0.02],
+                problem=nqm.zhang(30), max_steps=3000, chunk_steps=100, progress=False)
+    whole = nqm.sweep("ab", **grid)
+    original, settling_saved = checkpoint.Checkpointer.between_chunks, []
+
+    def save_then_stop_once_cells_settle(self, key, todo, snapshot):
+        taken = []
+        original(self, key, todo, lambda: taken.append(snapshot()) or taken[-1])
+        if taken and (np.asarray(taken[-1].cells.status) == SETTLING).any():
+            settling_saved.append(taken[-1].t)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint.Checkpointer, "between_chunks", save_then_stop_once_cells_settle)
+    path = tmp_path / "ab.partial"
+    with pytest.raises(KeyboardInterrupt):
+        nqm.sweep("ab", checkpoint=path, checkpoint_every=0, **grid)
+    monkeypatch.setattr(checkpoint.Checkpointer, "between_chunks", original)
+    assert settling_saved  # it stopped with cells in their settling window
+    resumed = nqm.sweep("ab", checkpoint=path, **grid)
+    assert (resumed.status == TRANSIENT).any() and (resumed.status == SETTLED).any()
+    for name in ("steps", "status", "loss"):
+        np.testing.assert_array_equal(resumed[name].values, whole[name].values)

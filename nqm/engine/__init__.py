@@ -9,7 +9,9 @@ process and one seed. All cells of a run advance in lock-step ``t = 0, 1, …``:
 
 where ``(τ_t, k_t)`` — the delay of the gradient applied at step ``t`` and the worker that
 computed it — come from a delay process (:mod:`nqm.delays`), and
-``ctx_t = StepContext(t, τ_t, k_t, w_{t−τ_t})``.
+``ctx_t = StepContext(t, τ_t, k_t, w_{t−τ_t})``. With ``settle=True`` a cell that reaches the
+target steps on through its settling window (to at least 2T + 1000, its loss sampled on the way)
+in the same run, for the settled test of :mod:`nqm.settling`.
 
 Three parts, one file each (``docs/architecture.md`` follows a sweep through them):
 

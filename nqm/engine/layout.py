@@ -20,7 +20,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from nqm.delays import History
 from nqm.engine.loop import CELLS
-from nqm.engine.step import Spec
+from nqm.engine.step import WINDOW_SLOTS, Spec
 from nqm.errors import NqmError
 from nqm.optimizers import Optimizer
 from nqm.problem import Problem
@@ -38,7 +38,7 @@ class Layout(NamedTuple):
 
 
 def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int, config, dtype,
-           record: tuple = (), summaries: tuple = (), stride: int = 1) -> Layout:
+           record: tuple = (), summaries: tuple = (), stride: int = 1, settle: bool = False) -> Layout:
     """Choose devices, cache blocks, batch and group sizes for a run."""
     devices = jax.devices()
     count = len(devices) if config.devices is None else config.devices
@@ -50,7 +50,8 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
     kept = history.by_worker or optimizer.sent is not None  # the current weights apart from the history
     # The history, the current weights if kept apart, the optimizer state and the cell's row of λ.
     vectors = history.slots + 1 + int(kept)
-    cell_bytes = itemsize * (vectors * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state)))
+    cell_bytes = itemsize * (vectors * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state))
+                             + WINDOW_SLOTS * settle)
     budget = config.memory_budget
     if budget is None:  # half of an accelerator's memory, or 4 GiB of host memory
         limit = (devices[0].memory_stats() or {}).get("bytes_limit") if devices[0].platform != "cpu" else None
@@ -83,7 +84,7 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
     if chunk < 1:
         raise NqmError(f"chunk_steps must be >= 1, got {config.chunk_steps}")
     spec = Spec(optimizer, int(history.slots), bool(history.by_worker), chunk, block, bool(config.independent_noise),
-                mesh, record, summaries, stride)
+                mesh, record, summaries, stride, bool(settle))
     return Layout(spec, batch, group, NamedSharding(mesh, PartitionSpec(CELLS)))
 
 

@@ -15,7 +15,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from nqm.engine import record
 from nqm.engine.step import Cells, Inputs, Model, Spec, cell_step, normal
-from nqm.status import RUNNING
+from nqm.status import active
 
 CELLS = "cells"  # the mesh axis over which cells are sharded
 
@@ -75,7 +75,7 @@ def advance_block(spec: Spec, cells: Cells, inputs: Inputs, model, noise, schedu
 
     def running(carry):
         k, cells = carry
-        return (k < length) & jnp.any(cells.status == RUNNING)
+        return (k < length) & jnp.any(active(cells.status))
 
     def advance_one(carry):
         k, cells = carry

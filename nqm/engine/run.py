@@ -30,7 +30,7 @@ from nqm.config import RunConfig
 from nqm.errors import NqmError
 from nqm.optimizers import Optimizer
 from nqm.problem import Problem
-from nqm.status import BUDGET, RUNNING
+from nqm.status import BUDGET, SETTLING, active
 from nqm.validate import BOUNDS, format_bytes
 
 
@@ -40,7 +40,9 @@ class Outcome(NamedTuple):
     ``2·stride``, …), the finished ``summary`` values (name → ``(C, …)``; both empty unless asked),
     and ``work``: how many cell-steps the devices computed, useful or not (a block steps all its
     cells while any of them runs; padding cells count too), so that ``Σ steps / work ≤ 1`` is the
-    fraction of the computation that early exit and repacking leave useful."""
+    fraction of the computation that early exit and repacking leave useful. With ``settle``,
+    ``window`` ``(C, WINDOW_SLOTS)`` holds each reached cell's settling window (the losses at the
+    steps of :func:`nqm.engine.step.settle_window`, NaN elsewhere), else ``None``."""
 
     steps: np.ndarray
     status: np.ndarray
@@ -48,6 +50,7 @@ class Outcome(NamedTuple):
     trace: dict = {}
     summary: dict = {}
     work: np.ndarray = np.zeros(1, np.int64)
+    window: np.ndarray | None = None
 
 
 class Snapshot(NamedTuple):
@@ -76,6 +79,7 @@ class _Run(NamedTuple):
     between_chunks: Callable | None
     bar: Any
     description: str
+    end: int  # the last step any cell may reach: the budget, or the horizon of settling cells
 
 
 def simulate(
@@ -95,6 +99,7 @@ def simulate(
     resume: Snapshot | None = None,
     description: str = "nqm",
     bar=None,
+    settle: bool = False,
 ) -> Outcome:
     """Run every cell to its target, divergence or budget.
 
@@ -123,6 +128,10 @@ def simulate(
       description: label of the progress bar.
       bar: a progress bar over cells shared by several runs (a sweep's): finished cells advance
         it, and this run's step shows in its postfix. ``None``: a bar over this run's steps.
+      settle: a cell that reaches the target steps on, past the budget if need be, through its
+        settling window (:func:`nqm.engine.step.settle_window`; the settled test of
+        :mod:`nqm.settling` reads ``Outcome.window``): its status is then 1 once the window is
+        complete, 2 (transient) if it diverged on the way; T and its loss are the first passage's.
 
     Returns:
       ``Outcome(steps, status, loss, trace, summary)``, ``steps``, ``status`` and ``loss`` ``(C,)``.
@@ -146,16 +155,18 @@ def simulate(
             f"the {optimizer.name} optimizer was made for {optimizer.workers} workers but delay {process.label} "
             f"has {process.workers}; make it with nqm.optimizers.make(..., delay={process.label!r})"
         )
-    plan = process.schedule(seed, config.max_steps)
+    # Settling cells may step on past the budget: to the horizon of a first passage at the budget.
+    end = int(step.settle_window(config.max_steps)[0]) if settle else config.max_steps
+    plan = process.schedule(seed, end)
 
     with jax.enable_x64(config.x64):
         dtype = jnp.float64 if config.x64 else jnp.float32
         layout = choose(problem, optimizer, process.history(plan[0]), cells, config, dtype, record, summaries,
-                                int(stride))
+                                int(stride), settle)
         replicated = NamedSharding(layout.sharding.mesh, PartitionSpec())
         model = put(step.model(problem, dtype), replicated)
         w0 = jnp.asarray(problem.w0, dtype)
-        outcome = _empty_outcome(layout, model, w0, cells, config.max_steps // int(stride))
+        outcome = _empty_outcome(layout, model, w0, cells, config.max_steps // int(stride), dtype)
         if cells == 0:
             return outcome
         limits = put((
@@ -173,7 +184,7 @@ def simulate(
         with contextlib.nullcontext(bar) if bar is not None else _progress(config, description) as bar, \
                 _stop_between_chunks(between_chunks) as between_chunks:
             run = _Run(layout, model, w0, limits, seed, plan, config, dtype, outcome, on_finished, between_chunks,
-                       bar, description)
+                       bar, description, end)
             for number, (index, start) in enumerate(groups):
                 if len(groups) > 1 and getattr(bar, "unit", None) == "step":
                     bar.set_description(f"{description} [group {number + 1}/{len(groups)}]")
@@ -196,7 +207,7 @@ def check(problem: Problem, optimizer: Optimizer) -> None:
                    jax.ShapeDtypeStruct((problem.dim,), jnp.float32))
 
 
-def _empty_outcome(layout, model, w0, cells: int, entries: int) -> Outcome:
+def _empty_outcome(layout, model, w0, cells: int, entries: int, dtype) -> Outcome:
     spec = layout.spec
     traces, totals = value_shapes(model, spec.optimizer, w0, spec.record, spec.summaries)
 
@@ -216,6 +227,7 @@ def _empty_outcome(layout, model, w0, cells: int, entries: int) -> Outcome:
         {name: np.zeros((cells,) + finished(r, totals[name]).shape, finished(r, totals[name]).dtype)
          for name, r in spec.summaries},
         np.zeros(1, np.int64),
+        np.full((cells, step.WINDOW_SLOTS), np.nan, dtype) if spec.settle else None,
     )
 
 
@@ -239,7 +251,11 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
         t, row = int(start.t), np.where(padded < 0, 0, np.arange(padded.size))  # saved cells in index order
         saved = start.cells
         if isinstance(saved, (list, tuple)) and not isinstance(saved, Cells):  # leaves, as written to disk
-            saved = jax.tree.unflatten(jax.tree.structure(cells._replace(trace={})), saved)
+            structure = jax.tree.structure(cells._replace(trace={}))
+            if structure.num_leaves != len(saved):
+                raise NqmError("the checkpoint's running cells were saved by another version of nqm's engine; "
+                               "start over with restart=True (--restart)")
+            saved = jax.tree.unflatten(structure, saved)
         cells = cells._replace(**{f: jax.tree.map(lambda x: np.asarray(x)[row], getattr(saved, f))
                                   for f in Cells._fields if f != "trace"})
         cells = cells._replace(status=np.where(padded >= 0, cells.status, BUDGET).astype(np.int8))
@@ -253,10 +269,10 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
     window, window_t0 = None, 0  # noise and schedule of steps window_t0 … window_t0 + chunk_steps − 1
     replicated = NamedSharding(spec.mesh, PartitionSpec())
     outcome = run.outcome
-    while batches and t < config.max_steps:
+    while batches and t < run.end:
         # The first chunks are short, so that cells which stop early (often most divergent
         # ones) are compacted away soon; the length is an argument, not a new compilation.
-        length = min(max(1, spec.chunk_steps >> max(0, 4 - chunk)), config.max_steps - t)
+        length = min(max(1, spec.chunk_steps >> max(0, 4 - chunk)), run.end - t)
         if window is None or t + length > window_t0 + spec.chunk_steps:
             # Drawn a chunk ahead and shared by the short chunks it covers: never drawn twice.
             window_t0 = t
@@ -274,9 +290,10 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
             _collect_trace(outcome.trace, batches, owner, t, length, spec.stride)
         t, chunk = t + length, chunk + 1
         status = np.stack(fetch([cells_b.status for cells_b, _ in batches]))
-        finished = (status != RUNNING) & (owner >= 0)
+        finished = ~active(status) & (owner >= 0)
         steps = np.stack(fetch([c.steps for c, _ in batches])) if finished.any() else None
-        outcome.work[0] += _work(run.layout, owner, finished, steps, t - length, length)
+        # A settled cell's steps are T, not where it stopped: its block counts the whole chunk.
+        outcome.work[0] += _work(run.layout, owner, finished, None if spec.settle else steps, t - length, length)
         if finished.any():
             loss = np.stack(fetch([c.loss for c, _ in batches]))
             ids = owner[finished]
@@ -286,16 +303,22 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
                 for name, summary in spec.summaries:
                     done = jax.tree.map(lambda x: x[finished], totals[name])
                     outcome.summary[name][ids] = summary.result(done, steps[finished])
+            samples = None
+            if spec.settle:
+                samples = np.stack(fetch([c.window for c, _ in batches]))[finished]
+                outcome.window[ids] = samples
             if run.on_finished is not None:
-                run.on_finished(ids, Outcome(steps[finished], status[finished], loss[finished]))
+                run.on_finished(ids, Outcome(steps[finished], status[finished], loss[finished], window=samples))
             owner = np.where(finished, -1, owner)
         running = int((owner >= 0).sum())
+        settling = f" ({int((status == SETTLING).sum())} settling)" if spec.settle else ""
         if by_step:
-            bar.update(t - bar.n)
-            bar.set_postfix_str(f"running {running}/{len(index)} cells", refresh=False)
+            bar.update(min(t, config.max_steps) - bar.n)
+            bar.set_postfix_str(f"running {running}/{len(index)} cells{settling}", refresh=False)
         else:
             bar.update(int(finished.sum()))
-            bar.set_postfix_str(f"{run.description}: step {t:,}/{config.max_steps:,}, {running} running", refresh=False)
+            bar.set_postfix_str(f"{run.description}: step {t:,}/{config.max_steps:,}, {running} running{settling}",
+                                refresh=False)
         if running == 0:
             break
         if run.between_chunks is not None:
@@ -306,9 +329,10 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
 
 def _work(layout, owner, finished, steps, t0: int, length: int) -> int:
     """Cell-steps computed by a chunk from ``t0``: a block runs ``length`` steps while any of its
-    cells still runs, up to its last finisher's step if all finished in the chunk, none otherwise."""
+    cells still runs, up to its last finisher's step if all finished in the chunk (where ``steps``
+    gives it; else the whole chunk), none otherwise."""
     live, done = blocks(owner >= 0, layout), blocks(finished, layout)
-    ran = np.where(live.any(-1) & ~(live == done).all(-1), length, 0)
+    ran = np.where(live.any(-1), length, 0)
     if steps is not None:
         last = np.where(done, blocks(steps, layout) - t0, 0).max(-1)
         ran = np.where(live.any(-1) & (live == done).all(-1), last, ran)
@@ -324,6 +348,9 @@ def _snapshot(batches, owner, t) -> Snapshot:
 def _collect_trace(trace: dict, batches, owner, t0: int, length: int, stride: int):
     """Copy the chunk's recorded values of every live cell into the host arrays."""
     first, end = t0 // stride, (t0 + length) // stride  # entries of steps first·stride … end·stride
+    end = min(end, next(iter(trace.values())).shape[1])  # settling cells step past the budget: not traced
+    if end <= first:
+        return
     for (cells_b, _), ids in zip(batches, owner):
         values = fetch(cells_b.trace)
         live = ids >= 0

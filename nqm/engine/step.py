@@ -9,6 +9,12 @@ The weights a gradient was computed at come from the cell's *history* (:class:`n
 a ring of the last ``slots`` weights (``w_s`` in slot ``s mod slots``; with a constant delay D and
 D + 1 slots, ``w_{t−D}`` and ``w_{t+1}`` share a slot), or one snapshot per worker (slot ``k_t`` is
 read, then overwritten with what worker ``k_t`` fetches after the step).
+
+With ``Spec.settle``, a cell that reaches the target does not stop: it *settles* (status
+``SETTLING``), stepping on to its horizon H (:func:`settle_window`: at least 2T + 1000) while its
+loss is sampled, every ``H // 256`` steps, over the second half of what follows T — the window the
+settled test reads (:mod:`nqm.settling`). It ends ``REACHED`` at H, or ``TRANSIENT`` if it diverges
+first; T and the loss at T are kept. In a batch it rides along with the cells still running.
 """
 
 from __future__ import annotations
@@ -25,7 +31,12 @@ from nqm.engine import record
 from nqm.optimizers import Optimizer
 from nqm.optimizers.base import StepContext
 from nqm.problem import Problem
-from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
+from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING, SETTLING, TRANSIENT
+from nqm.validate import MAX_STEPS
+
+CONTINUE = 1000  # a cell that reached the target at T steps on to at least 2·T + CONTINUE
+WINDOW_POINTS = 256  # its loss is sampled every horizon // WINDOW_POINTS steps
+WINDOW_SLOTS = 168  # the most samples a window holds (at T = 2; every T is checked in the tests)
 
 
 class Cells(NamedTuple):
@@ -39,6 +50,7 @@ class Cells(NamedTuple):
     loss: Any  # loss at `steps`
     trace: Any  # name -> (cells, chunk_steps // stride + 1, ...) values recorded in the current chunk
     summary: Any  # name -> (cells, ...) running totals of the Summary recorders
+    window: Any = None  # (cells, WINDOW_SLOTS) the settling window's losses (NaN until sampled), or None
 
 
 class Inputs(NamedTuple):
@@ -92,6 +104,7 @@ class Spec:
     record: tuple = ()  # (name, recorder) pairs; recorder(StepView) -> array, traced every `stride` steps
     summaries: tuple = ()  # (name, Summary) pairs
     stride: int = 1
+    settle: bool = False  # a cell that reaches the target steps on through its settling window
 
     @property
     def keeps_weights(self) -> bool:
@@ -134,21 +147,58 @@ def cell_step(spec: Spec, t, source, cell: Cells, inputs: Inputs, model: Model, 
     sent = w_next if optimizer.sent is None else optimizer.sent(inputs.hyper, opt, w_next)
     history = jax.lax.dynamic_update_index_in_dim(cell.history, sent, write, 0)
     loss = model.loss(w_next)
+    diverged = ~(loss <= diverge_loss)
     status = jnp.where(
-        loss < target, REACHED,
-        jnp.where(~(loss <= diverge_loss), DIVERGED, jnp.where(t + 1 >= max_steps, BUDGET, RUNNING)),
+        loss < target, SETTLING if spec.settle else REACHED,
+        jnp.where(diverged, DIVERGED, jnp.where(t + 1 >= max_steps, BUDGET, RUNNING)),
     ).astype(jnp.int8)
     live = cell.status == RUNNING
+    status = jnp.where(live, status, cell.status)
+    window = cell.window
+    if spec.settle:
+        status, window = settling_step(t + 1, cell, loss, diverged, status)
     return Cells(
         history=history,
         w=None if cell.w is None else w_next,
         opt=opt,
-        status=jnp.where(live, status, cell.status),
+        status=status,
         steps=jnp.where(live, t + 1, cell.steps),
         loss=jnp.where(live, loss, cell.loss),
         trace=cell.trace,
         summary=summary,
+        window=window,
     ), values
+
+
+def settling_step(u, cell: Cells, loss, diverged, status):
+    """A settling cell after its step to ``u``: its loss sampled into the window when due; the
+    cell ends ``TRANSIENT`` if it diverged, ``REACHED`` at its horizon."""
+    horizon, stride, first, last = settle_window(cell.steps)
+    n = u // stride
+    settling = cell.status == SETTLING
+    due = settling & (u % stride == 0) & (n >= first) & (n <= last)
+    slot = jnp.clip(n - first, 0, WINDOW_SLOTS - 1)
+    old = jax.lax.dynamic_index_in_dim(cell.window, slot, keepdims=False)
+    window = jax.lax.dynamic_update_index_in_dim(cell.window, jnp.where(due, loss, old), slot, 0)
+    after = jnp.where(diverged, TRANSIENT, jnp.where(u >= horizon, REACHED, SETTLING)).astype(jnp.int8)
+    return jnp.where(settling, after, status), window
+
+
+def settle_window(first):
+    """The settling run of a cell that first reached the target at step ``first`` = T ≥ 1 (numpy
+    or jax integers): ``(horizon, stride, n0, n1)``. The horizon H is 2^(k+2) + CONTINUE for T in
+    [2^k, 2^(k+1)) — at least 2T + CONTINUE, the same for a whole octave of T — capped at the
+    largest budget; the loss is sampled at steps n·stride, ``stride = max(1, H // WINDOW_POINTS)``,
+    and the window is n0 ≤ n ≤ n1: the steps in ((T + H)/2, H], the second half of what follows T."""
+    if isinstance(first, jax.Array):
+        bits = 32 - jax.lax.clz(first.astype(jnp.int32))  # k + 1
+        horizon = jnp.minimum(jnp.left_shift(jnp.int32(1), bits + 1) + CONTINUE, MAX_STEPS)
+        stride = jnp.maximum(1, horizon // WINDOW_POINTS)
+    else:
+        first = np.asarray(first, np.int64)
+        horizon = np.minimum(2 ** (np.frexp(np.maximum(first, 1))[1] + 1) + CONTINUE, MAX_STEPS)
+        stride = np.maximum(1, horizon // WINDOW_POINTS)
+    return horizon, stride, (first + horizon) // (2 * stride) + 1, horizon // stride
 
 
 def init_cells(spec: Spec, model: Model, w0, active) -> Cells:
@@ -166,4 +216,5 @@ def init_cells(spec: Spec, model: Model, w0, active) -> Cells:
         trace={n: np.zeros((count, spec.chunk_steps // spec.stride + 1) + s.shape, s.dtype) for n, s in traces.items()},
         summary={n: jax.tree.map(lambda x: np.broadcast_to(x, (count,) + x.shape), r.zeros(totals[n]))
                  for n, r in spec.summaries},
+        window=np.full((count, WINDOW_SLOTS), np.nan, w0.dtype) if spec.settle else None,
     )

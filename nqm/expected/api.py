@@ -14,8 +14,12 @@ from nqm.errors import NqmError
 from nqm.expected import autoregression, second_moment, steady
 from nqm.expected.recursion import METHODS, recursion
 from nqm.problem import Problem
-from nqm.status import REACHED, TRANSIENT, meaning
+from nqm.engine.step import CONTINUE, WINDOW_POINTS
+from nqm.status import REACHED, SETTLED, STAY, TRANSIENT, meaning, stays_below
 
+STAY_EXPECTED = ("steps_stay: the first step after which the expected loss stays below the target (one more than "
+                 "its last exit); NaN where it does not settle")
+CURVE_VALUES = 2**25  # expected losses held at once when stepping curves for steps_stay (256 MiB)
 DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (docs/expected.md: the T error it causes)
 STEADY_MEANING = ("E[L] as t → ∞; inf: no steady state (a constant delay: a root of the recursion on or outside "
                   "the unit circle; iid delays: the mean-square map's spectral radius >= 1), so E[L_t] does not settle")
@@ -189,7 +193,7 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
 def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0, problem: Problem | None = None,
              bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
              max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor,
-             first_passage: bool = RunConfig.first_passage) -> xr.Dataset:
+             first_passage: bool = RunConfig.first_passage, stay: bool = False) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweeps.evaluate`: ``steps``, ``status`` and ``loss`` of
     the expected loss at a list of points (element ``i`` of ``lr`` and ``momentum``; repeats
     allowed), each exactly what :func:`sweep` gives for the same cell.
@@ -203,15 +207,18 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
       bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
       dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
       target, max_steps, diverge_factor, first_passage: the run settings, as in :class:`nqm.config.RunConfig`.
+      stay: also give ``steps_stay``, the first step after which the expected loss stays below the
+        target (settled points, with or without noise; NaN elsewhere).
 
     Returns:
-      A Dataset over ``point``: ``steps``, ``status``, ``loss``.
+      A Dataset over ``point``: ``steps``, ``status``, ``loss`` (and ``steps_stay``).
 
     Raises:
       NqmError: several delays or noise levels, or invalid values.
     """
     checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True,
                    first_passage=first_passage)
+    stay = validate.flag(stay, "stay")
     given = validate.floats(lr, "lr"), validate.floats(momentum, "momentum")  # float64 would read "0.1" as 0.1
     try:
         lr, momentum = np.broadcast_arrays(*given)
@@ -230,11 +237,49 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
     if not first_passage:
         status = _settled(status, _level(unit, coords["noise"]), target)
     data = {"steps": ("point", steps[:, 0]), "status": ("point", status[:, 0]), "loss": ("point", loss[:, 0])}
+    if stay:
+        data["steps_stay"] = ("point", _stay(problem, method, processes[0], values["lr"], values["momentum"],
+                                             coords["noise"], steps, status, dampening=dampening, bins=bins,
+                                             target=target, diverge_factor=diverge_factor)[:, 0], {"long_name": STAY_EXPECTED})
     result = xr.Dataset(data, coords={k: ("point", v) for k, v in values.items()},
                         attrs={"method": method, "delay": labels[0].item(), "noise": float(coords["noise"][0]),
                                "evaluation": "exact expected dynamics"})
     result.status.attrs["meaning"] = meaning(first_passage)
     return result
+
+
+def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampening, bins, target, diverge_factor):
+    """``steps_stay`` (cells, levels) of the expected loss: for each settled cell and noise level, one
+    more than the last step with ``E[L_t] >= target``; NaN elsewhere. The exact curve is stepped to a
+    horizon H (at least 2·T + 1000) doubled until its second half stays below the target without
+    growing (:func:`nqm.status.stays_below` on the engine's window samples, every H // 256 steps):
+    the last exit before H is then the last one. ``E[L_t]`` is deterministic, so this is defined
+    with noise too, where a single run's is not."""
+    out = np.full(status.shape, np.nan)
+    for level in range(status.shape[1]):
+        pending = np.flatnonzero(status[:, level] == SETTLED)
+        horizon = 2 * int(steps[pending, level].max(initial=0)) + CONTINUE
+        while pending.size:
+            budget = min(horizon, validate.MAX_STEPS)
+            stride = max(1, budget // WINDOW_POINTS)
+            t = stride * np.arange(1, budget // stride + 1)
+            t = t[t > budget / 2]  # the window: the second half
+            done = np.zeros(pending.size, bool)
+            per_call = max(1, CURVE_VALUES // budget)  # cells whose curves fit in memory at once
+            for start in range(0, pending.size, per_call):
+                cells = pending[start:start + per_call]
+                curve = _evaluate(problem, method, process, lr[cells], momentum[cells], sigma[[level]],
+                                  dampening=dampening, bins=bins, target=-1.0, max_steps=budget,
+                                  diverge_factor=diverge_factor, trace_steps=budget)[3][:, 0]
+                for i, row in enumerate(curve):  # row[s - 1] = E[L(w_s)]
+                    if stays_below(row[t - 1], t, False, target):
+                        done[start + i] = True
+                        exits = np.flatnonzero(~(row < target)) + 1  # w_0 is above the target: an exit at 0
+                        out[cells[i], level] = (exits[-1] if exits.size else 0) + 1
+            pending, horizon = pending[~done], 2 * horizon
+            if budget == validate.MAX_STEPS:
+                break  # what stays pending has no step after which it stays, within any budget
+    return out
 
 
 def _level(unit, sigma) -> np.ndarray:
@@ -252,7 +297,7 @@ def _settled(status, level, target) -> np.ndarray:
 def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=None, problem: Problem | None = None,
           bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
           max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor,
-          first_passage: bool = RunConfig.first_passage) -> xr.Dataset:
+          first_passage: bool = RunConfig.first_passage, stay: bool = False) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweep` for the linear methods: ``steps``, ``status``
     and ``loss`` of the *expected* loss, plus ``steady_state_loss`` (∞ where there is none) and
     ``reachable`` (whether ``E[L_∞] < target``: a cell that is not can never reach the target in
@@ -272,9 +317,11 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
       bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
       dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
       target, max_steps, diverge_factor, first_passage: the run settings, as in :class:`nqm.config.RunConfig`.
+      stay: also give ``steps_stay``, the first step after which the expected loss stays below the
+        target (settled cells, with or without noise; NaN elsewhere).
 
     Returns:
-      The result, as :func:`nqm.sweep`'s plus ``steady_state_loss`` and ``reachable``.
+      The result, as :func:`nqm.sweep`'s plus ``steady_state_loss`` and ``reachable`` (and ``steps_stay``).
 
     Raises:
       NqmError: a method that is not linear, a delay process without a pmf (worker pools), an
@@ -294,6 +341,7 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     """
     config = checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True,
                             first_passage=first_passage)
+    stay = validate.flag(stay, "stay")
     coords = validate.coordinates(lr=lr, momentum=momentum, noise=noise, seed=0)
     if batch_size is not None:
         coords["batch_size"] = jobs.batch_sizes(batch_size, coords["noise"], "float64")
@@ -304,7 +352,7 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     job = jobs.Job(family(method), second_moment.optimizer_options(family(method), dampening), problem, config)
     result = jobs.empty(job, coords, processes)
     result.attrs.update(method=method, evaluation="exact expected dynamics", bins=-1 if bins is None else bins)
-    steady_loss = np.empty(result.steps.shape)
+    steady_loss, stay_steps = np.empty(result.steps.shape), np.full(result.steps.shape, np.nan)
     m, lr_ = (x.ravel() for x in np.meshgrid(coords["momentum"], coords["lr"], indexing="ij"))
     # Every noise level the grid runs: σ, or σ/√B per (noise, batch size) in that order.
     levels = (coords["noise"].size,) + ((coords["batch_size"].size,) if "batch_size" in coords else ())
@@ -320,7 +368,12 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
             status = _settled(status, level, target)
         result.steps.values[i], result.status.values[i], result.loss.values[i] = order(steps), order(status), order(loss)
         steady_loss[i] = order(level)
+        if stay:
+            stay_steps[i] = order(_stay(problem, method, process, lr_, m, sigma, steps, status, dampening=dampening,
+                                        bins=bins, target=target, diverge_factor=diverge_factor))
     result["steady_state_loss"] = (result.steps.dims, steady_loss, {"long_name": STEADY_MEANING})
+    if stay:
+        result["steps_stay"] = (result.steps.dims, stay_steps, {"long_name": STAY_EXPECTED})
     result["reachable"] = (result.steps.dims, (steady_loss < target).astype(np.int8),
                            {"meaning": "1: E[L_inf] < target; 0: the expected loss can never reach the target"})
     result.status.attrs["meaning"] = meaning(first_passage)

@@ -138,8 +138,9 @@ def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_s
         it holds are replayed without evaluating them, so the answer is the uninterrupted one.
       restart: discard the checkpoint (once every argument is checked) and start over.
       objective: the T a point is ranked by: ``"first"``, the first passage (its steps), or
-        ``"stay"``, the first step after which its loss stays below the target (``steps_stay``,
-        :func:`nqm.settling.stay_steps`; noiseless runs only, not the exact mode).
+        ``"stay"``, the first step after which its loss stays below the target (``steps_stay``:
+        :func:`nqm.settling.stay_steps` for noiseless runs of the engine; with ``expected=True``,
+        of the expected loss, with or without noise).
       **options: as :func:`nqm.sweep`: the method's hyperparameters and options and run settings
         (``target``, ``max_steps``, ``x64``, ``progress``, …); with ``expected=True``, ``bins``,
         ``dampening``, ``target``, ``max_steps``, ``diverge_factor``.
@@ -274,23 +275,28 @@ class _Search:
         seed_list = coordinates(seed=np.arange(seed, seed + seeds))["seed"]
         names = tuple(parsed)
 
-        if objective == "stay" and (expected or noise != 0):
-            raise NqmError("objective='stay' is defined for noiseless runs of the engine only (a single noisy run "
-                           "keeps crossing the target of its stationary level): give noise=0, or objective='first'")
+        if objective == "stay" and not expected and noise != 0:
+            raise NqmError("objective='stay' is defined for noiseless runs of the engine (a single noisy run keeps "
+                           "crossing the target of its stationary level) and for the exact mode: give noise=0, "
+                           "expected=True, or objective='first'")
+
+        def ranked(ds):  # the T a point is ranked by
+            if objective == "first":
+                return ds.steps.values
+            return np.where(np.isfinite(ds.steps_stay.values), ds.steps_stay.values, ds.steps.values).astype(np.int64)
+
         if expected:
             def evaluate(points):
                 ds = nqm.expected.evaluate(method, lr=points[:, 0], momentum=points[:, 1], delay=delay, noise=run_noise,
-                                    problem=problem, **run)
-                return tuple(ds[v].values[None] for v in ("steps", "status", "loss"))
+                                           problem=problem, stay=objective == "stay", **run)
+                return ranked(ds)[None], ds.status.values[None], ds.loss.values[None]
         else:
             def evaluate(points):
                 # A method without momentum (Adam) has momentum 0 fixed here and takes none in evaluate.
                 hyper = {n: points[:, i] for i, n in enumerate(names) if n in optimizer.hyper._fields}
                 ds = sweeps.evaluate(method, delay=process, noise=run_noise, seed=seed_list, problem=problem,
                                      stay=objective == "stay", **hyper, **run, **_layout(len(points), run))
-                steps = ds.steps.values if objective == "first" else \
-                    np.where(np.isfinite(ds.steps_stay.values), ds.steps_stay.values, ds.steps.values).astype(np.int64)
-                return steps, ds.status.values, ds.loss.values
+                return ranked(ds), ds.status.values, ds.loss.values
 
         attrs = {"method": method, "delay": label, "noise": noise, **batch, **problem.describe(),
                  "target": config.target, "max_steps": config.max_steps, "diverge_factor": config.diverge_factor,
