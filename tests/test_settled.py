@@ -294,3 +294,15 @@ def test_a_sweep_interrupted_while_cells_settle_resumes_bit_identical(tmp_path, 
     assert (resumed.status == TRANSIENT).any() and (resumed.status == SETTLED).any()
     for name in ("steps", "status", "loss"):
         np.testing.assert_array_equal(resumed[name].values, whole[name].values)
+
+
+def test_nqm_expected_stay_writes_the_steps_after_which_the_expected_loss_stays(tmp_path):
+    import nqm.expected
+
+    out = tmp_path / "e.nc"
+    assert main(["expected", "--lr", "0.02", "0.05", "--momentum", "0.9", "--noise", "0", "0.01", "--delay", "2",
+                 "--dim", "50", "--max-steps", "20000", "--stay", "--out", str(out)]) == 0
+    api = nqm.expected.sweep("sgdm", lr=[0.02, 0.05], momentum=0.9, noise=[0.0, 0.01], delay=2, problem=nqm.zhang(50),
+                             max_steps=20_000, stay=True)
+    np.testing.assert_array_equal(nqm.load(out).steps_stay.values, api.steps_stay.values)
+    assert np.isfinite(api.steps_stay.values).all()

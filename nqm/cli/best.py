@@ -61,7 +61,7 @@ def add_parser(subparsers):
     search_.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
     search_.add_argument("--objective", choices=("first", "stay"), default=groups.default_of(search.best, "objective"),
                          help="rank points by the first passage T (first) or by the first step after which the loss "
-                              "stays below the target (stay; noiseless runs)")
+                              "stays below the target (stay; noiseless runs, or --expected at any noise)")
     parser.add_argument("--json", action="store_true", help="print the answer as one JSON object, the last line")
     groups.outputs(parser, "every evaluated point and the answer (netCDF)")
     return parser
