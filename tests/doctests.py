@@ -28,7 +28,7 @@ ENTRY_POINTS = [
     "nqm.thresholds.derived.threshold", "nqm.thresholds.simulated.simulated_threshold",
     "nqm.thresholds.polynomials.threshold", "nqm.delays.process", "nqm.delays.constant", "nqm.delays.iid",
     "nqm.delays.workers", "nqm.io.save", "nqm.io.load", "nqm.summary.summarize", "nqm.summary.spread",
-    "nqm.summary.robustness", "nqm.status.t_star",
+    "nqm.summary.robustness", "nqm.status.t_star", "nqm.search.scaling.scaling",
 ]
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 

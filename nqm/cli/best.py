@@ -22,12 +22,25 @@ def interrupted(args) -> str:
 
 
 def add_parser(subparsers):
+    parser = subparsers.add_parser(NAME, help=HELP, description=HELP + ". T*_best is one point's own T, what "
+                                   "nqm sweep gives there, not the grids' 1st-percentile T*.")
+    search_arguments(parser, lambda cell: cell.add_argument(
+        "--batch-size", type=float, default=None, metavar="B",
+        help="a batch size B, an integer >= 1: --noise is then the single-example σ and every point runs with σ/√B "
+             "(default: none, --noise is the points' σ)"))
+    parser.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
+    parser.add_argument("--json", action="store_true", help="print the answer as one JSON object, the last line")
+    groups.outputs(parser, "every evaluated point and the answer (netCDF)")
+    return parser
+
+
+def search_arguments(parser, batch_size) -> None:
+    """The box, the cells, the problem, the run settings and the search's options of ``nqm best``
+    (also ``nqm scaling``'s); ``batch_size(group)`` adds the command's own ``--batch-size`` to the cells."""
     from nqm import jobs, search
     from nqm.optimizers import methods
     from nqm.jobs import all_hyper_dims
 
-    parser = subparsers.add_parser(NAME, help=HELP, description=HELP + ". T*_best is one point's own T, what "
-                                   "nqm sweep gives there, not the grids' 1st-percentile T*.")
     box = parser.add_argument_group("the box (each a value V, fixed, or LO:HI, searched)")
     box.add_argument("--lr", required=True, metavar="V|LO:HI", help=f"{BOX} on a log scale)")
     box.add_argument("--momentum", default=None, metavar="V|LO:HI",
@@ -43,9 +56,7 @@ def add_parser(subparsers):
     cell.add_argument("--delay", default=None, metavar="D", help="a constant delay (default: 0)")
     cell.add_argument("--delay-dist", default=None, metavar="SPEC", help="a delay process (instead of --delay)")
     cell.add_argument("--noise", type=float, default=0.0, help="gradient-noise scale σ")
-    cell.add_argument("--batch-size", type=float, default=None, metavar="B",
-                      help="a batch size B, an integer >= 1: --noise is then the single-example σ and every point "
-                           "runs with σ/√B (default: none, --noise is the points' σ)")
+    batch_size(cell)
     groups.problem(parser)
     groups.run_settings(parser, "target", "max_steps", "first_passage", "x64", "independent_noise", "progress")
     search_ = parser.add_argument_group("the search")
@@ -58,21 +69,14 @@ def add_parser(subparsers):
         search_.add_argument("--" + name.replace("_", "-"), type=kind, default=default, help=text)
     search_.add_argument("--expected", action="store_true",
                          help="evaluate the exact expected loss (linear methods; constant or iid delays) instead of Monte Carlo")
-    search_.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
     search_.add_argument("--objective", choices=("first", "stay"), default=groups.default_of(search.best, "objective"),
                          help="rank points by the first passage T (first) or by the first step after which the loss "
                               "stays below the target (stay; noiseless runs, or --expected at any noise)")
-    parser.add_argument("--json", action="store_true", help="print the answer as one JSON object, the last line")
-    groups.outputs(parser, "every evaluated point and the answer (netCDF)")
-    return parser
 
 
-def run(args) -> None:
-    import json
-
-    from nqm import search
-    from nqm.checkpoint import StaleCheckpoint
-    from nqm.io import discard, save
+def search_options(args) -> dict:
+    """The keyword arguments of :func:`nqm.search.best` that :func:`search_arguments` read (all but
+    ``batch_size`` and the checkpoint), checked in the command's words."""
     from nqm.jobs import all_hyper_dims
 
     if args.delay is not None and args.delay_dist is not None:
@@ -86,14 +90,24 @@ def run(args) -> None:
     settings = groups.settings(args)
     if args.expected:  # what the exact mode takes (the others were refused above)
         settings = {k: v for k, v in settings.items() if k in ("target", "max_steps", "progress")}
+    return dict(method=args.method, delay=args.delay_dist or _delay(args.delay), noise=args.noise, seeds=args.seeds,
+                objective=args.objective, seed=args.seed, robust=args.robust, tol=args.tol, max_cells=args.max_cells,
+                expected=args.expected, problem=groups.problem_from(args), **box,
+                **groups.method_options(args, grids=False), **settings)
+
+
+def run(args) -> None:
+    import json
+
+    from nqm import search
+    from nqm.checkpoint import StaleCheckpoint
+    from nqm.io import discard, save
+
+    options = search_options(args)
     partial = args.out + ".partial"
     try:
-        ds = search.best(args.method, delay=args.delay_dist or _delay(args.delay), noise=args.noise,
-                         batch_size=args.batch_size, seeds=args.seeds,
-                         objective=args.objective,
-                         seed=args.seed, robust=args.robust, tol=args.tol, max_cells=args.max_cells,
-                         expected=args.expected, problem=groups.problem_from(args), checkpoint=partial,
-                         restart=args.restart, **box, **groups.method_options(args, grids=False), **settings)
+        ds = search.best(options.pop("method"), batch_size=args.batch_size, checkpoint=partial, restart=args.restart,
+                         **options)
     except StaleCheckpoint as exc:
         raise NqmError(f"{exc.reason}; run again with --restart to start over") from None
     answer = json.dumps(search.answer(ds))

@@ -3,7 +3,9 @@
 * :mod:`~nqm.search.api` — ``best``: the search;
 * :mod:`~nqm.search.refine` — the lattice and the pattern-search tracks that propose each round;
 * :mod:`~nqm.search.answers` — what a search found (``answer``, ``describe``), many searches kept
-  in one file, and readers of their answers (what the figure scripts draw from).
+  in one file, and readers of their answers (what the figure scripts draw from);
+* :mod:`~nqm.search.scaling` — ``scaling``: one search per batch size, perfect scaling and the
+  critical batch size.
 """
 
 import importlib

@@ -1,0 +1,162 @@
+"""Steps against batch size: how far a larger batch buys fewer steps (Zhang et al. 2019's question),
+under delay.
+
+For each batch size B of a list, :func:`scaling` asks :func:`nqm.search.best` for the smallest
+settled T over the same box, the batch running with noise ``σ/√B`` (σ the single-example scale).
+Steps fall in proportion to B while the noise sets the pace (*perfect scaling*), then flatten once
+the curvature does. Definitions, anchored at the smallest batch size B₁ whose search converged::
+
+    perfect scaling     S_perfect(B) = S(B₁) · B₁ / B
+    critical batch size B* = the smallest B with S(B) ≥ 2 · S_perfect(B): steps twice what perfect
+                        scaling would give, interpolated log-log between the batch sizes searched
+                        (∞ where no batch size of the list gets there).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tqdm
+import xarray as xr
+
+from nqm import delays, jobs, validate
+from nqm.errors import NqmError
+from nqm.search.answers import answer
+from nqm.search.api import best
+
+FACTOR = 2.0  # the critical batch size: where steps reach this many times perfect scaling
+DEFINITION = ("critical_batch_size: the smallest B where the best steps S(B) reach 2 x perfect scaling "
+              "S(B1) B1 / B (B1 the smallest batch size whose search converged), log-log interpolated between "
+              "the batch sizes searched; inf where none gets there")
+
+
+def critical_batch_size(batch_size, steps, factor: float = FACTOR) -> float:
+    """The critical batch size of a steps-against-batch-size curve (see the module's docstring).
+
+    Args:
+      batch_size: the batch sizes, increasing.
+      steps: the best steps at each (NaN or ∞ where the target was not reached).
+      factor: how many times perfect scaling marks the critical batch size.
+
+    Returns:
+      B* (a float; ``inf`` where no batch size reaches ``factor`` × perfect scaling, NaN where no
+      search converged).
+
+    Examples:
+      >>> round(critical_batch_size([1, 2, 4, 8, 16], [800, 400, 220, 160, 140]), 2)  # 1.6 × perfect at 8, 2.8 × at 16
+      10.55
+    """
+    b, s = np.asarray(batch_size, np.float64), np.asarray(steps, np.float64)
+    done = np.flatnonzero(np.isfinite(s))
+    if done.size == 0:
+        return float("nan")
+    b, s = b[done[0]:], np.where(np.isfinite(s[done[0]:]), s[done[0]:], np.inf)
+    ratio = s * b / (s[0] * b[0])  # S(B) / S_perfect(B), 1 at the anchor
+    past = np.flatnonzero(ratio >= factor)
+    if past.size == 0:
+        return float("inf")
+    i = past[0]
+    if not np.isfinite(ratio[i]):
+        return float(b[i])  # past it between the two, but no steps to interpolate with: the upper end
+    x = (np.log(factor) - np.log(ratio[i - 1])) / (np.log(ratio[i]) - np.log(ratio[i - 1]))
+    return float(np.exp(np.log(b[i - 1]) + x * (np.log(b[i]) - np.log(b[i - 1]))))
+
+
+def exact_applies(method: str, delay, seeds: int = 1, x64: bool = False, independent_noise: bool = False) -> bool:
+    """Whether :func:`scaling` searches the exact expected loss when ``expected`` is not given: a
+    linear method under a constant or iid delay, one seed, neither ``x64`` nor ``independent_noise``.
+
+    Args:
+      method: the method's name.
+      delay: its delay (a constant, or a process or its spec).
+      seeds, x64, independent_noise: the search's settings of those names.
+
+    Returns:
+      ``True`` where the exact mode applies.
+    """
+    from nqm import expected
+
+    return bool(method in expected.methods() and delays.pmf(delay) is not None and seeds == 1 and not x64
+                and not independent_noise)
+
+
+def scaling(method: str = "sgdm", *, batch_size, noise: float, delay=0, expected: bool | None = None,
+            progress: bool = True, **search) -> xr.Dataset:
+    """The best settled steps at each batch size, perfect scaling and the critical batch size.
+
+    Args:
+      method: a name from :func:`nqm.optimizers.methods`.
+      batch_size: the batch sizes B (integers >= 1, at least two; a list or a range such as
+        ``np.geomspace``'s integers).
+      noise: the single-example noise scale σ > 0 (a batch of B runs with ``σ/√B``).
+      delay: one constant delay or delay process.
+      expected: search the exact expected loss (:mod:`nqm.expected`); ``None``: wherever it applies
+        (a linear method under a constant or iid delay, one seed, no ``x64`` or ``independent_noise``),
+        else the Monte Carlo engine.
+      progress: a bar over the batch sizes.
+      **search: the box and the settings of :func:`nqm.search.best` (``lr``, ``momentum``, a method's
+        hyperparameters, ``seeds``, ``robust``, ``tol``, ``max_cells``, ``problem``, ``target``,
+        ``max_steps``, ``objective``, …): the same for every batch size.
+
+    Returns:
+      A Dataset over ``batch_size``: ``steps`` (each batch size's T*_best, or its robust T where
+      ``robust`` is given; NaN where no point converged), ``perfect`` (perfect scaling from the
+      anchor), the best point's hyperparameters, and with ``seeds`` > 1 ``steps_min``/``steps_max``
+      (each seed's own T at that point); attributes ``critical_batch_size`` (:func:`critical_batch_size`)
+      and the regime.
+
+    Raises:
+      NqmError: fewer than two batch sizes, a noise that is not > 0, or what :func:`nqm.search.best` refuses.
+
+    Examples:
+      SGD on a 20-dimensional problem, without delay, by the exact mode:
+
+      >>> import nqm
+      >>> from nqm.search.scaling import scaling
+      >>> ds = scaling("sgd", batch_size=[1, 16, 256, 4096], noise=1.0, lr=(1e-3, 2.0), momentum=0,
+      ...              problem=nqm.zhang(20), max_steps=20_000, progress=False)
+      >>> ds.steps.values.tolist()
+      [4543.0, 292.0, 29.0, 16.0]
+      >>> round(ds.attrs["critical_batch_size"], 1)
+      331.1
+    """
+    sigma = validate.number(noise, "noise")
+    if not (np.isfinite(sigma) and sigma > 0):
+        raise NqmError(f"noise must be the single-example noise scale sigma > 0, got {noise!r}: without noise every "
+                       "batch size runs the same steps")
+    sizes = jobs.batch_sizes(batch_size, np.array([sigma]), "float64")
+    if sizes.size < 2:
+        raise NqmError(f"give at least two batch sizes to scale over, got {sizes.tolist()}")
+    sizes = np.sort(sizes)
+    if expected is None:
+        expected = exact_applies(method, delay, search.get("seeds", 1), search.get("x64"), search.get("independent_noise"))
+    answers, results = [], []
+    for b in tqdm.tqdm(sizes, desc=f"{method} batch sizes", unit="B", disable=None if progress else True):
+        ds = best(method, batch_size=int(b), noise=sigma, delay=delay, expected=expected,
+                  **({} if expected else {"progress": False}), **search)
+        answers.append(answer(ds))
+        results.append(ds)
+    robust = search.get("robust") is not None
+    key = "robust_t_star" if robust else "t_star"
+    steps = np.array([np.nan if a[key] is None else a[key] for a in answers], np.float64)
+    anchor = np.flatnonzero(np.isfinite(steps))
+    perfect = np.full(sizes.size, np.nan) if anchor.size == 0 else steps[anchor[0]] * sizes[anchor[0]] / sizes
+    out = xr.Dataset({"steps": ("batch_size", steps, {"long_name": "robust T*_best" if robust else "T*_best"}),
+                      "perfect": ("batch_size", perfect, {"long_name": "perfect scaling: S(B1) B1 / B"})},
+                     coords={"batch_size": sizes})
+    names = results[0].attrs["parameters"].split(",")
+    for name in names:
+        point = [a["robust_point" if robust else "point"] for a in answers]
+        out[name] = ("batch_size", np.array([np.nan if p is None else p[name] for p in point]))
+    if "seeds" in answers[0]:
+        spread = [a["robust_seeds" if robust else "seeds"] for a in answers]
+        for k in ("min", "max"):
+            out[f"steps_{k}"] = ("batch_size", np.array([np.inf if s is None or s[k] is None else s[k] for s in spread],
+                                                        np.float64))
+    first = results[0].attrs
+    out.attrs.update({k: first[k] for k in first if k in ("method", "delay", "noise", "target", "max_steps", "spectrum",
+                                                           "dim", "seeds", "seed", "robust", "objective", "first_passage",
+                                                           "tol", "max_cells", "box", "searched")},
+                     evaluation="exact expected dynamics" if expected else "Monte Carlo (nqm.sweep's engine)",
+                     critical_batch_size=critical_batch_size(sizes, steps), critical_definition=DEFINITION,
+                     batch_noise="a batch of B runs with noise sigma/sqrt(B), sigma the single-example scale")
+    return out

@@ -1,0 +1,123 @@
+"""Steps against batch size (nqm.search.scaling): the best settled steps per batch size, perfect
+scaling and the critical batch size, checked against a closed form and against Monte Carlo."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import nqm
+from nqm.cli import main
+from nqm.search.scaling import critical_batch_size, scaling
+
+PROBLEM = nqm.zhang(20)
+SIZES = [1, 4, 16, 64, 256, 1024, 4096]
+BOX = dict(lr=(1e-3, 2.0), momentum=0, problem=PROBLEM, max_steps=20_000, progress=False)
+
+
+def sgd_first_passage(lam, sigma, b, lr, target, max_steps):
+    """T of the expected loss of SGD without delay, from its closed form (w₀ = 1):
+    E[L_t] = ½ Σ λ [c + (1 − c) r^{2t}], r = 1 − ηλ, c = ησ² / (B (2 − ηλ)) — decreasing in t where
+    the run settles (c < 1), so bisection finds its first step below the target; ∞ if it never does."""
+    r2, c = (1 - lr * lam) ** 2, lr * sigma ** 2 / (b * (2 - lr * lam))
+    floor = 0.5 * np.sum(lam * c)
+    level = lambda t: floor + 0.5 * np.sum(lam * (1 - c) * r2 ** t)
+    if (r2 >= 1).any() or floor >= target or level(max_steps) >= target:
+        return np.inf
+    lo, hi = 0, max_steps
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if level(mid) < target else (mid, hi)
+    return hi
+
+
+def sgd_best_steps(b, sigma=1.0, target=0.01, max_steps=20_000):
+    """The smallest such T over lr in the box: a fine log grid, then finer around its best."""
+    lam = PROBLEM.eigenvalues
+    lrs = np.geomspace(*BOX["lr"], 2000)
+    with np.errstate(divide="ignore"):  # lr = 2 on λ = 1: the stability limit itself
+        steps = np.array([sgd_first_passage(lam, sigma, b, x, target, max_steps) for x in lrs])
+    i = int(np.argmin(steps))
+    fine = np.geomspace(lrs[max(i - 1, 0)], lrs[min(i + 1, lrs.size - 1)], 400)
+    return min(steps[i], min(sgd_first_passage(lam, sigma, b, x, target, max_steps) for x in fine))
+
+
+@pytest.fixture(scope="module")
+def exact():
+    return scaling("sgd", batch_size=SIZES, noise=1.0, **BOX)
+
+
+def test_sgd_without_delay_scales_as_its_closed_form_says(exact):
+    reference = np.array([sgd_best_steps(b) for b in SIZES])
+    np.testing.assert_allclose(exact.steps.values, reference, rtol=0.01)  # the search's own tolerance
+    assert exact.attrs["critical_batch_size"] == pytest.approx(critical_batch_size(SIZES, reference), rel=0.02)
+    assert 64 < exact.attrs["critical_batch_size"] < 1024
+    # perfect scaling at first, diminishing returns past the critical batch size
+    assert exact.steps.values[1] / exact.steps.values[0] == pytest.approx(0.25, rel=0.05)
+    assert exact.steps.values[-1] / exact.steps.values[-2] > 0.8
+    np.testing.assert_array_equal(exact.perfect.values, exact.steps.values[0] * SIZES[0] / np.array(SIZES))
+    assert exact.attrs["evaluation"] == "exact expected dynamics" and (exact.momentum.values == 0).all()
+
+
+def test_the_exact_steps_are_those_of_the_monte_carlo_mean_loss(exact):
+    """At each batch size's best point, the mean loss of 400 independent runs first passes the target
+    where the exact expected loss does, within three standard errors of that mean."""
+    from nqm.engine import RunConfig, record, simulate
+    from nqm.optimizers import make
+
+    cells = 400
+    for b, lr, steps in zip(SIZES[:4], exact.lr.values, exact.steps.values):
+        config = RunConfig(target=1e-30, max_steps=int(2 * steps), independent_noise=True, progress=False)
+        hyper = {"lr": np.full(cells, lr), "momentum": np.zeros(cells)}
+        loss = simulate(PROBLEM, make("sgdm"), hyper, np.full(cells, 1.0 / np.sqrt(b)), uids=np.arange(cells),
+                        config=config, record={"loss": record.loss}).trace["loss"].astype(np.float64)
+        mean, error = loss.mean(0), loss.std(0, ddof=1) / np.sqrt(cells)
+        early = np.flatnonzero(mean - 3 * error < 0.01)[0] + 1  # steps 1, 2, …
+        late = np.flatnonzero(mean + 3 * error < 0.01)[0] + 1
+        assert early <= steps <= late, (b, early, steps, late)
+
+
+def test_the_critical_batch_size_of_a_known_curve():
+    """S(B) = a/B + c reaches twice perfect scaling from B₀ at B = (a + 2cB₀)/c exactly."""
+    a, c, b0 = 4000.0, 10.0, 1.0
+    sizes = np.geomspace(b0, 4096, 400)
+    assert critical_batch_size(sizes, a / sizes + c) == pytest.approx((a + 2 * c * b0) / c, rel=1e-3)
+    assert critical_batch_size(sizes[:50], a / sizes[:50] + c) == np.inf  # not reached within the list
+    assert np.isnan(critical_batch_size([1, 2], [np.nan, np.nan]))  # nothing converged
+    # the anchor is the first batch size that converged
+    assert critical_batch_size([1, 2, 4, 8], [np.nan, 100, 50, 100]) == pytest.approx(np.exp((np.log(4) + np.log(8)) / 2))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(batch_size=[1, 4], noise=0.0), "noise must be the single-example noise scale sigma > 0"),
+    (dict(batch_size=[4], noise=1.0), "at least two batch sizes"),
+    (dict(batch_size=[0, 4], noise=1.0), "batch_size"),
+])
+def test_bad_input_is_one_line(kwargs, message):
+    with pytest.raises(nqm.NqmError, match=message):
+        scaling("sgd", **kwargs, **BOX)
+
+
+def test_nqm_scaling_writes_the_curve_and_draws_it(tmp_path, capsys, exact):
+    out, png = tmp_path / "s.nc", tmp_path / "s.png"
+    assert main(["scaling", "--method", "sgdm", "--momentum", "0", "--lr", "0.001:2", "--noise", "1", "--batch-size",
+                 "geom:1:4096:7", "--dim", "20", "--max-steps", "20000", "--out", str(out), "--plot", str(png),
+                 "--json"]) == 0
+    printed = capsys.readouterr().out
+    ds = xr.load_dataset(out)
+    np.testing.assert_array_equal(ds.steps.values, exact.steps.values)  # the exact mode, as the API chose it
+    assert f"critical batch size: {exact.attrs['critical_batch_size']:,.1f}" in printed
+    assert '"critical_batch_size": ' in printed.splitlines()[-1]
+    assert png.stat().st_size > 10_000
+    assert main(["scaling", "--method", "sgdm", "--momentum", "0", "--lr", "0.001:2", "--noise", "0", "--batch-size",
+                 "1", "4", "--dim", "20", "--out", str(tmp_path / "z.nc")]) == 2
+    assert "noise must be the single-example noise scale" in capsys.readouterr().err
+
+
+def test_the_engine_scales_with_seeds_when_the_exact_mode_does_not_apply():
+    """AB has no exact mode: each batch size is a Monte Carlo search over seeds, its spread kept."""
+    ds = scaling("ab", batch_size=[1, 16], noise=1.0, lr=(1e-3, 2.0), momentum=0.5, rho=0.5, seeds=3, max_cells=200,
+                 problem=PROBLEM, max_steps=20_000, progress=False)
+    assert ds.attrs["evaluation"].startswith("Monte Carlo")
+    assert (ds.steps_min.values <= ds.steps.values).all() and (ds.steps.values <= ds.steps_max.values).all()
+    assert ds.steps.values[1] < ds.steps.values[0] / 4  # a batch of 16 is more than four times faster here
+    assert set(ds.data_vars) >= {"lr", "momentum", "rho", "perfect"}
