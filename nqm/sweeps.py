@@ -33,7 +33,7 @@ from nqm.jobs import Job, batch_sizes, empty, job, momentum_of, per_batch
 from nqm.problem import Problem
 from nqm.settling import continued, settle, stay_steps, test_for
 from nqm.status import STAY, meaning
-from nqm.validate import coordinates, floats, grid_size, number
+from nqm.validate import coordinates, flag, floats, grid_size, number
 
 
 def sweep(
@@ -49,6 +49,7 @@ def sweep(
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: float = 30.0,
     restart: bool = False,
+    stay: bool = False,
     **options,
 ) -> xr.Dataset:
     """Steps to the target loss for every cell of ``lr × momentum × delay × noise × … × seed``.
@@ -68,6 +69,8 @@ def sweep(
         sweep resumes from it (same settings required) and computes only the missing cells.
       checkpoint_every: seconds between checkpoint writes.
       restart: discard the checkpoint (once every argument is checked) and start over.
+      stay: also give ``steps_stay``, the first step after which the loss stays below the target
+        (settled noiseless cells; NaN elsewhere: :func:`nqm.settling.stay_steps`), once every cell has run.
       **options: the method's own hyperparameters as grids (e.g. ``rho`` for AB, default 0.5;
         see its ``hyper`` type), its options (the keyword parameters of its factory, e.g.
         ``dampening``, ``group``, ``micro_steps``), and run settings (fields of
@@ -97,6 +100,7 @@ def sweep(
       [[1, 1, -1], [1, 1, 1]]
     """
     task, grids = job(method, problem, options)
+    stay = flag(stay, "stay")
     momentum = momentum_of(method, momentum)
     coords = coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype=task.dtype, **grids)
     if batch_size is not None:
@@ -116,7 +120,23 @@ def sweep(
                 discard_checkpoint(checkpoint)
             result = resume(result, checkpoint)
         _run(task, result, coords, processes, Checkpointer(result, checkpoint, every))
+    if stay:
+        result["steps_stay"] = _stay(task, result, coords, processes)
     return result
+
+
+def _stay(task: Job, result, coords, processes) -> xr.DataArray:
+    """``steps_stay`` of every cell of a finished sweep (:func:`nqm.settling.stay_steps`), part by part."""
+    out = xr.full_like(result.steps, np.nan, dtype=np.float64).assign_attrs(long_name=STAY)
+    cell_dims = [d for d in result.steps.dims if d not in ("delay", "seed")]
+    values = dict(zip(cell_dims, (v.reshape(-1) for v in np.meshgrid(*(coords[d] for d in cell_dims), indexing="ij"))))
+    values = per_batch(values)
+    for (delay_value, process), seed_value in itertools.product(zip(coords["delay"], processes), coords["seed"]):
+        part = result.sel(delay=delay_value, seed=seed_value).transpose(*cell_dims)
+        stays = stay_steps(task, process, values, seed_value, part.steps.values.reshape(-1), part.status.values.reshape(-1))
+        out.loc[{"delay": delay_value, "seed": seed_value}] = xr.DataArray(
+            stays.reshape(part.steps.shape), dims=cell_dims).transpose(*[d for d in out.dims if d in cell_dims])
+    return out
 
 
 def _run(task: Job, result, coords, processes, writer: Checkpointer):
@@ -175,8 +195,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
       an ``xarray.Dataset`` with ``steps``, ``status`` and ``loss`` (and ``steps_stay``) over
       ``(seed, point)`` and the points' values as coordinates over ``point``.
     """
-    if not isinstance(stay, (bool, np.bool_)):
-        raise NqmError(f"stay must be True or False, got {stay!r}")
+    stay = flag(stay, "stay")
     task, grids = job(method, problem, options)
     momentum = momentum_of(method, momentum)
     seeds = coordinates(seed=seed)["seed"]

@@ -306,3 +306,23 @@ def test_nqm_expected_stay_writes_the_steps_after_which_the_expected_loss_stays(
                              max_steps=20_000, stay=True)
     np.testing.assert_array_equal(nqm.load(out).steps_stay.values, api.steps_stay.values)
     assert np.isfinite(api.steps_stay.values).all()
+
+
+def test_a_sweep_gives_each_settled_noiseless_cell_its_steps_stay(tmp_path):
+    """The grid's steps_stay is the points' (evaluate's) cell for cell; NaN where it is not defined."""
+    from nqm import sweeps
+
+    grid = dict(lr=[0.01, 0.02, 0.05], momentum=[0.9, 0.95, 0.98], delay=2, problem=RINGING["problem"],
+                max_steps=20_000, progress=False)
+    ds = nqm.sweep("sgdm", noise=[0.0, 0.01], stay=True, **grid)
+    cells = ds.sel(noise=0.0, delay=2, seed=0)
+    m, lr = (x.ravel() for x in np.meshgrid(cells.momentum.values, cells.lr.values, indexing="ij"))
+    points = sweeps.evaluate("sgdm", lr=lr, momentum=m, stay=True, **{k: v for k, v in grid.items() if k not in ("lr", "momentum")})
+    np.testing.assert_array_equal(cells.steps_stay.values.ravel(), points.steps_stay.values[0])
+    assert (np.isfinite(cells.steps_stay.values) == (cells.status.values == SETTLED)).all()
+    assert np.isnan(ds.steps_stay.sel(noise=0.01).values).all()  # single noisy runs: not defined
+    out = tmp_path / "s.nc"
+    assert main(["sweep", "--lr", "0.01", "0.02", "--momentum", "0.95", "--delay", "2", "--dim", "50", "--max-steps",
+                 "20000", "--stay", "--no-progress", "--out", str(out)]) == 0
+    np.testing.assert_array_equal(nqm.load(out).steps_stay.values.ravel(),
+                                  ds.steps_stay.sel(noise=0.0, momentum=0.95, lr=[0.01, 0.02]).values.ravel())

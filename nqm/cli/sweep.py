@@ -28,6 +28,8 @@ def add_parser(subparsers):
     run = groups.run_settings(parser, "target", "max_steps", "first_passage", "x64", "independent_noise", "chunk_steps", "devices",
                               "memory_budget", "progress")
     run.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
+    run.add_argument("--stay", action="store_true", help="also give steps_stay: the first step after which the loss "
+                                                         "stays below the target (settled noiseless cells)")
     groups.outputs(parser, "result file (netCDF)", plot="also write a heatmap (PNG/PDF/SVG)",
                    threshold=groups.THRESHOLD_HELP)
     return parser
@@ -45,6 +47,7 @@ def run(args) -> None:
             args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
             noise=joined(args.noise), seed=joined(args.seed), batch_size=groups.batch_sizes(args), problem=groups.problem_from(args),
             **groups.method_options(args), **groups.settings(args), checkpoint=partial, restart=args.restart,
+            stay=args.stay,
         )
     except StaleCheckpoint as exc:
         raise NqmError(f"{exc.reason}; run again with --restart to start over") from None
