@@ -60,7 +60,8 @@ fig = nqm.plot_heatmaps(ds, threshold=sgdm)
 plt.show()
 
 # %% [markdown]
-# `T*` (the 1st percentile of T over converged cells) per panel, and how many cells converge:
+# `T*` (the 1st percentile of T over converged cells) per panel, how many cells converge — settle
+# below the target (status 1) — and how many only touched it (transient, status 2: hatched above):
 
 # %%
 for delay in ds.delay.values:
@@ -68,7 +69,8 @@ for delay in ds.delay.values:
         row = []
         for rho in ds.rho.values:
             panel = ds.sel(delay=delay, noise=noise, rho=rho)
-            row.append(f"rho={rho:g}: T*={t_star(panel):9.1f}, converged={int((panel.status == 1).sum()):3d}")
+            row.append(f"rho={rho:g}: T*={t_star(panel):9.1f}, converged={int((panel.status == 1).sum()):3d}, "
+                       f"transient={int((panel.status == 2).sum()):3d}")
         print(f"D={delay} sigma={noise:<5g}", " | ".join(row))
 
 # %% [markdown]

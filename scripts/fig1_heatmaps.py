@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 
 from nqm.plots.heatmap import draw_panels  # noqa: E402
 from nqm.plots.script import FigureScript, suptitle  # noqa: E402
-from nqm.status import REACHED, t_star  # noqa: E402
+from nqm.status import REACHED, TRANSIENT, t_star  # noqa: E402
 
 SIZES = {
     "smoke": dict(dim=100, side=6, max_steps=2_000),
@@ -85,6 +85,7 @@ def claims(ds):
                 panel = ds.sel(delay=d, noise=n, rho=r).isel(seed=0)
                 key = f"{'sgdm' if r == 0 else 'ab'}_d{d}_s{n:g}"
                 out[f"{key}_converged"] = int((panel.status == REACHED).sum())
+                out[f"{key}_transient"] = int((panel.status == TRANSIENT).sum())
                 out[f"{key}_t_star"] = t_star(panel)
     return out
 
