@@ -11,7 +11,8 @@ their ratios.
   device), for reference.
 * ``numpy``: the loop a researcher writes by hand (SGDM with delay and noise, one cell at a
   time), timed on a few cells and scaled.
-* ``sgdm`` / ``ab``: the engine on a noisy delayed grid for a fixed number of steps.
+* ``sgdm`` / ``ab`` / ``adam``: the engine on a noisy delayed grid for a fixed number of steps
+  (``adam`` is optax's, through the bridge: ``adam_vs_sgdm`` is what the bridge costs per step).
 * ``iid_vs_constant``, ``workers_vs_constant``, ``slow_workers_vs_constant``: SGDM under the
   random delays of :data:`DELAYS` (iid uniform, a pool of 16 exponential workers, the same with a
   quarter of them 4× slower; mean delay 15 each) against a constant delay of 15, at a long budget
@@ -182,6 +183,7 @@ def main(cells: int = DEFAULT["cells"], dim: int = DEFAULT["dim"], steps: int = 
         "numpy": numpy_rate(problem.eigenvalues, cells=2, steps=max(steps // 10, 20)),
         "sgdm": engine_rate(problem, "sgdm", cells, steps, chunk),
         "ab": engine_rate(problem, "ab", cells, steps, chunk),
+        "adam": engine_rate(problem, "adam", cells, steps, chunk),
         **{f"sgdm_{name}": engine_rate(problem, "sgdm", min(cells, LONG_CELLS), long_steps, 1000, delay=delay)
            for name, delay in DELAYS.items()},
     }
@@ -199,6 +201,7 @@ def main(cells: int = DEFAULT["cells"], dim: int = DEFAULT["dim"], steps: int = 
         **{f"{name}_elem_steps_per_s": rate for name, rate in rates.items()},
         "sgdm_vs_probe": rates["sgdm"] / rates["probe"],
         "ab_vs_probe": rates["ab"] / rates["probe"],
+        "adam_vs_sgdm": rates["adam"] / rates["sgdm"],
         "sgdm_vs_probe_tiled": rates["sgdm"] / rates["probe_tiled"],
         "sgdm_vs_numpy": rates["sgdm"] / rates["numpy"],
         **{f"{name}_vs_constant": rates[f"sgdm_{name}"] / rates["sgdm_constant"] for name in DELAYS if name != "constant"},

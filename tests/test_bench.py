@@ -17,7 +17,8 @@ def test_bench_prints_a_json_summary_last(capsys):
     last = out.strip().splitlines()[-1]
     result = json.loads(last)
     for key in ("probe_elem_steps_per_s", "numpy_elem_steps_per_s", "sgdm_elem_steps_per_s", "ab_elem_steps_per_s",
-                "sgdm_vs_probe", "ab_vs_probe", "sgdm_vs_numpy", "early_exit_efficiency", "devices", "backend"):
+                "adam_elem_steps_per_s", "sgdm_vs_probe", "ab_vs_probe", "adam_vs_sgdm", "sgdm_vs_numpy",
+                "early_exit_efficiency", "devices", "backend"):
         assert key in result
     assert result["devices"] == 2 and result["backend"] == "cpu"
     assert 0 < result["early_exit_efficiency"] <= 1 and all(result[k] > 0 for k in result if k.endswith("_per_s"))
