@@ -5,7 +5,7 @@ not publish its delay, noise or grid; the defaults here are where the contrast s
 README). Sizes:
 
     --smoke   N = 100, 6 × 6 grid, 2 000 steps          (seconds; CI)
-    (default) N = 10⁴, 24 × 24 grid, 100 000 steps      (the committed figure; about 41 min on 2 cores)
+    (default) N = 10⁴, 24 × 24 grid, 100 000 steps      (the committed figure; about 46 min on 2 cores)
     --paper   N = 10⁴, 32 × 32 grid, 500 000 steps      (the paper's scale; hours)
 
 The sweep is checkpointed next to the output: an interrupted run resumes where it stopped.
