@@ -19,10 +19,9 @@ How it is decided, by (method, delay process):
   state has no closed form here — by continuing the run past its first passage T to at least
   ``2·T + 1000`` steps (in the same engine run: a reached cell *settles*, stepping on with the
   cells still running, :func:`nqm.engine.step.settle_window`) and reading the second half of what
-  follows T (:func:`stays_below`): it
-  stays if its loss does not grow (the slope of ``log L`` is not positive beyond two standard
-  errors) and its level is below the target (without noise the largest value there, with noise the
-  mean plus two standard errors). This certifies what the window can resolve: a growth rate
+  follows T (:func:`nqm.status.stays_below`): it stays if its loss does not grow (the slope of
+  ``log L`` is not positive beyond two standard errors) and its level is below the target (without
+  noise the largest value there, with noise the mean plus two standard errors). This certifies what the window can resolve: a growth rate
   slower than about one standard error of that slope, or a departure that starts after the window,
   goes unseen (docs/conventions.md).
 
@@ -48,7 +47,7 @@ from nqm.expected import steady_state_loss
 from nqm.jobs import Job
 from nqm.optimizers import make
 from nqm.problem import explicit
-from nqm.status import DIVERGED, REACHED, STAY, TRANSIENT, grows, stays_below  # noqa: F401 (used here and by callers)
+from nqm.status import DIVERGED, REACHED, TRANSIENT, stays_below
 from nqm.thresholds.derived import threshold
 from nqm.validate import MAX_STEPS
 
@@ -159,7 +158,7 @@ def _almost_sure(method: str, momentum: float, delay: str, dampening: bool) -> f
 
 
 def _windowed(cells: dict, first: np.ndarray, window: np.ndarray, target: float) -> np.ndarray:
-    """Whether each cell stays, from the losses its settling window sampled (:func:`stays_below`):
+    """Whether each cell stays, from the losses its settling window sampled (:func:`nqm.status.stays_below`):
     the steps n·stride, n0 ≤ n ≤ n1, of :func:`nqm.engine.step.settle_window` past its first
     passage ``first`` (a cell that diverged on the way is transient already)."""
     _, stride, n0, n1 = settle_window(first)

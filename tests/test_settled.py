@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 import nqm
-from nqm import settling
 from nqm.cli import main
 from nqm.expected import steady_state_loss
-from nqm.status import DIVERGED, SETTLED, TRANSIENT
+from nqm.status import DIVERGED, SETTLED, TRANSIENT, stays_below
 from nqm.thresholds import derived, polynomials
 
 # The noiseless SGDM baseline of the methods-against-delay figure at D = 4 (N = 1,000): it touches
@@ -156,14 +155,14 @@ def test_a_settling_cell_samples_the_losses_a_separate_run_to_its_horizon_would_
 def test_the_window_test_reads_growth_and_level():
     t = np.arange(1000, 3000, 8.0)
     rng = np.random.default_rng(0)
-    assert settling.stays_below(0.005 * np.exp(-1e-3 * t), t, False, 0.01)  # decaying below
-    assert settling.stays_below(0.005 * (1.5 + np.cos(0.3 * t)) / 2.5, t, False, 0.01)  # ringing below, not growing
-    assert not settling.stays_below(1e-6 * np.exp(2e-3 * t), t, False, 0.01)  # growing, still below
-    assert not settling.stays_below(0.2 + 0.0 * t, t, False, 0.01)  # back above
-    assert not settling.stays_below(np.where(t > 2500, np.inf, 1e-3), t, False, 0.01)  # diverged
+    assert stays_below(0.005 * np.exp(-1e-3 * t), t, False, 0.01)  # decaying below
+    assert stays_below(0.005 * (1.5 + np.cos(0.3 * t)) / 2.5, t, False, 0.01)  # ringing below, not growing
+    assert not stays_below(1e-6 * np.exp(2e-3 * t), t, False, 0.01)  # growing, still below
+    assert not stays_below(0.2 + 0.0 * t, t, False, 0.01)  # back above
+    assert not stays_below(np.where(t > 2500, np.inf, 1e-3), t, False, 0.01)  # diverged
     noisy = lambda level: level * rng.chisquare(4, t.size) / 4
-    assert settling.stays_below(noisy(0.005), t, True, 0.01)  # a stationary mean at half the target
-    assert not settling.stays_below(noisy(0.012), t, True, 0.01)  # a mean above it, with dips below
+    assert stays_below(noisy(0.005), t, True, 0.01)  # a stationary mean at half the target
+    assert not stays_below(noisy(0.012), t, True, 0.01)  # a mean above it, with dips below
 
 
 def test_heatmaps_and_the_closing_lines_show_transient_cells_apart(tmp_path, capsys):
