@@ -128,8 +128,7 @@ def sweep(
 def _stay(task: Job, result, coords, processes) -> xr.DataArray:
     """``steps_stay`` of every cell of a finished sweep (:func:`nqm.settling.stay_steps`), part by part."""
     out = xr.full_like(result.steps, np.nan, dtype=np.float64).assign_attrs(long_name=STAY)
-    cell_dims = [d for d in result.steps.dims if d not in ("delay", "seed")]
-    values = dict(zip(cell_dims, (v.reshape(-1) for v in np.meshgrid(*(coords[d] for d in cell_dims), indexing="ij"))))
+    cell_dims, values = _cells(result, coords)
     values = per_batch(values)
     for (delay_value, process), seed_value in itertools.product(zip(coords["delay"], processes), coords["seed"]):
         part = result.sel(delay=delay_value, seed=seed_value).transpose(*cell_dims)
@@ -151,16 +150,23 @@ def _run(task: Job, result, coords, processes, writer: Checkpointer):
     writer.flush(force=True)
 
 
+def _cells(result, coords) -> tuple[list, dict]:
+    """The dimensions of a (delay, seed) part's cells, and every cell's values over them (flat, in
+    the part's order)."""
+    cell_dims = [d for d in result.steps.dims if d not in ("delay", "seed")]
+    grids = np.meshgrid(*(coords[d] for d in cell_dims), indexing="ij")
+    return cell_dims, {d: v.reshape(-1) for d, v in zip(cell_dims, grids)}
+
+
 def _run_part(task: Job, result, coords, delay_value, process, seed_value, writer: Checkpointer, bar):
     """Run the unfinished cells of one (delay, seed), continuing mid-cell from a checkpoint."""
-    cell_dims = [d for d in result.steps.dims if d not in ("delay", "seed")]
+    cell_dims, every = _cells(result, coords)
     grid = result.status.sel(delay=delay_value, seed=seed_value).transpose(*cell_dims)
     todo = np.flatnonzero(grid.values.reshape(-1) == results.NOT_RUN)
     if todo.size == 0:
         return
     key = f"{delay_value}|{seed_value}"
-    values = {d: v.reshape(-1)[todo] for d, v in zip(cell_dims, np.meshgrid(*(coords[d] for d in cell_dims), indexing="ij"))}
-    values = per_batch(values)  # a batch runs as the cell of its noise σ/√B
+    values = per_batch({d: v[todo] for d, v in every.items()})  # a batch runs as the cell of its noise σ/√B
 
     def store(ids, outcome):
         cells = {k: v[ids] for k, v in values.items()}
