@@ -374,7 +374,8 @@ def test_commands_share_the_grid_problem_and_method_groups():
     for options_ in (sweep, trace, expected_):
         assert grid | problem | {"--target", "--out"} <= options_
     assert registry | {"--seed", "--ab-mode"} <= sweep & trace  # --ab-mode: --mode's earlier spelling
-    assert "--delay-dist" in sweep and not (registry - {"--method", "--dampening"}) & expected_
+    # the exact mode takes only the linear methods' options, and precond's power (one value)
+    assert "--delay-dist" in sweep and not (registry - {"--method", "--dampening", "--power"}) & expected_
     args = build_parser("expected").parse_args(["expected", "--lr", "1", "--momentum", "0", "--out", "x.nc", "--bins"])
     assert args.bins == expected.DEFAULT_BINS and args.method == groups.default_of(expected.sweep, "method")
     assert next(a for a in _parser("expected")._actions if a.dest == "method").choices == expected.methods()

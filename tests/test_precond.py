@@ -129,3 +129,76 @@ def test_the_cli_sweeps_the_power(tmp_path):
     ds = xr.load_dataset(out, engine="h5netcdf")
     assert ds.attrs["method"] == "precond" and ds.power.values.tolist() == [0.0, 0.5, 1.0]
     assert (ds.status == 1).any() and not ds.steps.sel(power=0.5).equals(ds.steps.sel(power=0.0))
+
+
+# ------------------------------------------------------------------ the exact mode: SGDM on a transformed spectrum
+
+EXACT = dict(lr=[0.05, 0.2], momentum=[0.0, 0.5], problem=nqm.zhang(30), max_steps=5000)
+
+
+@pytest.mark.parametrize("delay", [2, "uniform:0:3"])
+def test_the_exact_mode_at_power_zero_is_sgdms(delay):
+    import nqm.expected
+
+    ds = nqm.expected.sweep("precond", power=0.0, noise=[0.0, 0.02], delay=delay, **EXACT)
+    want = nqm.expected.sweep("sgdm", noise=[0.0, 0.02], delay=delay, **EXACT)
+    for name in ("steps", "status", "loss", "steady_state_loss"):
+        np.testing.assert_array_equal(ds[name].values, want[name].values)
+    assert ds.attrs["method"] == "precond" and ds.attrs["power"] == 0.0
+
+
+@pytest.mark.parametrize("delay", [0, 2])
+def test_the_exact_mode_without_noise_gives_the_engines_steps(delay):
+    """Without noise, under a constant delay, the expected loss is the loss: the engine's float64
+    steps and statuses (under iid delays a run follows one drawn schedule, not their mean)."""
+    import nqm.expected
+
+    exact = nqm.expected.sweep("precond", power=0.5, delay=delay, **EXACT)
+    engine_ = nqm.sweep("precond", power=0.5, delay=delay, x64=True, progress=False, **EXACT).squeeze("power", drop=True)
+    np.testing.assert_array_equal(exact.steps.values, engine_.steps.values)
+    np.testing.assert_array_equal(exact.status.values, engine_.status.values)
+
+
+def test_the_exact_steady_state_is_the_closed_form_and_the_curve_the_monte_carlo_mean():
+    """SGD at D = 0 preconditioned by H^(−p) is SGD on the curvature a = λ^(1−p) with noise N(0, a)
+    in u = λ^(p/2) w: E[L∞] = ½ Σ a η σ² / (2 − η a). And its whole curve E[L_t] is the mean loss of
+    400 independent engine runs, within three standard errors at every step."""
+    import nqm.expected
+    from nqm.engine import record
+
+    p, lr, sigma, power = nqm.zhang(30), 0.3, 0.1, 0.5
+    a = p.eigenvalues ** (1 - power)
+    level = nqm.expected.steady_state_loss(p, "precond", 0, lr, 0.0, sigma, power=power)
+    assert level == pytest.approx(0.5 * np.sum(a * lr * sigma**2 / (2 - lr * a)), rel=1e-12)
+    curve = nqm.expected.expected_loss(p, method="precond", power=power, lr=lr, momentum=0.0, noise=sigma, delay=2,
+                                       steps=300)
+    cells = 400
+    config = engine.RunConfig(target=1e-30, max_steps=300, independent_noise=True, progress=False)
+    runs = engine.simulate(p, make("precond", problem=p), {"lr": np.full(cells, lr), "momentum": np.zeros(cells),
+                                                           "power": np.full(cells, power)},
+                           np.full(cells, sigma), delay=2, uids=np.arange(cells), config=config,
+                           record={"loss": record.loss}).trace["loss"].astype(np.float64)
+    mean, error = runs.mean(0), runs.std(0, ddof=1) / np.sqrt(cells)
+    assert (np.abs(mean - curve) <= 3 * error + 1e-6 * curve).mean() > 0.99  # 3 SE: a few of 300 steps may stray
+    assert np.abs(mean - curve).max() <= 5 * error.max()
+
+
+def test_the_exact_mode_refuses_a_power_it_cannot_take():
+    import nqm.expected
+
+    with pytest.raises(NqmError, match="power is precond's hyperparameter"):
+        nqm.expected.sweep("sgdm", power=0.5, **EXACT)
+    with pytest.raises(NqmError, match=r"power must be a number in \[0, 1\]"):
+        nqm.expected.sweep("precond", power=1.5, **EXACT)
+
+
+def test_nqm_expected_takes_precond_and_its_power(tmp_path):
+    import nqm.expected
+
+    out = tmp_path / "e.nc"
+    assert main(["expected", "--method", "precond", "--power", "0.5", "--lr", "0.05", "0.2", "--momentum", "0", "0.5",
+                 "--noise", "0.02", "--delay", "2", "--dim", "30", "--max-steps", "5000", "--out", str(out)]) == 0
+    want = nqm.expected.sweep("precond", power=0.5, noise=0.02, delay=2, **EXACT)
+    np.testing.assert_array_equal(nqm.load(out).steps.values, want.steps.values)
+    assert main(["expected", "--method", "sgdm", "--power", "0.5", "--lr", "0.05", "--momentum", "0",
+                 "--dim", "30", "--out", str(tmp_path / "x.nc")]) == 2

@@ -22,6 +22,8 @@ def add_parser(subparsers):
     parser.add_argument("--bins", type=int, nargs="?", const=expected.DEFAULT_BINS, default=None, metavar="B",
                         help=f"group the eigenvalues into B log-spaced bins (--bins alone: B = {expected.DEFAULT_BINS}; "
                              "default: every eigenvalue, no bins)")
+    parser.add_argument("--power", type=float, default=None, metavar="P",
+                        help="precond's p of H^(-p), one value (default 0.5; precond only)")
     parser.add_argument("--stay", action="store_true",
                         help="also give steps_stay: the first step after which the expected loss stays below the target")
     groups.problem(parser)
@@ -41,7 +43,7 @@ def run(args) -> None:
         validate.count(args.bins, "--bins")
     ds = expected.sweep(args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
                         noise=joined(args.noise), batch_size=groups.batch_sizes(args), problem=groups.problem_from(args), bins=args.bins,
-                        dampening=args.dampening, stay=args.stay, **groups.settings(args))
+                        dampening=args.dampening, stay=args.stay, power=args.power, **groups.settings(args))
     try:
         save(ds, args.out)
     except NqmError as exc:

@@ -13,6 +13,7 @@ from nqm.conventions import ALIASES, batch_noise, family
 from nqm.errors import NqmError
 from nqm.expected import autoregression, second_moment, steady
 from nqm.expected.recursion import METHODS, recursion
+from nqm.optimizers.precond import PrecondHyper
 from nqm.problem import Problem
 from nqm.engine.step import CONTINUE, WINDOW_POINTS
 from nqm.status import REACHED, SETTLED, STAY, TRANSIENT, meaning, stays_below
@@ -20,6 +21,7 @@ from nqm.status import REACHED, SETTLED, STAY, TRANSIENT, meaning, stays_below
 STAY_EXPECTED = ("steps_stay: the first step after which the expected loss stays below the target (one more than "
                  "its last exit); NaN where it does not settle")
 CURVE_VALUES = 2**25  # expected losses held at once when stepping curves for steps_stay (256 MiB)
+PRECOND = "precond"  # SGDM preconditioned by H^(-p): SGDM on a transformed spectrum (_reduce)
 DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (docs/expected.md: the T error it causes)
 STEADY_MEANING = ("E[L] as t → ∞; inf: no steady state (a constant delay: a root of the recursion on or outside "
                   "the unit circle; iid delays: the mean-square map's spectral radius >= 1), so E[L_t] does not settle")
@@ -52,7 +54,7 @@ def _check_cost(problem, method, processes, bins, dampening, steady=False) -> No
     """Refuse, before any work, a second-moment map that would not fit in memory (one line that says
     what fits). ``steady``: only the steady state is asked, which a constant delay gets from its
     n × n state (:func:`second_moment.steady_state`), not the map."""
-    components = _spectrum(problem, bins)[0].size
+    components, method = _spectrum(problem, bins)[0].size, _stepped(method)
     for process in processes:
         if _autoregression(process, method) is None and not (steady and np.count_nonzero(process.pmf()) == 1):
             second_moment.check_size(method, process, dampening, components)
@@ -72,8 +74,47 @@ def _spectrum(problem, bins):
 
 
 def methods() -> tuple[str, ...]:
-    """Every method the exact mode takes: the linear ones of the registry, and ``"sgd"``."""
-    return tuple(sorted(ALIASES)) + tuple(m for m in optimizers.methods() if optimizers.make(m).linear)
+    """Every method the exact mode takes: the linear ones of the registry, ``"sgd"``, and
+    ``"precond"`` (SGDM on a transformed spectrum, :func:`_reduce`).
+
+    Returns:
+      The names.
+    """
+    return tuple(sorted(ALIASES)) + tuple(m for m in optimizers.methods() if optimizers.make(m).linear) + (PRECOND,)
+
+
+def _power(method: str, power) -> float | None:
+    """``precond``'s exponent p, checked (default its optimizer's, 0.5); ``None`` for every other method."""
+    if method != PRECOND:
+        if power is not None:
+            raise NqmError(f"power is precond's hyperparameter (the p of H^(-p)); {method!r} takes none")
+        return None
+    p = PrecondHyper._field_defaults["power"] if power is None else validate.number(power, "power")
+    if not 0 <= p <= 1:
+        raise NqmError(f"power must be a number in [0, 1] (the p of H^(-p)), got {power!r}")
+    return float(p)
+
+
+def _reduce(method: str, problem, bins, power):
+    """What the evaluators step: ``(method, λ, weight, initial)`` (``initial``: each component's
+    squared initial weight, ``None`` for the model's w₀ = 1). ``precond`` at power p is SGDM in the
+    coordinates ``u = λ^(p/2) w``: per component ``v ← m v + λ^(−p) g`` becomes SGDM on the curvature
+    λ^(1−p), with noise N(0, λ^(1−p)), loss ½ λ^(1−p) u² and ``u₀ = λ^(p/2)`` — exactly, under any
+    delay (a delayed w is a delayed u). Every other method is itself."""
+    lam, weight = _spectrum(problem, bins)
+    if power is None:
+        return method, lam, weight, None
+    return "sgdm", lam ** (1.0 - power), weight, lam ** power
+
+
+def _power_attrs(power) -> dict:
+    """The ``power`` attribute of a precond result (none for the other methods)."""
+    return {} if power is None else {"power": power}
+
+
+def _stepped(method: str) -> str:
+    """The method the evaluators step for ``method`` (:func:`_reduce`)."""
+    return "sgdm" if method == PRECOND else method
 
 
 def _checked(method, momentum, problem, bins, dampening):
@@ -92,13 +133,13 @@ def _checked(method, momentum, problem, bins, dampening):
 
 
 def _evaluate(problem, method, delay, lr, momentum, sigma, *, dampening, bins, target, max_steps, diverge_factor,
-              trace_steps=0):
+              trace_steps=0, power=None):
     """``(steps, status, loss, curve, V_∞)`` of one delay process: the autoregression's evaluator for a
     constant delay (a one-hot pmf included: the same numbers), the second-moment map's for iid delays."""
-    lam, weight = _spectrum(problem, bins)
-    bound = diverge_factor * 0.5 * float(weight @ lam)
+    method, lam, weight, initial = _reduce(method, problem, bins, power)
+    bound = diverge_factor * 0.5 * float(weight @ (lam if initial is None else lam * initial))  # L(w₀)·factor
     process = delays.process(delay)
-    kw = dict(target=target, bound=bound, max_steps=max_steps, trace_steps=trace_steps)
+    kw = dict(target=target, bound=bound, max_steps=max_steps, trace_steps=trace_steps, initial=initial)
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging loss overflows to ∞: how divergence shows
         if (constant := _autoregression(process, method)) is not None:
             return autoregression.run(method, constant, lr, momentum, dampening, lam, weight, sigma, **kw)
@@ -106,7 +147,7 @@ def _evaluate(problem, method, delay, lr, momentum, sigma, *, dampening, bins, t
 
 
 def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma, *, dampening=False,
-                      bins=None) -> np.ndarray:
+                      bins=None, power=None) -> np.ndarray:
     """``E[L_∞] = σ² V_∞`` per cell (the elements of ``lr``, ``momentum``, ``sigma``, broadcast): for a
     constant delay from each component's reflection coefficients, ∞ where there is none (a root of
     a component's recursion on or outside the unit circle); for iid delays (``"uniform:1:4"``, …) the
@@ -119,6 +160,7 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
       lr, momentum, sigma: the cells' learning rates, momenta and noise scales σ (broadcast together).
       dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
       bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
+      power: ``precond``'s p (default 0.5); no other method takes one.
 
     Returns:
       ``E[L_∞]`` per cell, the broadcast shape (float64).
@@ -136,8 +178,9 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
     flat = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel(), noise=sigma.ravel())
     process = _one_delay(delay)
     problem, bins = _checked(method, flat["momentum"], problem, bins, dampening)
+    power = _power(method, power)
     _check_cost(problem, method, [process], bins, dampening, steady=True)
-    lam, weight = _spectrum(problem, bins)
+    method, lam, weight, _ = _reduce(method, problem, bins, power)  # the steady state has no memory of w₀
     with np.errstate(over="ignore", invalid="ignore"):  # no steady state overflows to ∞: what it means
         if (constant := _autoregression(process, method)) is not None:
             rows = recursion(method, constant, flat["lr"], flat["momentum"], dampening)
@@ -157,7 +200,8 @@ def _one_delay(delay):
 
 
 def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, noise: float = 0.0,
-                  steps: int = 1000, method: str = "sgdm", dampening: bool = False, bins: int | None = None):
+                  steps: int = 1000, method: str = "sgdm", dampening: bool = False, bins: int | None = None,
+                  power=None):
     """``E[L(w_t)]`` for ``t = 1 … steps`` (float64) of one cell; ``delay`` a constant or an iid spec.
 
     Args:
@@ -168,6 +212,7 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
       method: a linear method.
       dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
       bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
+      power: ``precond``'s p (default 0.5); no other method takes one.
 
     Returns:
       ``(steps,)`` float64; ∞ once the loss overflowed.
@@ -181,10 +226,11 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
     process = _one_delay(delay)
     steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
     problem, bins = _checked(method, point["momentum"], problem, bins, dampening)
+    power = _power(method, power)
     _check_cost(problem, method, [process], bins, dampening)
     _, _, _, curve, _ = _evaluate(problem, method, process, point["lr"], point["momentum"], point["noise"],
                                   dampening=dampening, bins=bins, target=-1.0, max_steps=steps,
-                                  diverge_factor=np.inf, trace_steps=steps)
+                                  diverge_factor=np.inf, trace_steps=steps, power=power)
     # The curve is a loss (>= 0): NaN in it is where it overflowed (∞ − ∞ in its terms) or stepped no
     # further once it had: ∞.
     return np.where(np.isnan(curve[0, 0]), np.inf, curve[0, 0])
@@ -193,7 +239,7 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
 def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0, problem: Problem | None = None,
              bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
              max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor,
-             first_passage: bool = RunConfig.first_passage, stay: bool = False) -> xr.Dataset:
+             first_passage: bool = RunConfig.first_passage, stay: bool = False, power=None) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweeps.evaluate`: ``steps``, ``status`` and ``loss`` of
     the expected loss at a list of points (element ``i`` of ``lr`` and ``momentum``; repeats
     allowed), each exactly what :func:`sweep` gives for the same cell.
@@ -209,6 +255,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
       target, max_steps, diverge_factor, first_passage: the run settings, as in :class:`nqm.config.RunConfig`.
       stay: also give ``steps_stay``, the first step after which the expected loss stays below the
         target (settled points, with or without noise; NaN elsewhere).
+      power: ``precond``'s p (default 0.5); no other method takes one.
 
     Returns:
       A Dataset over ``point``: ``steps``, ``status``, ``loss`` (and ``steps_stay``).
@@ -230,25 +277,28 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
     if labels.size != 1 or coords["noise"].size != 1:
         raise NqmError("evaluate takes one delay and one noise level; call it once per value")
     problem, bins = _checked(method, values["momentum"], problem, bins, dampening)
+    power = _power(method, power)
     _check_cost(problem, method, processes, bins, dampening)
     steps, status, loss, _, unit = _evaluate(problem, method, processes[0], values["lr"], values["momentum"],
                                              coords["noise"], dampening=dampening, bins=bins, target=target,
-                                             max_steps=max_steps, diverge_factor=diverge_factor)
+                                             max_steps=max_steps, diverge_factor=diverge_factor, power=power)
     if not first_passage:
         status = _settled(status, _level(unit, coords["noise"]), target)
     data = {"steps": ("point", steps[:, 0]), "status": ("point", status[:, 0]), "loss": ("point", loss[:, 0])}
     if stay:
         data["steps_stay"] = ("point", _stay(problem, method, processes[0], values["lr"], values["momentum"],
                                              coords["noise"], steps, status, dampening=dampening, bins=bins,
-                                             target=target, diverge_factor=diverge_factor)[:, 0], {"long_name": STAY_EXPECTED})
+                                             target=target, diverge_factor=diverge_factor, power=power)[:, 0],
+                              {"long_name": STAY_EXPECTED})
     result = xr.Dataset(data, coords={k: ("point", v) for k, v in values.items()},
                         attrs={"method": method, "delay": labels[0].item(), "noise": float(coords["noise"][0]),
-                               "evaluation": "exact expected dynamics"})
+                               "evaluation": "exact expected dynamics", **_power_attrs(power)})
     result.status.attrs["meaning"] = meaning(first_passage)
     return result
 
 
-def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampening, bins, target, diverge_factor):
+def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampening, bins, target, diverge_factor,
+          power=None):
     """``steps_stay`` (cells, levels) of the expected loss: for each settled cell and noise level, one
     more than the last step with ``E[L_t] >= target``; NaN elsewhere. The exact curve is stepped to a
     horizon H (at least 2·T + 1000) doubled until its second half stays below the target without
@@ -270,7 +320,7 @@ def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampe
                 cells = pending[start:start + per_call]
                 curve = _evaluate(problem, method, process, lr[cells], momentum[cells], sigma[[level]],
                                   dampening=dampening, bins=bins, target=-1.0, max_steps=budget,
-                                  diverge_factor=diverge_factor, trace_steps=budget)[3][:, 0]
+                                  diverge_factor=diverge_factor, trace_steps=budget, power=power)[3][:, 0]
                 for i, row in enumerate(curve):  # row[s - 1] = E[L(w_s)]
                     if stays_below(row[t - 1], t, False, target):
                         done[start + i] = True
@@ -297,7 +347,7 @@ def _settled(status, level, target) -> np.ndarray:
 def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=None, problem: Problem | None = None,
           bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
           max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor,
-          first_passage: bool = RunConfig.first_passage, stay: bool = False) -> xr.Dataset:
+          first_passage: bool = RunConfig.first_passage, stay: bool = False, power=None) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweep` for the linear methods: ``steps``, ``status``
     and ``loss`` of the *expected* loss, plus ``steady_state_loss`` (∞ where there is none) and
     ``reachable`` (whether ``E[L_∞] < target``: a cell that is not can never reach the target in
@@ -319,6 +369,8 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
       target, max_steps, diverge_factor, first_passage: the run settings, as in :class:`nqm.config.RunConfig`.
       stay: also give ``steps_stay``, the first step after which the expected loss stays below the
         target (settled cells, with or without noise; NaN elsewhere).
+      power: ``precond``'s p, one value (default 0.5; the result's ``power`` attribute); no other
+        method takes one.
 
     Returns:
       The result, as :func:`nqm.sweep`'s plus ``steady_state_loss`` and ``reachable`` (and ``steps_stay``).
@@ -348,10 +400,13 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     coords["delay"], processes = _delays(delay)
     validate.grid_size(coords)
     problem, bins = _checked(method, coords["momentum"], problem, bins, dampening)
+    power = _power(method, power)
     _check_cost(problem, method, processes, bins, dampening)
-    job = jobs.Job(family(method), second_moment.optimizer_options(family(method), dampening), problem, config)
+    stepped = family(_stepped(method))
+    job = jobs.Job(stepped, second_moment.optimizer_options(stepped, dampening), problem, config)
     result = jobs.empty(job, coords, processes)
-    result.attrs.update(method=method, evaluation="exact expected dynamics", bins=-1 if bins is None else bins)
+    result.attrs.update(method=method, evaluation="exact expected dynamics", bins=-1 if bins is None else bins,
+                        **_power_attrs(power))
     steady_loss, stay_steps = np.empty(result.steps.shape), np.full(result.steps.shape, np.nan)
     m, lr_ = (x.ravel() for x in np.meshgrid(coords["momentum"], coords["lr"], indexing="ij"))
     # Every noise level the grid runs: σ, or σ/√B per (noise, batch size) in that order.
@@ -362,7 +417,8 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     order = lambda x: np.moveaxis(x.reshape(shape), (0, 1), (-2, -1))[..., None, :, :]
     for i, process in enumerate(processes):
         steps, status, loss, _, unit = _evaluate(problem, method, process, lr_, m, sigma, dampening=dampening, bins=bins,
-                                                 target=target, max_steps=max_steps, diverge_factor=diverge_factor)
+                                                 target=target, max_steps=max_steps, diverge_factor=diverge_factor,
+                                                 power=power)
         level = _level(unit, sigma)
         if not first_passage:
             status = _settled(status, level, target)
@@ -370,7 +426,7 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
         steady_loss[i] = order(level)
         if stay:
             stay_steps[i] = order(_stay(problem, method, process, lr_, m, sigma, steps, status, dampening=dampening,
-                                        bins=bins, target=target, diverge_factor=diverge_factor))
+                                        bins=bins, target=target, diverge_factor=diverge_factor, power=power))
     result["steady_state_loss"] = (result.steps.dims, steady_loss, {"long_name": STEADY_MEANING})
     if stay:
         result["steps_stay"] = (result.steps.dims, stay_steps, {"long_name": STAY_EXPECTED})

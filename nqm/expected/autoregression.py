@@ -32,11 +32,13 @@ def _longest_first(rec: Recursion, lam, stable_cells) -> np.ndarray:
 
 
 def run(method: str, delay: int, lr, momentum, dampening: bool, lam, weight, sigma, *, target, bound, max_steps,
-        trace_steps=0, slot_size=20_000, chunk_steps=1000):
+        initial=None, trace_steps=0, slot_size=20_000, chunk_steps=1000):
     """``(steps, status, loss, curve, unit)`` of the flat arrays ``lr`` and ``momentum`` against every
     noise level in ``sigma``: the first three (cells, levels), ``curve`` (cells, levels, trace_steps)
     the expected loss at steps 1 … trace_steps, and ``unit`` each cell's ``V_∞`` (∞ if unstable).
-    With ``trace_steps`` every cell is stepped from the start (a curve needs every step)."""
+    ``initial``: each component's squared initial weight (``None``: 1, the model's ``w₀``), a factor of
+    its mean part. With ``trace_steps`` every cell is stepped from the start (a curve needs every step)."""
+    initial = np.ones_like(lam) if initial is None else initial
     rec = recursion(method, delay, lr, momentum, dampening)
     cells, levels, sigma2 = rec.cells, sigma.size, np.asarray(sigma, np.float64) ** 2
     steps, status = np.zeros((cells, levels), np.int64), np.zeros((cells, levels), np.int8)
@@ -48,7 +50,7 @@ def run(method: str, delay: int, lr, momentum, dampening: bool, lam, weight, sig
         if trace_steps or not stable[c]:
             return stepping.Entry(every)
         with jax.default_device(jax.devices()[0]):  # whichever worker asks: one compilation, not one per device
-            cut = closed_form.shortcut(rec, c, lam, weight, sigma2, target, bound, max_steps)
+            cut = closed_form.shortcut(rec, c, lam, weight, initial, sigma2, target, bound, max_steps)
         if cut is None:
             return stepping.Entry(every)
         with lock:
@@ -62,6 +64,7 @@ def run(method: str, delay: int, lr, momentum, dampening: bool, lam, weight, sig
 
     stepping.step(rec.lags, lambda c: (rec.coefficients(c, lam), rec.noise[c], rec.first[c]),
                   list(_longest_first(rec, lam, stable)), admit, record,
-                  lam=lam, weight=weight, sigma2=sigma2, limits=(target, bound, max_steps), trace_steps=trace_steps,
+                  lam=lam, weight=weight, initial=initial, sigma2=sigma2, limits=(target, bound, max_steps),
+                  trace_steps=trace_steps,
                   slot_size=slot_size, chunk_steps=chunk_steps)
     return steps, status, loss, curve, unit

@@ -265,7 +265,7 @@ def _values(c, d, z, last, count):
 
 
 @_float64
-def shortcut(rec: Recursion, cell: int, lam, weight, sigma2, target, bound, max_steps) -> Shortcut | None:
+def shortcut(rec: Recursion, cell: int, lam, weight, initial, sigma2, target, bound, max_steps) -> Shortcut | None:
     """For a stable cell, what can be shown without stepping it (None: nothing).
 
     The proof covers the steps s = 1 … max_steps in log-spaced windows [s_a, s_b]: the mean part is
@@ -285,7 +285,7 @@ def shortcut(rec: Recursion, cell: int, lam, weight, sigma2, target, bound, max_
     if not np.abs(z).max() < 1.0:  # roots on the unit circle
         return None
     a = rec.coefficients(cell, lam)
-    mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
+    mean_weight, noise_weight = 0.5 * weight * lam * initial, 0.5 * weight * lam**2
     fit, windows = ((functools.partial(_fit, np), functools.partial(_windows, np)) if comps <= SMALL
                     else (_fit_jit, _windows_jit))
     pieces, parts = [], []

@@ -214,10 +214,10 @@ def _settle(K, x, t, status, loss, sigma2, stable, unit, n_inf, z, mean_weight, 
 
 
 def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma, *, target, bound, max_steps,
-        trace_steps=0, chunk_steps=1000):
+        initial=None, trace_steps=0, chunk_steps=1000):
     """``(steps, status, loss, curve, unit)`` of the flat arrays ``lr`` and ``momentum`` under the iid
     delay ``process`` against every noise level in ``sigma``, as
-    :func:`nqm.expected.autoregression.run` gives them for a constant delay."""
+    :func:`nqm.expected.autoregression.run` gives them for a constant delay (``initial`` too)."""
     process = delays.process(process)
     P, Q, b, pmf, s0 = _matrices(method, process, lr, momentum, dampening)
     lam, weight = np.asarray(lam, np.float64), np.asarray(weight, np.float64)
@@ -240,7 +240,9 @@ def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma,
         K, noise = _operators(P[take], Q[take], b[take], pmf, lam)
         stable, v_inf, n_inf, z = _steady(K, noise, lam, weight)
         kick = noise[:, None, :] * lam[None, :, None]
-        state = (np.broadcast_to(x0, (size, comps, m, 2)), np.int64(0),
+        # The deterministic part starts from s₀ s₀ᵀ times each component's squared initial weight.
+        first = x0 if initial is None else x0 * np.stack([np.asarray(initial, np.float64), np.ones(comps)], -1)[:, None, :]
+        state = (np.broadcast_to(first, (size, comps, m, 2)), np.int64(0),
                  np.broadcast_to(np.where(real[:, None], RUNNING, BUDGET), (size, levels)).astype(np.int8), np.zeros((size, levels), np.int64),
                  np.zeros((size, levels)), np.zeros((size, levels, trace_steps)))
         with jax.enable_x64(True):

@@ -94,7 +94,7 @@ class Entry(NamedTuple):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _advance(lags: tuple, rounds: int, loop: Loop, cells: Cells, starts: Starts, lam, weight, sigma2,
+def _advance(lags: tuple, rounds: int, loop: Loop, cells: Cells, starts: Starts, lam, weight, initial, sigma2,
              limits: Limits) -> Loop:
     """New cells in the slots that ``starts``, then up to ``rounds`` rounds of u = min(p, UNROLL)
     steps of every slot (rows) and component (columns), leaving early once no slot is running at
@@ -109,7 +109,7 @@ def _advance(lags: tuple, rounds: int, loop: Loop, cells: Cells, starts: Starts,
     ring = tuple(jnp.where(starts.mask[:, None], new, old) for new, old in zip(starts.ring, loop.ring))
     loop = loop._replace(ring=ring, v=jnp.where(starts.mask, starts.v, loop.v),
                          status=jnp.where(starts.mask[:, None], starts.status, loop.status))
-    mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
+    mean_weight, noise_weight = 0.5 * weight * lam * initial, 0.5 * weight * lam**2
     curve_length = loop.curve.shape[-1]
     b0, b1 = cells.noise[:, :1], cells.noise[:, 1:]
     mean_row = (jnp.arange(2) == 0)[:, None, None]
@@ -158,7 +158,7 @@ def _advance(lags: tuple, rounds: int, loop: Loop, cells: Cells, starts: Starts,
     return jax.lax.while_loop(going, round_, (loop, 0))[0]
 
 
-def head_start(lags: tuple, coefficients: Callable, entries: list, record: Callable, *, lam, weight, sigma2,
+def head_start(lags: tuple, coefficients: Callable, entries: list, record: Callable, *, lam, weight, initial, sigma2,
                limits: tuple, work: int) -> list:
     """Step the ``(cell, Entry)`` pairs of ``entries`` in numpy, all at once, as the compiled loop
     would one step a round, until each noise level has ended or ``work`` (cells × components) steps
@@ -184,7 +184,7 @@ def head_start(lags: tuple, coefficients: Callable, entries: list, record: Calla
             ring[:, 0, i], ring[0, 1, i] = 1.0, 1.0
     ring = list(ring)  # a list: a step moves references, not the ring
     levels = status == RUNNING  # the levels each cell steps
-    mean_weight, noise_weight = 0.5 * weight * lam, 0.5 * weight * lam**2
+    mean_weight, noise_weight = 0.5 * weight * lam * initial, 0.5 * weight * lam**2
     b0, b1 = noise[:, :1], noise[:, 1:]
 
     def settle(i, o):  # the levels o of the i-th cell still here have ended: record them
@@ -224,7 +224,7 @@ def head_start(lags: tuple, coefficients: Callable, entries: list, record: Calla
 
 
 def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, record: Callable, *, lam, weight,
-         sigma2, limits: tuple, trace_steps: int = 0, slot_size: int = 20_000, chunk_steps: int = 1000) -> None:
+         initial, sigma2, limits: tuple, trace_steps: int = 0, slot_size: int = 20_000, chunk_steps: int = 1000) -> None:
     """Step the cells in ``cells`` (taken in that order) until each noise level has ended.
 
     ``coefficients(c)`` gives cell c's ``(a (components, p), noise (2,), first)``; ``admit(c)`` an
@@ -234,8 +234,8 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
     A small spectrum takes the numpy :func:`head_start` first (module docstring)."""
     if lam.size <= SMALL and not trace_steps:
         entries = [(c, entry) for c in cells if (entry := admit(c)) is not None]
-        going = head_start(lags, coefficients, entries, record, lam=lam, weight=weight, sigma2=sigma2, limits=limits,
-                           work=HEAD_WORK)
+        going = head_start(lags, coefficients, entries, record, lam=lam, weight=weight, initial=initial, sigma2=sigma2,
+                           limits=limits, work=HEAD_WORK)
         if not going:
             return
         cells, admit = [c for c, _ in going], dict(going).get
@@ -271,7 +271,7 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
                         np.zeros((slots, levels)), np.zeros((slots, levels, -(-trace_steps // u) * u)))
             slot_levels = np.ones((slots, levels), bool)  # the noise levels each slot steps
             free, incoming, t = list(range(slots)), take(from_back), 0
-            args = (lam, weight, sigma2, Limits(*(np.asarray(x) for x in limits)))
+            args = (lam, weight, initial, sigma2, Limits(*(np.asarray(x) for x in limits)))
             while not stop.is_set():
                 starts = Starts(np.zeros(slots, bool), np.zeros((p, 2, slots, comps)), np.zeros(slots), status)
                 for i, (c, entry) in zip(free, incoming):  # a new cell in each free slot, from now

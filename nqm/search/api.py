@@ -78,7 +78,8 @@ from nqm.status import meaning
 from nqm.validate import coordinates, count, representable
 
 COARSE = {1: 16, 2: 8, 3: 5}  # default coarse points per axis for k searched axes (else 4)
-_EXPECTED_OPTIONS = ("bins", "dampening", "target", "max_steps", "diverge_factor", "first_passage", "progress")
+# power: precond's p, one value (the exact mode takes it fixed, not searched)
+_EXPECTED_OPTIONS = ("bins", "dampening", "target", "max_steps", "diverge_factor", "first_passage", "progress", "power")
 
 
 class Axis(NamedTuple):
@@ -240,7 +241,8 @@ class _Search:
                 count(run["bins"], "bins")
             given = {"lr": lr, "momentum": momentum}
             dtype, noise_mode, label = "float64", "exact expected loss", process.label
-            method_config = [("dampening", bool(run.get("dampening", False))), ("bins", run.get("bins"))]
+            method_config = [("dampening", bool(run.get("dampening", False))), ("bins", run.get("bins"))] + \
+                ([("power", run["power"])] if "power" in run else [])
         else:
             process = delays.process(delay)
             grids, opt_options, run_settings = jobs.split(method, settings)
