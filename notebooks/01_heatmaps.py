@@ -16,8 +16,9 @@
 #
 # A sweep over learning rate × momentum for a few delays `D` and noise scales `σ`, on the noisy
 # quadratic model `L(w) = ½ Σ λ_j w_j²` with `λ_j = 1/j`. Each cell runs until the loss falls below
-# the target (status 1), diverges (−1) or spends its step budget (0). With `ρ = 0`, AB *is* SGDM
-# (bit for bit), so one AB sweep over `rho = [0, 0.5]` compares the two.
+# the target and stays there (status 1, *settled*), or only touches it (2, *transient*: hatched),
+# diverges (−1) or spends its step budget (0). With `ρ = 0`, AB *is* SGDM (bit for bit), so one AB
+# sweep over `rho = [0, 0.5]` compares the two.
 #
 # Set `NQM_SMOKE=1` for a tiny run (CI executes this notebook that way).
 
