@@ -16,7 +16,7 @@ from nqm.expected.recursion import METHODS, recursion
 from nqm.optimizers.precond import PrecondHyper
 from nqm.problem import Problem
 from nqm.engine.step import CONTINUE, WINDOW_POINTS
-from nqm.status import REACHED, SETTLED, STAY, TRANSIENT, meaning, stays_below
+from nqm.status import REACHED, SETTLED, TRANSIENT, meaning, stays_below
 
 STAY_EXPECTED = ("steps_stay: the first step after which the expected loss stays below the target (one more than "
                  "its last exit); NaN where it does not settle")
