@@ -68,9 +68,9 @@ def draw(data):
               ylabel="critical batch size (steps = 2 × perfect scaling)")
     right.set_xticks(data.delay.values + 1, [str(d) for d in data.delay.values])
     right.xaxis.set_minor_formatter(NullFormatter())
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    right.yaxis.set_major_formatter(plain)
-    right.yaxis.set_minor_formatter(plain)
+    right.set_yticks([3, 10, 30, 100, 300, 1000])
+    right.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    right.yaxis.set_minor_formatter(NullFormatter())
     right.legend(fontsize=8)
     right.grid(True, which="both", alpha=0.3)
     a = data.attrs
