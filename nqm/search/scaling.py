@@ -18,6 +18,7 @@ import numpy as np
 import tqdm
 import xarray as xr
 
+import nqm.expected
 from nqm import delays, jobs, validate
 from nqm.errors import NqmError
 from nqm.search.answers import answer
@@ -73,9 +74,7 @@ def exact_applies(method: str, delay, seeds: int = 1, x64: bool = False, indepen
     Returns:
       ``True`` where the exact mode applies.
     """
-    from nqm import expected
-
-    return bool(method in expected.methods() and delays.pmf(delay) is not None and seeds == 1 and not x64
+    return bool(method in nqm.expected.methods() and delays.pmf(delay) is not None and seeds == 1 and not x64
                 and not independent_noise)
 
 
