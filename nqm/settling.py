@@ -56,6 +56,7 @@ CONTINUED = ("continued: the run goes on to at least 2·T + 1000 steps; it stays
              "(log-loss slope) and its level is below the target (without noise its largest value, with noise "
              "its mean) over the second half of what follows T")
 SKIPPED = "none: first_passage=True, status 1 is the first passage"
+STAY_DOUBLINGS = 6  # steps_stay looks up to 64 × its first horizon for the last exit
 LYAPUNOV_STEPS = 20_000  # the drawn schedule of an almost-sure threshold the settled test needs
 
 
@@ -177,7 +178,9 @@ def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, s
 
     Each such run is continued to a horizon ``H`` (at least ``2·T + 1000`` steps) that is doubled until
     its loss stays below the target with a non-growing envelope over the second half (the settled
-    test's window): the last exit before ``H`` is then the last one.
+    test's window): the last exit before ``H`` is then the last one. A run that still leaves the
+    target after ``STAY_DOUBLINGS`` doublings gets NaN: its loss keeps coming back (e.g. Adam's
+    bursts once its second moment has decayed), however well its settling window looked.
 
     Args:
       task: the job the cells ran under.
@@ -196,22 +199,29 @@ def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, s
     if rows.size == 0:
         return out
     cells = {k: np.asarray(v)[rows] for k, v in values.items()}
-    pending, horizon = np.arange(rows.size), 2 * steps[rows].max() + CONTINUE
+    # Each cell's horizon depends on its own T only (its settling horizon, doubled), never on the
+    # cells beside it: a cell's steps_stay is the same in any grid.
+    first = settle_window(steps[rows])[0]
+    horizon, last = first.copy(), np.minimum(first * 2 ** STAY_DOUBLINGS, MAX_STEPS)
+    pending = np.arange(rows.size)
     while pending.size:
-        budget = int(min(horizon, MAX_STEPS))
-        stride = max(1, budget // WINDOW_POINTS)
-        config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
-        run = task._replace(config=config).run(
-            process, {n: v[pending] for n, v in cells.items()}, seed, stride=stride,
-            record={"loss": record.loss, "last_exit": Last(Exceeds(float(task.config.target)))})
-        t = stride * np.arange(1, run.trace["loss"].shape[1] + 1)
-        window = t > budget / 2
-        done = np.array([run.status[i] != DIVERGED and stays_below(run.trace["loss"][i, window], t[window], False,
-                                                                   task.config.target) for i in range(pending.size)])
-        out[rows[pending[done]]] = run.summary["last_exit"][done] + 1
-        pending, horizon = pending[~done], 2 * horizon
-        if budget == MAX_STEPS:
-            break  # what stays pending has no step after which it stays, within any budget
+        for budget in np.unique(horizon[pending]):
+            group = pending[horizon[pending] == budget]
+            budget = int(min(budget, last[group[0]]))
+            stride = max(1, budget // WINDOW_POINTS)
+            config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
+            run = task._replace(config=config).run(
+                process, {n: v[group] for n, v in cells.items()}, seed, stride=stride,
+                record={"loss": record.loss, "last_exit": Last(Exceeds(float(task.config.target)))})
+            t = stride * np.arange(1, run.trace["loss"].shape[1] + 1)
+            window = t > budget / 2
+            done = np.array([run.status[i] != DIVERGED and stays_below(run.trace["loss"][i, window], t[window], False,
+                                                                       task.config.target) for i in range(group.size)])
+            out[rows[group[done]]] = run.summary["last_exit"][done] + 1
+            # what is still pending at its last horizon keeps leaving the target: no step after which it stays
+            horizon[group[~done]] = np.where(budget >= last[group[~done]], 0, 2 * budget)
+            horizon[group[done]] = 0
+        pending = pending[horizon[pending] > 0]
     return out
 
 

@@ -247,3 +247,19 @@ def test_bad_input_is_one_line_before_any_work(kwargs, words, monkeypatch):
     with pytest.raises(NqmError) as info:
         best(given.pop("method", "sgdm"), **given)
     assert "\n" not in str(info.value) and words in str(info.value)
+
+
+def test_decay_rates_are_searched_like_momentum_on_log_one_minus_x():
+    """Adam's b1 spans (0, 0.999) as momentum does: on log(1 − b1), its nudges on 1 − b1. A box from
+    0 is accepted (a log scale on b1 itself would refuse it) and every point lies inside it."""
+    from nqm.search.api import Axis
+
+    for name in ("b1", "b2", "decay"):
+        axis, momentum = Axis(name, 0.0, 0.999), Axis("momentum", 0.0, 0.999)
+        assert [axis.at(q, 8) for q in range(9)] == [momentum.at(q, 8) for q in range(9)]
+        assert axis.nudged(0.99, 0.1) == momentum.nudged(0.99, 0.1)
+    ds = best("adam", lr=(1e-3, 0.5), b1=(0.0, 0.999), delay=4, problem=nqm.zhang(10), max_steps=500, max_cells=40,
+              coarse=4, progress=False)
+    b1 = ds.b1.values
+    assert b1.min() == 0.0 and b1.max() == 0.999 and ((b1 >= 0) & (b1 <= 0.999)).all()
+    assert np.isclose(np.sort(np.unique(b1))[1], 1 - 0.001 ** (1 / 3))  # the coarse grid's second b1

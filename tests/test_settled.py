@@ -2,8 +2,11 @@
 long-run loss level is below it), 2 *transient* (it reached the target and does not stay), decided
 asymptotically — never by the budget — and ``first_passage=True`` keeps the first passage alone."""
 
+import itertools
+
 import jax
 import matplotlib.pyplot as plt
+
 import numpy as np
 import pytest
 
@@ -204,6 +207,24 @@ def test_steps_stay_is_the_last_exit_of_a_long_float64_run_plus_one():
         assert ds.steps_stay.values[0, j] == last_exit + 1 > ds.steps.values[0, j] + 50  # it dipped long before
     noisy = sweeps.evaluate("sgdm", progress=False, stay=True, **dict(RINGING, noise=0.01))
     assert np.isnan(noisy.steps_stay.values).all()  # not defined for single noisy runs: said, not guessed
+
+
+def test_a_cells_steps_stay_does_not_depend_on_the_cells_beside_it():
+    """Adam without momentum (b1 = 0) under delay bursts back above the target long after it first
+    settled (its second moment decays with the gradient): how far a run is continued decides whether
+    a burst is seen, so that horizon must come from the cell's own T, not from the slowest cell of
+    its grid. A burst that keeps coming back gives NaN (no step after which it stays)."""
+    from nqm import sweeps
+
+    problem = nqm.zhang(20)
+    lr, b1 = np.geomspace(1e-3, 1, 8)[:5], np.array([0.0, 0.5, 0.9])
+    grid = sweeps.sweep("adam", lr=lr, b1=b1, delay=4, problem=problem, max_steps=2000, progress=False, stay=True)
+    stay = grid.steps_stay.transpose("b1", "lr", ...).values.reshape(b1.size, lr.size)
+    assert np.isfinite(stay).sum() >= 5 and np.isnan(stay[0]).any()  # some settle for good, some burst back
+    for i, j in itertools.product(range(b1.size), range(lr.size)):
+        alone = sweeps.evaluate("adam", lr=[lr[j]], b1=[b1[i]], delay=4, problem=problem, max_steps=2000,
+                                progress=False, stay=True)
+        np.testing.assert_array_equal(alone.steps_stay.values.ravel(), stay[i, j])
 
 
 def test_the_exact_mode_gives_steps_stay_of_the_expected_loss_with_and_without_noise():

@@ -82,8 +82,14 @@ COARSE = {1: 16, 2: 8, 3: 5}  # default coarse points per axis for k searched ax
 _EXPECTED_OPTIONS = ("bins", "dampening", "target", "max_steps", "diverge_factor", "first_passage", "progress", "power")
 
 
+# Decay rates in [0, 1) (momentum, Adam's and Lion's b1/b2, RMSProp's decay) are searched on
+# log(1 − x): what matters is the memory 1/(1 − x), which a box like (0, 0.999) spans over decades.
+DECAYS = frozenset({"momentum", "b1", "b2", "decay"})
+
+
 class Axis(NamedTuple):
-    """A searched parameter and its box ``[lo, hi]`` (log scale; ``log(1 − m)`` for momentum)."""
+    """A searched parameter and its box ``[lo, hi]`` (log scale; ``log(1 − x)`` for a decay rate such
+    as momentum)."""
 
     name: str
     lo: float
@@ -94,13 +100,13 @@ class Axis(NamedTuple):
         if q in (0, size):
             return self.lo if q == 0 else self.hi
         z = q / size
-        if self.name == "momentum":
+        if self.name in DECAYS:
             return 1.0 - math.exp(math.log1p(-self.lo) * (1 - z) + math.log1p(-self.hi) * z)
         return math.exp(math.log(self.lo) * (1 - z) + math.log(self.hi) * z)
 
     def nudged(self, value: float, delta: float) -> tuple[float, float]:
-        """The two nudges of ``value``: ``v(1 ± δ)``, or ``1 − (1 − m)(1 ± δ)`` ≥ 0 for momentum."""
-        if self.name == "momentum":
+        """The two nudges of ``value``: ``v(1 ± δ)``, or ``1 − (1 − x)(1 ± δ)`` ≥ 0 for a decay rate."""
+        if self.name in DECAYS:
             return tuple(max(0.0, 1.0 - (1.0 - value) * (1.0 + s * delta)) for s in (-1, 1))
         return tuple(value * (1.0 + s * delta) for s in (-1, 1))
 
@@ -417,7 +423,7 @@ def _parameter(name: str, given):
         lo, hi = (float(v) for v in coordinates(distinct=False, **{name: given})[name])
         if not lo < hi:
             raise NqmError(f"the {name} box ({lo:g}, {hi:g}) is empty: give lo < hi")
-        if name != "momentum" and lo <= 0:
+        if name not in DECAYS and lo <= 0:
             raise NqmError(f"{name} is searched on a log scale: its box must lie above 0, got lo={lo:g}")
         return Axis(name, lo, hi)
     if np.ndim(given) != 0:
