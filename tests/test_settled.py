@@ -227,6 +227,23 @@ def test_a_cells_steps_stay_does_not_depend_on_the_cells_beside_it():
         np.testing.assert_array_equal(alone.steps_stay.values.ravel(), stay[i, j])
 
 
+def test_the_exact_modes_steps_stay_of_more_points_than_its_slots_is_each_points_own():
+    """A traced curve starts at the evaluator's step 0: with more points than it steps at once
+    (20,000 // N slots untraced: 10 at N = 2,000) every point still gets its own curve's last exit,
+    not a curve left by the point that held its slot before."""
+    import nqm.expected
+
+    problem = nqm.zhang(2000)
+    lr, momentum = np.geomspace(0.1, 0.25, 6).repeat(2), np.tile([0.5, 0.7], 6)
+    many = nqm.expected.evaluate("sgdm", lr=lr, momentum=momentum, delay=1, problem=problem, max_steps=20_000,
+                                 stay=True)
+    assert (many.status.values == SETTLED).all() and len(set(many.steps_stay.values)) == lr.size
+    for i in range(lr.size):
+        alone = nqm.expected.evaluate("sgdm", lr=[lr[i]], momentum=[momentum[i]], delay=1, problem=problem,
+                                      max_steps=20_000, stay=True)
+        assert alone.steps_stay.values[0] == many.steps_stay.values[i]
+
+
 def test_the_exact_mode_gives_steps_stay_of_the_expected_loss_with_and_without_noise():
     """Without noise the expected loss is the loss: the engine's steps_stay in float64. With noise
     E[L_t] is still deterministic: its last exit on a long curve, plus one — where a single run has

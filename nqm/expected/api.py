@@ -21,6 +21,7 @@ from nqm.status import REACHED, SETTLED, TRANSIENT, meaning, stays_below
 STAY_EXPECTED = ("steps_stay: the first step after which the expected loss stays below the target (one more than "
                  "its last exit); NaN where it does not settle")
 CURVE_VALUES = 2**25  # expected losses held at once when stepping curves for steps_stay (256 MiB)
+TRACED_VALUES = 2**21  # cells × components stepped at once when tracing (every one in its own slot)
 PRECOND = "precond"  # SGDM preconditioned by H^(-p): SGDM on a transformed spectrum (_reduce)
 DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (docs/expected.md: the T error it causes)
 STEADY_MEANING = ("E[L] as t → ∞; inf: no steady state (a constant delay: a root of the recursion on or outside "
@@ -315,7 +316,7 @@ def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampe
             t = stride * np.arange(1, budget // stride + 1)
             t = t[t > budget / 2]  # the window: the second half
             done = np.zeros(pending.size, bool)
-            per_call = max(1, CURVE_VALUES // budget)  # cells whose curves fit in memory at once
+            per_call = max(1, min(CURVE_VALUES // budget, TRACED_VALUES // problem.dim))  # what fits in memory at once
             for start in range(0, pending.size, per_call):
                 cells = pending[start:start + per_call]
                 curve = _evaluate(problem, method, process, lr[cells], momentum[cells], sigma[[level]],

@@ -246,6 +246,8 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
     # A power of two, at least 8: a few compiled shapes however many cells a run steps (the bits do
     # not depend on the slots), so that a search's many small lists of points compile a few times.
     slots = max(1, min(slot_size // comps, 1 << (max(8, -(-len(cells) // len(devices))) - 1).bit_length()))
+    if trace_steps:  # a curve is traced from the loop's step 0: every cell starts then, in a slot of its own
+        slots = 1 << (max(8, len(cells)) - 1).bit_length()
 
     def take(from_back: bool) -> Iterator:
         while True:
