@@ -210,17 +210,16 @@ def test_steps_stay_is_the_last_exit_of_a_long_float64_run_plus_one():
 
 
 def test_a_cells_steps_stay_does_not_depend_on_the_cells_beside_it():
-    """Adam without momentum (b1 = 0) under delay bursts back above the target long after it first
-    settled (its second moment decays with the gradient): how far a run is continued decides whether
-    a burst is seen, so that horizon must come from the cell's own T, not from the slowest cell of
-    its grid. A burst that keeps coming back gives NaN (no step after which it stays)."""
+    """Adam under delay can burst back above the target long after it first settled (its second
+    moment decays with the gradient): how far a run is continued decides whether a burst is seen, so
+    that horizon must come from the cell's own T, never from the slowest cell of its grid."""
     from nqm import sweeps
 
     problem = nqm.zhang(20)
-    lr, b1 = np.geomspace(1e-3, 1, 8)[:5], np.array([0.0, 0.5, 0.9])
+    lr, b1 = np.geomspace(1e-3, 1, 8)[:5], np.array([0.0, 0.5, 0.9, 0.95])
     grid = sweeps.sweep("adam", lr=lr, b1=b1, delay=4, problem=problem, max_steps=2000, progress=False, stay=True)
     stay = grid.steps_stay.transpose("b1", "lr", ...).values.reshape(b1.size, lr.size)
-    assert np.isfinite(stay).sum() >= 5 and np.isnan(stay[0]).any()  # some settle for good, some burst back
+    assert np.isfinite(stay).sum() >= 8 and (stay > grid.steps.transpose("b1", "lr", ...).values.reshape(stay.shape)).any()
     for i, j in itertools.product(range(b1.size), range(lr.size)):
         alone = sweeps.evaluate("adam", lr=[lr[j]], b1=[b1[i]], delay=4, problem=problem, max_steps=2000,
                                 progress=False, stay=True)

@@ -74,7 +74,7 @@ from nqm.errors import NqmError
 from nqm.io import lock, save
 from nqm.results import attribute
 from nqm.search.refine import Refinement
-from nqm.status import meaning
+from nqm.status import REACHED, TRANSIENT, meaning
 from nqm.validate import coordinates, count, representable
 
 COARSE = {1: 16, 2: 8, 3: 5}  # default coarse points per axis for k searched axes (else 4)
@@ -147,7 +147,8 @@ def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_s
       objective: the T a point is ranked by: ``"first"``, the first passage (its steps), or
         ``"stay"``, the first step after which its loss stays below the target (``steps_stay``:
         :func:`nqm.settling.stay_steps` for noiseless runs of the engine; with ``expected=True``,
-        of the expected loss, with or without noise).
+        of the expected loss, with or without noise); a settled run that has none (its loss keeps
+        coming back) counts as transient.
       **options: as :func:`nqm.sweep`: the method's hyperparameters and options and run settings
         (``target``, ``max_steps``, ``x64``, ``progress``, …); with ``expected=True``, ``bins``,
         ``dampening``, ``target``, ``max_steps``, ``diverge_factor``.
@@ -288,23 +289,27 @@ class _Search:
                            "crossing the target of its stationary level) and for the exact mode: give noise=0, "
                            "expected=True, or objective='first'")
 
-        def ranked(ds):  # the T a point is ranked by
+        def ranked(ds):  # the T a point is ranked by, and its status
             if objective == "first":
-                return ds.steps.values
-            return np.where(np.isfinite(ds.steps_stay.values), ds.steps_stay.values, ds.steps.values).astype(np.int64)
+                return ds.steps.values, ds.status.values
+            stay = ds.steps_stay.values
+            # a settled run with no step after which it stays (its loss keeps coming back) does not count
+            status = np.where((ds.status.values == REACHED) & np.isnan(stay), TRANSIENT, ds.status.values)
+            return np.where(np.isfinite(stay), stay, ds.steps.values).astype(np.int64), status.astype(np.int8)
 
         if expected:
             def evaluate(points):
                 ds = nqm.expected.evaluate(method, lr=points[:, 0], momentum=points[:, 1], delay=delay, noise=run_noise,
                                            problem=problem, stay=objective == "stay", **run)
-                return ranked(ds)[None], ds.status.values[None], ds.loss.values[None]
+                steps, status = ranked(ds)
+                return steps[None], status[None], ds.loss.values[None]
         else:
             def evaluate(points):
                 # A method without momentum (Adam) has momentum 0 fixed here and takes none in evaluate.
                 hyper = {n: points[:, i] for i, n in enumerate(names) if n in optimizer.hyper._fields}
                 ds = sweeps.evaluate(method, delay=process, noise=run_noise, seed=seed_list, problem=problem,
                                      stay=objective == "stay", **hyper, **run, **_layout(len(points), run))
-                return ranked(ds), ds.status.values, ds.loss.values
+                return (*ranked(ds), ds.loss.values)
 
         attrs = {"method": method, "delay": label, "noise": noise, **batch, **problem.describe(),
                  "target": config.target, "max_steps": config.max_steps, "diverge_factor": config.diverge_factor,
