@@ -10,10 +10,12 @@ shared cores.
 
 Left: robust T*_best per method and σ (bars: each seed's own robust T, min–max over the seeds;
 hollow: the plain T*_best). Right: the T of every point AB's search evaluated against its ρ (the
-lower envelope is the best AB can do at that ρ), with SGDM's robust T*_best as a line.
+lower envelope is the best AB can do at that ρ), with SGDM's robust T*_best as a line, and the
+paired comparison: AB at SGDM's robust point for ρ from 0 (SGDM) to 2, on the searches' seeds and
+noise draws, which a search's resolution cannot blur.
 
-The searches take hours: ``--redraw`` draws from the committed data; an interrupted run resumes
-from its checkpoint (``fig_noise_question.nc.partial`` beside the PNG, a JSON file).
+The searches take about half an hour: ``--redraw`` draws from the committed data; an interrupted
+run resumes from its checkpoint (``fig_noise_question.nc.partial`` beside the PNG, a JSON file).
 """
 
 import matplotlib
@@ -38,6 +40,7 @@ FULL = dict(dim=10_000, budget=200_000, seeds=5, sigmas=[0.03, 0.1],
             box={"lr": {"0.03": (0.05, 2.0), "0.1": (0.01, 0.1)}, "momentum": 0.9, "rho": (0.02, 2.0)},
             max_cells={"sgdm": {"0.03": 150, "0.1": 100}, "ab": {"0.03": 400, "0.1": 250}},
             coarse={"sgdm": {"0.03": 6, "0.1": 5}, "ab": 4})
+MATCHED_RHOS = [0.0, 0.02, 0.1, 0.5, 2.0]  # AB at SGDM's robust point (ρ = 0: SGDM)
 SMOKE = dict(dim=20, budget=1_500, seeds=3, sigmas=[0.03, 0.1],
              box={"lr": (0.01, 0.5), "momentum": 0.9, "rho": (0.05, 2.0)},
              max_cells={"sgdm": 18, "ab": 36}, coarse={"sgdm": 4, "ab": 2})
@@ -66,12 +69,43 @@ def jobs(size, delta=0.02):
     return out
 
 
+def matched(size, found):
+    """AB at SGDM's robust point (else its plain one), ρ = 0 (SGDM itself, bit for bit) up to 2, over the searches' seeds
+    and their noise draws (a paired comparison, free of the searches' resolution): ``{σ: {"lr",
+    "rho", "t": per ρ, each seed's T (None: not settled)}}``."""
+    import nqm
+    from nqm import sweeps
+    from nqm.status import REACHED
+
+    out = {}
+    for sigma in size["sigmas"]:
+        point = found[f"sgdm_s{sigma:g}"]["robust_point"] or found[f"sgdm_s{sigma:g}"]["point"]  # robust, if any
+        if point is None:
+            continue
+        ds = sweeps.evaluate("ab", lr=point["lr"], momentum=point["momentum"], rho=MATCHED_RHOS, noise=sigma,
+                             seed=list(range(size["seeds"])), problem=nqm.zhang(size["dim"]),
+                             max_steps=size["budget"], progress=False)
+        t = np.where(ds.status.values == REACHED, ds.steps.values, -1)  # (seed, ρ)
+        out[f"{sigma:g}"] = {"lr": point["lr"], "rho": MATCHED_RHOS,
+                             "t": [[None if v < 0 else int(v) for v in row] for row in t.T]}
+    return out
+
+
 def compute(smoke, checkpoint=None):
     size = SMOKE if smoke else FULL
     found = answers.run(jobs(size), checkpoint=checkpoint, points=lambda key: key.startswith("ab"))
     return {"sigmas": size["sigmas"], "dim": size["dim"], "budget": size["budget"], "seeds": size["seeds"],
             "delta": 0.02, "target": 0.01, "box": size["box"],
-            "max_cells": size["max_cells"], "searches": found}
+            "max_cells": size["max_cells"], "searches": found, "matched": matched(size, found)}
+
+
+def _matched_t(data, sigma):
+    """The paired comparison at σ: (ρ, median, min, max) over seeds (a seed not settled counts as ∞)."""
+    entry = data.get("matched", {}).get(f"{sigma:g}")
+    if entry is None:
+        return None
+    t = np.array([[np.inf if v is None else v for v in row] for row in entry["t"]], np.float64)
+    return np.array(entry["rho"]), np.median(t, axis=1), t.min(axis=1), t.max(axis=1)
 
 
 def _lr_boxes(lr):
@@ -115,6 +149,8 @@ def draw(data):
              ylabel=f"steps to loss < {data['target']:g} ({answers.which_t(next(iter(found.values())))})",
              title="fastest trajectory found, per method and σ")
     left.legend(fontsize=8, loc="center left")
+    low_y, high_y = left.get_ylim()
+    left.set_ylim(low_y, high_y * 1.25)  # room for the numbers above the markers
     for i, sigma in enumerate(sigmas):
         ab, sgdm = found[f"ab_s{sigma:g}"], found[f"sgdm_s{sigma:g}"]
         points = ab["points"]
@@ -127,9 +163,17 @@ def draw(data):
         if sgdm["robust_t_star"] is not None:
             right.axhline(sgdm["robust_t_star"], color=color, ls="--", lw=1.2,
                           label=f"SGDM robust T*_best, σ = {sigma:g}")
+        if (pair := _matched_t(data, sigma)) is not None:
+            rho, median, low, high = pair
+            braked = rho > 0
+            high = np.where(np.isfinite(high), high, median)  # a seed that did not settle: said in the text
+            right.errorbar(rho[braked], median[braked], yerr=[median[braked] - low[braked], high[braked] - median[braked]],
+                           fmt="D-", color=color, mfc="white", ms=6, capsize=3, lw=1,
+                           label=f"AB at SGDM's robust lr, σ = {sigma:g} (seeds' median, min–max)")
+            right.axhline(median[~braked][0], color=color, ls=":", lw=1.2, label=f"ρ = 0 there (SGDM), σ = {sigma:g}")
     right.set(xscale="log", yscale="log", xlabel="ρ (braking coefficient)", ylabel="T (median over seeds)",
               title="every point AB's search evaluated (converged ones)")
-    right.legend(fontsize=7, loc="upper left")
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2)
     box = data["box"]
     sigmas_text = "/".join(f"{sigma:g}" for sigma in sigmas)
     cells = ", ".join(f"{k} {'/'.join(f'{at_sigma(v, sigma):,}' for sigma in sigmas)}"
@@ -162,6 +206,15 @@ def claims(data):
         out[f"ab_s{sigma:g}_robust_rho"] = None if ab["robust_point"] is None else ab["robust_point"]["rho"]
         if ab["robust_t_star"] and sgdm["robust_t_star"]:
             out[f"s{sigma:g}_sgdm_over_ab"] = sgdm["robust_t_star"] / ab["robust_t_star"]
+        if (pair := _matched_t(data, sigma)) is not None:
+            seeds = data["matched"][f"{sigma:g}"]["t"]
+            for rho, median, low, high, row in zip(*pair, seeds):
+                key = f"matched_s{sigma:g}_rho{rho:g}"
+                out[f"{key}_t"], out[f"{key}_min"], out[f"{key}_max"] = (v if np.isfinite(v) else None
+                                                                          for v in (median, low, high))
+                out[f"{key}_unsettled"] = sum(v is None for v in row)
+            rho, median = pair[0], pair[1]
+            out[f"matched_s{sigma:g}_best_braked_over_sgdm"] = float(np.min(median[rho > 0]) / median[rho == 0][0])
     out["hours"] = sum(f["wall_seconds"] for f in data["searches"].values()) / 3600
     out["minutes"] = 60 * out["hours"]
     out["cells"] = sum(f["cells"] for f in data["searches"].values())

@@ -263,4 +263,3 @@ def test_decay_rates_are_searched_like_momentum_on_log_one_minus_x():
     b1 = ds.b1.values
     assert b1.min() == 0.0 and b1.max() == 0.999 and ((b1 >= 0) & (b1 <= 0.999)).all()
     assert np.isclose(np.sort(np.unique(b1))[1], 1 - 0.001 ** (1 / 3))  # the coarse grid's second b1
-
