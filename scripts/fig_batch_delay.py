@@ -31,16 +31,21 @@ BOXES = {"sgd": dict(lr=(1e-5, 2.0), momentum=0.0), "sgdm": dict(lr=(1e-5, 4.0),
          "precond": dict(lr=(1e-5, 2.0), momentum=0.0, power=0.5)}
 
 
-def compute(smoke):
+def searches(size, delay):
+    """``nqm scaling`` of every method under one constant delay, at ``size``'s batch sizes."""
     import nqm
     from nqm.search.scaling import scaling
 
-    size = SMOKE if smoke else FULL
     common = dict(batch_size=size["sizes"], noise=SIGMA, problem=nqm.zhang(size["dim"]), target=TARGET,
                   max_steps=size["budget"], progress=False, expected=True)
+    return {m: scaling(m, delay=delay, **BOXES[m], **common) for m in METHODS}
+
+
+def compute(smoke):
+    size = SMOKE if smoke else FULL
     per_delay = {}
     for delay in size["delays"]:
-        found = {m: scaling(m, delay=delay, **BOXES[m], **common) for m in METHODS}
+        found = searches(size, delay)
         critical = xr.DataArray([found[m].attrs["critical_batch_size"] for m in METHODS], dims="method")
         per_delay[delay] = stack({m: found[m][["steps", "perfect", "lr", "momentum"]] for m in METHODS},
                                  "method").assign(critical_batch_size=critical)

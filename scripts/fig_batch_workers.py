@@ -29,7 +29,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: 
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from fig_batch_delay import BOXES, METHODS, SIGMA, TARGET  # noqa: E402  (the same regime)
+from fig_batch_delay import METHODS, SIGMA, searches  # noqa: E402  (the same regime)
 from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
 
 FULL = dict(dim=1_000, budget=200_000, sizes=4 ** np.arange(8), workers=[1, 4, 16])
@@ -37,15 +37,10 @@ SMOKE = dict(dim=20, budget=20_000, sizes=np.array([1, 4, 16]), workers=[1, 4])
 
 
 def compute(smoke):
-    import nqm
-    from nqm.search.scaling import scaling
-
     size = SMOKE if smoke else FULL
-    common = dict(batch_size=size["sizes"], noise=SIGMA, problem=nqm.zhang(size["dim"]), target=TARGET,
-                  max_steps=size["budget"], progress=False, expected=True)
     per_workers = {}
     for workers in size["workers"]:
-        found = {m: scaling(m, delay=workers - 1, **BOXES[m], **common) for m in METHODS}
+        found = searches(size, delay=workers - 1)
         first = found["sgd"].attrs
         per_workers[workers] = stack({m: found[m][["steps", "lr", "momentum"]] for m in METHODS}, "method")
     data = stack(per_workers, "workers")
