@@ -85,13 +85,20 @@ def draw(data):
     return fig
 
 
-def claims(data):
+def critical_claims(data):
+    """Each method's critical batch size per delay, and its drop from the first delay to the last."""
     out = {}
+    first, last = data.delay.values[0], data.delay.values[-1]
     for m in data.method.values:
         for d in data.delay.values:
             out[f"{m}_critical_d{int(d)}"] = float(data.critical_batch_size.sel({"method": m, "delay": d}))
-        first, last = data.delay.values[0], data.delay.values[-1]
         out[f"{m}_critical_drop_d{int(last)}"] = out[f"{m}_critical_d{int(first)}"] / out[f"{m}_critical_d{int(last)}"]
+    return out
+
+
+def claims(data):
+    out, last = critical_claims(data), data.delay.values[-1]
+    for m in data.method.values:
         out[f"{m}_steps_b{int(data.batch_size[-1])}_d{int(last)}"] = float(
             data.steps.sel({"method": m, "delay": last}).values[-1])
     return out

@@ -14,15 +14,20 @@ against B at D = 4, bars the seeds' min–max at each answer.
     python scripts/fig_batch_delay_mc.py [--smoke] [--redraw]
 """
 
+import sys
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
+sys.path.insert(0, str(Path(__file__).parent))  # fig_batch_delay's claims, beside this script
 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
+from fig_batch_delay import critical_claims  # noqa: E402
 from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
 
 METHODS = {"sgdm": "SGDM", "ab": "AB", "shifted": "shifted momentum", "ormo": "OrMo", "dana": "DANA", "adam": "Adam",
@@ -102,12 +107,7 @@ def _rising(data, slack=1.2):
 
 
 def claims(data):
-    out = {}
-    for m in data.method.values:
-        for d in data.delay.values:
-            out[f"{m}_critical_d{int(d)}"] = float(data.critical_batch_size.sel({"method": m, "delay": d}))
-        first, last = data.delay.values[0], data.delay.values[-1]
-        out[f"{m}_critical_drop_d{int(last)}"] = out[f"{m}_critical_d{int(first)}"] / out[f"{m}_critical_d{int(last)}"]
+    out = critical_claims(data)
     out["rising"] = sorted(m for m, r in _rising(data).items() if r)
     return out
 
