@@ -263,3 +263,26 @@ def test_decay_rates_are_searched_like_momentum_on_log_one_minus_x():
     b1 = ds.b1.values
     assert b1.min() == 0.0 and b1.max() == 0.999 and ((b1 >= 0) & (b1 <= 0.999)).all()
     assert np.isclose(np.sort(np.unique(b1))[1], 1 - 0.001 ** (1 / 3))  # the coarse grid's second b1
+
+
+def test_ranked_by_steps_to_stay_a_settled_run_without_one_does_not_count(monkeypatch):
+    """A settled run whose loss keeps coming back has no steps_stay (NaN): ranked by "stay" it is
+    transient, never ranked at its first passage. Here the runs of the fastest half of the learning
+    rates are made such runs; the answer comes from the rest, at its own steps_stay."""
+    real = sweeps.evaluate
+
+    def bursting(method, *, lr, **kwargs):
+        ds = real(method, lr=lr, **kwargs)
+        fast = np.asarray(lr) > 0.3
+        return ds.assign(steps_stay=ds.steps_stay.where(~fast))
+
+    monkeypatch.setattr(sweeps, "evaluate", bursting)
+    box = dict(lr=(0.05, 1.0), momentum=0.5, delay=1, problem=nqm.zhang(10), max_steps=3000, max_cells=40,
+               progress=False)
+    found = best("sgdm", objective="stay", **box)
+    fast = found.lr.values > 0.3
+    settled_plain = real("sgdm", lr=found.lr.values, momentum=0.5, delay=1, problem=nqm.zhang(10), max_steps=3000,
+                         progress=False).status.values[0] == nqm.REACHED
+    assert (fast & settled_plain).any()
+    assert (found.status.values[0][fast & settled_plain] == 2).all()  # transient, not ranked at T
+    assert found.attrs["best_lr"] <= 0.3
