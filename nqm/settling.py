@@ -21,9 +21,9 @@ How it is decided, by (method, delay process):
   cells still running, :func:`nqm.engine.step.settle_window`) and reading the second half of what
   follows T (:func:`nqm.status.stays_below`): it stays if its loss does not grow (the slope of
   ``log L`` is not positive beyond two standard errors) and its level is below the target (without
-  noise the largest value there, with noise the mean plus two standard errors). This certifies what the window can resolve: a growth rate
-  slower than about one standard error of that slope, or a departure that starts after the window,
-  goes unseen (docs/conventions.md).
+  noise the largest value there, with noise the mean plus two standard errors). This certifies what
+  the window can resolve: a growth rate slower than about one standard error of that slope, or a
+  departure that starts after the window, goes unseen (docs/conventions.md).
 
 Each result's ``settled_test`` attribute says which test applied to each delay.
 
@@ -41,7 +41,7 @@ import numpy as np
 from nqm import delays
 from nqm.conventions import family
 from nqm.engine import Last, Outcome, record
-from nqm.engine.step import CONTINUE, WINDOW_POINTS, settle_window
+from nqm.engine.step import WINDOW_POINTS, settle_window
 from nqm.errors import NqmError
 from nqm.expected import steady_state_loss
 from nqm.jobs import Job
@@ -201,13 +201,11 @@ def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, s
     cells = {k: np.asarray(v)[rows] for k, v in values.items()}
     # Each cell's horizon depends on its own T only (its settling horizon, doubled), never on the
     # cells beside it: a cell's steps_stay is the same in any grid.
-    first = settle_window(steps[rows])[0]
-    horizon, last = first.copy(), np.minimum(first * 2 ** STAY_DOUBLINGS, MAX_STEPS)
-    pending = np.arange(rows.size)
-    while pending.size:
-        for budget in np.unique(horizon[pending]):
-            group = pending[horizon[pending] == budget]
-            budget = int(min(budget, last[group[0]]))
+    first, pending = settle_window(steps[rows])[0], np.arange(rows.size)
+    for doubling in range(STAY_DOUBLINGS + 1):  # what is pending after the last keeps leaving the target
+        horizons, still = np.minimum(first[pending] << doubling, MAX_STEPS), []
+        for budget in np.unique(horizons):
+            group, budget = pending[horizons == budget], int(budget)
             stride = max(1, budget // WINDOW_POINTS)
             config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
             run = task._replace(config=config).run(
@@ -218,10 +216,11 @@ def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, s
             done = np.array([run.status[i] != DIVERGED and stays_below(run.trace["loss"][i, window], t[window], False,
                                                                        task.config.target) for i in range(group.size)])
             out[rows[group[done]]] = run.summary["last_exit"][done] + 1
-            # what is still pending at its last horizon keeps leaving the target: no step after which it stays
-            horizon[group[~done]] = np.where(budget >= last[group[~done]], 0, 2 * budget)
-            horizon[group[done]] = 0
-        pending = pending[horizon[pending] > 0]
+            if budget < MAX_STEPS:  # no longer horizon to try
+                still.append(group[~done])
+        pending = np.concatenate(still) if still else pending[:0]
+        if not pending.size:
+            break
     return out
 
 

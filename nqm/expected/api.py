@@ -105,7 +105,7 @@ def _reduce(method: str, problem, bins, power):
     lam, weight = _spectrum(problem, bins)
     if power is None:
         return method, lam, weight, None
-    return "sgdm", lam ** (1.0 - power), weight, lam ** power
+    return _stepped(method), lam ** (1.0 - power), weight, lam ** power
 
 
 def _power_attrs(power) -> dict:

@@ -65,6 +65,5 @@ def run(method: str, delay: int, lr, momentum, dampening: bool, lam, weight, sig
     stepping.step(rec.lags, lambda c: (rec.coefficients(c, lam), rec.noise[c], rec.first[c]),
                   list(_longest_first(rec, lam, stable)), admit, record,
                   lam=lam, weight=weight, initial=initial, sigma2=sigma2, limits=(target, bound, max_steps),
-                  trace_steps=trace_steps,
-                  slot_size=slot_size, chunk_steps=chunk_steps)
+                  trace_steps=trace_steps, slot_size=slot_size, chunk_steps=chunk_steps)
     return steps, status, loss, curve, unit

@@ -10,9 +10,9 @@ same noise and delays), so a round compiles once.
 A run is unstable when its loss is not finite (it runs in float64 with no divergence factor;
 ``diverge_factor`` and ``x64`` given by the caller restore the engine's rule) or when its loss
 grows: the envelope of its loss over the second half of ``steps`` (the largest traced loss of each
-of :data:`BLOCKS` blocks) has a positive log-slope beyond two standard errors (:func:`nqm.status.grows`, the growth test of the settled runs). Just
-above a threshold a run grows too slowly to diverge within any reasonable budget, but its growth
-shows: for the linear methods the simulated thresholds lie within 0.1 % of the derived ones at
+of :data:`BLOCKS` blocks) has a positive log-slope beyond two standard errors
+(:func:`nqm.status.grows`, the growth test of the settled runs). Just above a threshold a run
+grows too slowly to diverge within any reasonable budget, but its growth shows: for the linear methods the simulated thresholds lie within 0.1 % of the derived ones at
 20,000 steps (tests), where "not diverged within the budget" read about 1 % high.
 """
 
@@ -28,8 +28,7 @@ from nqm import delays, jobs
 from nqm.errors import NqmError
 from nqm.problem import Problem, explicit
 from nqm.engine import record
-from nqm.status import grows
-from nqm.status import DIVERGED
+from nqm.status import DIVERGED, grows
 from nqm.validate import coordinates, count, number
 
 # The first brackets: x = λ_max · η from 6e-5 to 16, a factor 4 apart, off the special points of the
