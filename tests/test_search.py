@@ -117,6 +117,17 @@ def test_seed_summary_equals_per_seed_sweeps():
     assert list(ds.seed.values) == [4, 5, 6] and ds.steps.dims == ("seed", "point")
 
 
+def test_answers_are_settled_in_every_seed():
+    # Adam's noisy answers here held one unsettled seed while a point's T was the plain median
+    ds = best("adam", lr=(0.001, 0.5), delay=0, noise=0.3, seeds=5, seed=0, max_cells=400, robust=0.05, **SMALL)
+    a = ds.attrs
+    for prefix in ("best", "robust"):
+        cells = [sweep_at({"lr": a[f"{prefix}_lr"]}, "adam", delay=0, noise=0.3, seed=s, **SMALL) for s in range(5)]
+        assert [status for status, _ in cells] == [nqm.REACHED] * 5, prefix
+        if prefix == "best":
+            assert a["seeds_max"] == max(steps for _, steps in cells)
+
+
 def test_expected_gives_a_point_whose_t_is_the_exact_expected_sweep():
     exact = dict(delay=1, noise=0.01, problem=nqm.zhang(30), max_steps=2000)
     for method, momentum in (("sgdm", (0.0, 0.95)), ("sgd", 0.0)):

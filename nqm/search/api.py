@@ -10,13 +10,14 @@ reproducible, and a point is never evaluated twice (the cache is keyed by its ex
 Terms (kept apart from the grid statistic :func:`nqm.status.t_star`, a 1st percentile):
 
 * a point's **T** is its own steps to the target, exactly what :func:`nqm.sweep` gives for the same
-  values and seed; with K seeds, the median over the seeds, a seed that did not reach the target
-  counting as ∞ (so a point converges when its median seed does);
+  values and seed; with K seeds, the median over the seeds where every seed settled, ∞ where one
+  did not (an answer must hold for each draw of the noise);
 * **T*_best** (``best_steps``) is the smallest T found;
 * a point's **robust T** at nudge δ is the largest T over its neighbourhood: every combination of
   ``lr·(1 ± δ)``, ``1 − (1 − m)(1 ± δ)`` (clipped at 0) and ``p·(1 ± δ)`` for each other searched
   parameter ``p``, the point included (3^k points for k searched parameters; ∞ if any fails);
-  **robust T*_best** (``robust_best_steps``) is the smallest robust T found.
+  with K seeds, the median over seeds of each seed's own largest steps there, ∞ unless the point
+  itself settles in every seed; **robust T*_best** (``robust_best_steps``) is the smallest robust T found.
 
 The refinement. Round 0 evaluates the coarse grid; every later round is ONE call of the evaluator
 (:func:`nqm.sweeps.evaluate`, or :func:`nqm.expected.evaluate` with ``expected=True``) on all the
@@ -382,7 +383,7 @@ class _Search:
             "loss": (("seed", "point"), np.stack(store.loss, 1), {"long_name": "loss at the last step"}),
             "median_steps": ("point", np.array(store.t),
                              {"long_name": "T: the median over seeds of the steps to target "
-                                           "(inf: the median seed did not reach it)"}),
+                                           "(inf: a seed did not settle)"}),
         }
         if self.delta is not None:
             data["robust_steps"] = ("point", np.array([np.nan if (r := refine.robust_t(x)) is None else r

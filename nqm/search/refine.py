@@ -31,12 +31,13 @@ class Track:
 
 
 class Book:
-    """Every evaluated point in evaluation order, keyed by its exact values, with its T (the median
-    over seeds of the steps, a seed that did not reach the target counting as ∞)."""
+    """Every evaluated point in evaluation order, keyed by its exact values, with its T: the median
+    over seeds of the steps where every seed settled, ∞ where one did not (an answer must hold for
+    each draw of the noise), and ``median``: that median with an unsettled seed counting as ∞."""
 
     def __init__(self):
         self.index, self.rows, self.round, self.nudge = {}, [], [], []
-        self.steps, self.status, self.loss, self.t, self.rest = [], [], [], [], []
+        self.steps, self.status, self.loss, self.t, self.median, self.rest = [], [], [], [], [], []
         self.cells = 0
 
     def add(self, points, nudges, round_number, steps, status, loss):
@@ -48,7 +49,9 @@ class Book:
             self.steps.append(steps[:, j])
             self.status.append(status[:, j])
             self.loss.append(loss[:, j])
-            self.t.append(float(np.median(self.per_seed(len(self.rows) - 1))))
+            per_seed = self.per_seed(len(self.rows) - 1)
+            self.median.append(float(np.median(per_seed)))
+            self.t.append(self.median[-1] if np.isfinite(per_seed).all() else math.inf)
             # where T is ∞, how close it came: the median final loss, a diverged seed counting as ∞
             self.rest.append(float(np.median(np.where(status[:, j] == DIVERGED, np.inf, loss[:, j]))))
         self.cells += int(np.size(steps))
@@ -113,17 +116,18 @@ class Refinement:
 
     def robust_t(self, x) -> float | None:
         """The robust T of ``x``: the median over seeds of :meth:`robust_seeds`; ``None`` while some
-        neighbours are unknown (∞ as soon as a known neighbour failed in most seeds)."""
+        neighbours are unknown (∞ as soon as ``x`` failed in a seed or a neighbour in most seeds)."""
         per_seed = self.robust_seeds(x)
         return None if per_seed is None else float(np.median(per_seed))
 
     def robust_seeds(self, x) -> np.ndarray | None:
         """Each seed's own robust T at ``x``: the largest of its steps over the neighbourhood (∞ where
         a neighbour did not converge in that seed); ``None`` while some neighbours are unknown, or
-        ∞ in every seed once a known neighbour's median T is ∞."""
+        ∞ in every seed once ``x`` itself failed in a seed or a known neighbour in most seeds."""
         around = self.neighbourhood(x)
         rows = [row for y in around if (row := self.book.index.get(y)) is not None]
-        if any(math.isinf(self.book.t[row]) for row in rows):
+        centre = self.book.t_of(x)
+        if (centre is not None and math.isinf(centre)) or any(math.isinf(self.book.median[row]) for row in rows):
             return np.full(self.s.seeds.size, np.inf)
         if len(rows) < len(around):
             return None
