@@ -44,6 +44,7 @@ from nqm.engine import Last, Outcome, record
 from nqm.engine.step import WINDOW_POINTS, settle_window
 from nqm.errors import NqmError
 from nqm.expected import steady_state_loss
+from nqm.expected.api import stays_from
 from nqm.jobs import Job
 from nqm.optimizers import make
 from nqm.problem import explicit
@@ -176,10 +177,14 @@ def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, s
     it is not defined here (a run that does not settle, or a single noisy run, whose loss keeps
     crossing the target of its stationary level: there is no such step to report).
 
-    Each such run is continued to a horizon ``H`` (at least ``2·T + 1000`` steps) that is doubled until
-    its loss stays below the target with a non-growing envelope over the second half (the settled
-    test's window): the last exit before ``H`` is then the last one. A run that still leaves the
-    target after ``STAY_DOUBLINGS`` doublings gets NaN: its loss keeps coming back (e.g. Adam's
+    A linear method under a constant delay (where the exact test applies) is continued to the step S
+    from which its closed form proves the loss below the target for good
+    (:func:`nqm.expected.api.stays_from`; all such cells to the largest S): the last exit before it
+    is the last one, exactly (up to the run's float rounding). Any other run — or one whose closed form
+    proves nothing — is continued to a horizon ``H`` (at least ``2·T + 1000`` steps) that is doubled
+    until its loss stays below the target with a non-growing envelope over the second half (the
+    settled test's window): the last exit before ``H`` is then the last one. A run that still leaves
+    the target after ``STAY_DOUBLINGS`` doublings gets NaN: its loss keeps coming back (e.g. Adam's
     bursts once its second moment has decayed), however well its settling window looked.
 
     Args:
@@ -199,29 +204,49 @@ def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, s
     if rows.size == 0:
         return out
     cells = {k: np.asarray(v)[rows] for k, v in values.items()}
+
+    def continued(group, budget):  # the group run to ``budget``: its last exits, and whether each stays
+        stride = max(1, budget // WINDOW_POINTS)
+        config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
+        run = task._replace(config=config).run(
+            process, {n: v[group] for n, v in cells.items()}, seed, stride=stride,
+            record={"loss": record.loss, "last_exit": Last(Exceeds(float(task.config.target)))})
+        t = stride * np.arange(1, run.trace["loss"].shape[1] + 1)
+        window = t > budget / 2
+        stays = np.array([run.status[i] != DIVERGED and stays_below(run.trace["loss"][i, window], t[window], False,
+                                                                     task.config.target) for i in range(group.size)])
+        return run.summary["last_exit"] + 1, stays, run.status != DIVERGED
+
+    proven = _proven(task, process, cells)
+    certain = np.flatnonzero(proven > 0)
+    if certain.size:  # one horizon for them all: one compilation (each one's exits end before its own)
+        stay, _, kept = continued(certain, int(proven[certain].max()))
+        out[rows[certain[kept]]] = stay[kept]
     # Each cell's horizon depends on its own T only (its settling horizon, doubled), never on the
     # cells beside it: a cell's steps_stay is the same in any grid.
-    first, pending = settle_window(steps[rows])[0], np.arange(rows.size)
+    first, pending = settle_window(steps[rows])[0], np.flatnonzero(proven == 0)
     for doubling in range(STAY_DOUBLINGS + 1):  # what is pending after the last keeps leaving the target
         horizons, still = np.minimum(first[pending] << doubling, MAX_STEPS), []
         for budget in np.unique(horizons):
             group, budget = pending[horizons == budget], int(budget)
-            stride = max(1, budget // WINDOW_POINTS)
-            config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
-            run = task._replace(config=config).run(
-                process, {n: v[group] for n, v in cells.items()}, seed, stride=stride,
-                record={"loss": record.loss, "last_exit": Last(Exceeds(float(task.config.target)))})
-            t = stride * np.arange(1, run.trace["loss"].shape[1] + 1)
-            window = t > budget / 2
-            done = np.array([run.status[i] != DIVERGED and stays_below(run.trace["loss"][i, window], t[window], False,
-                                                                       task.config.target) for i in range(group.size)])
-            out[rows[group[done]]] = run.summary["last_exit"][done] + 1
+            stay, done, _ = continued(group, budget)
+            out[rows[group[done]]] = stay[done]
             if budget < MAX_STEPS:  # no longer horizon to try
                 still.append(group[~done])
         pending = np.concatenate(still) if still else pending[:0]
         if not pending.size:
             break
     return out
+
+
+def _proven(task: Job, process, cells: dict) -> np.ndarray:
+    """Per noiseless cell, the step from which its closed form proves the loss below the target for
+    good (0: none — not a linear method under a constant delay, or nothing proven)."""
+    lr = np.asarray(cells["lr"], np.float64)
+    if not _exact(task, process) or np.count_nonzero(process.pmf()) != 1:
+        return np.zeros(lr.size, np.int64)
+    return stays_from(task.problem, task.method, process.label, lr, np.asarray(cells["momentum"], np.float64),
+                      target=float(task.config.target), dampening=bool(task.options.get("dampening", False)))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 
 import numpy as np
 import pytest
+import reference
 
 import nqm
 from nqm.cli import main
@@ -241,6 +242,26 @@ def test_the_exact_modes_steps_stay_of_more_points_than_its_slots_is_each_points
         alone = nqm.expected.evaluate("sgdm", lr=[lr[i]], momentum=[momentum[i]], delay=1, problem=problem,
                                       max_steps=20_000, stay=True)
         assert alone.steps_stay.values[0] == many.steps_stay.values[i]
+
+
+@pytest.mark.parametrize("method", ["sgdm", "nesterov", "shifted"])
+def test_the_closed_form_proves_the_step_from_which_the_loss_stays_below_the_target(method):
+    """``stays_from``: from S on, the loss of an independent float64 loop is below the target at
+    every step (the closed form's envelope never increases), and S is close to the last exit."""
+    from nqm.expected.api import stays_from
+
+    problem, rng, checked = nqm.zhang(30), np.random.default_rng(1), 0
+    for delay in (0, 2, 4):
+        lr, momentum = np.exp(rng.uniform(np.log(0.01), np.log(1.5), 8)), 1 - np.exp(rng.uniform(np.log(3e-3), 0, 8))
+        proven = stays_from(problem, method, delay, lr, momentum, target=0.01)
+        for i in np.flatnonzero(proven):
+            loss = reference.run(problem.eigenvalues, lr[i], momentum[i], delay, method=method, trace=True,
+                                 max_steps=max(4 * int(proven[i]), 3000))  # L(w_1), L(w_2), …
+            stay = np.flatnonzero(loss >= 0.01)[-1] + 2
+            assert stay <= proven[i] <= 1.2 * stay + 10, (delay, lr[i], momentum[i])
+            checked += 1
+    assert checked >= 8
+    assert stays_from(problem, method, 4, [1.5], [0.99], target=0.01)[0] == 0  # unstable: nothing proven
 
 
 def test_the_exact_mode_gives_steps_stay_of_the_expected_loss_with_and_without_noise():

@@ -301,14 +301,38 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
 def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampening, bins, target, diverge_factor,
           power=None):
     """``steps_stay`` (cells, levels) of the expected loss: for each settled cell and noise level, one
-    more than the last step with ``E[L_t] >= target``; NaN elsewhere. The exact curve is stepped to a
-    horizon H (at least 2·T + 1000) doubled until its second half stays below the target without
-    growing (:func:`nqm.status.stays_below` on the engine's window samples, every H // 256 steps):
-    the last exit before H is then the last one. ``E[L_t]`` is deterministic, so this is defined
-    with noise too, where a single run's is not."""
+    more than the last step with ``E[L_t] >= target``; NaN elsewhere. ``E[L_t]`` is deterministic, so
+    this is defined with noise too, where a single run's is not.
+
+    Under a constant delay each cell's closed form gives the step S from which its expected loss is
+    proven below the target for good (:func:`nqm.expected.closed_form.stays_from`): the curves are
+    stepped to the largest such S and each one's last exit is the last one, exactly. A cell it proves nothing for is stepped to a horizon H (at least 2·T + 1000)
+    doubled until the second half stays below the target without growing (:func:`nqm.status.stays_below`
+    on the engine's window samples, every H // 256 steps)."""
     out = np.full(status.shape, np.nan)
+
+    def curves(cells, level, budget):  # (cell, E[L] at steps 1 … budget), what fits in memory at once
+        per_call = max(1, min(CURVE_VALUES // budget, TRACED_VALUES // problem.dim))
+        for start in range(0, cells.size, per_call):
+            chunk = cells[start:start + per_call]
+            curve = _evaluate(problem, method, process, lr[chunk], momentum[chunk], sigma[[level]],
+                              dampening=dampening, bins=bins, target=-1.0, max_steps=budget,
+                              diverge_factor=diverge_factor, trace_steps=budget, power=power)[3][:, 0]
+            yield from zip(chunk, curve)
+
+    def stay(row):  # row[s - 1] = E[L(w_s)]; w_0 is above the target: an exit at 0
+        exits = np.flatnonzero(~(row < target)) + 1
+        return (exits[-1] if exits.size else 0) + 1
+
+    proven = _stays_from(problem, method, process, lr, momentum, sigma, status, dampening=dampening, bins=bins,
+                         target=target, power=power)
     for level in range(status.shape[1]):
-        pending = np.flatnonzero(status[:, level] == SETTLED)
+        settled = status[:, level] == SETTLED
+        certain = np.flatnonzero(settled & (proven[:, level] > 0))
+        if certain.size:  # one curve length for them all: one compilation
+            for cell, row in curves(certain, level, int(proven[certain, level].max())):
+                out[cell, level] = stay(row)
+        pending = np.flatnonzero(settled & (proven[:, level] == 0))
         horizon = 2 * int(steps[pending, level].max(initial=0)) + CONTINUE
         while pending.size:
             budget = min(horizon, validate.MAX_STEPS)
@@ -316,20 +340,51 @@ def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampe
             t = stride * np.arange(1, budget // stride + 1)
             t = t[t > budget / 2]  # the window: the second half
             done = np.zeros(pending.size, bool)
-            per_call = max(1, min(CURVE_VALUES // budget, TRACED_VALUES // problem.dim))  # what fits in memory at once
-            for start in range(0, pending.size, per_call):
-                cells = pending[start:start + per_call]
-                curve = _evaluate(problem, method, process, lr[cells], momentum[cells], sigma[[level]],
-                                  dampening=dampening, bins=bins, target=-1.0, max_steps=budget,
-                                  diverge_factor=diverge_factor, trace_steps=budget, power=power)[3][:, 0]
-                for i, row in enumerate(curve):  # row[s - 1] = E[L(w_s)]
-                    if stays_below(row[t - 1], t, False, target):
-                        done[start + i] = True
-                        exits = np.flatnonzero(~(row < target)) + 1  # w_0 is above the target: an exit at 0
-                        out[cells[i], level] = (exits[-1] if exits.size else 0) + 1
+            for i, (cell, row) in enumerate(curves(pending, level, budget)):
+                if stays_below(row[t - 1], t, False, target):
+                    done[i], out[cell, level] = True, stay(row)
             pending, horizon = pending[~done], 2 * horizon
             if budget == validate.MAX_STEPS:
                 break  # what stays pending has no step after which it stays, within any budget
+    return out
+
+
+def stays_from(problem: Problem, method: str, delay, lr, momentum, *, target: float, dampening: bool = False,
+               power=None) -> np.ndarray:
+    """Per noiseless cell under a constant delay, the step S from which its closed form proves the loss
+    below the target at every later step (0 where it proves nothing): one more than the last exit
+    lies at or before S. A noiseless run's loss is its expected loss, so this bounds the engine's too.
+
+    Args:
+      problem: the quadratic.
+      method: a linear method the exact mode holds.
+      delay: one constant delay (iid delays: every S is 0).
+      lr, momentum: the cells' (flat arrays of one length).
+      target: the target loss.
+      dampening: the velocity takes ``(1 − m) g``.
+      power: ``precond``'s p.
+
+    Returns:
+      S per cell (int64).
+    """
+    lr, momentum = (np.asarray(x, np.float64).ravel() for x in (lr, momentum))
+    status = np.full((lr.size, 1), SETTLED, np.int8)
+    return _stays_from(problem, method, _one_delay(delay), lr, momentum, np.zeros(1), status, dampening=dampening,
+                       bins=None, target=target, power=_power(method, power))[:, 0]
+
+
+def _stays_from(problem, method, process, lr, momentum, sigma, status, *, dampening, bins, target, power):
+    """Per cell and noise level, the step from which the closed form proves the expected loss below
+    the target for good (0: it proves nothing, or the delay is not constant; only settled cells)."""
+    out = np.zeros(status.shape, np.int64)
+    stepped, lam, weight, initial = _reduce(method, problem, bins, power)
+    constant = _autoregression(process, stepped)
+    rows = np.flatnonzero((status == SETTLED).any(1))
+    if constant is None or rows.size == 0:
+        return out
+    with np.errstate(over="ignore", invalid="ignore"):
+        out[rows] = autoregression.stays_from(stepped, constant, lr[rows], momentum[rows], dampening, lam, weight,
+                                              np.asarray(sigma), target=target, initial=initial)
     return out
 
 

@@ -67,3 +67,17 @@ def run(method: str, delay: int, lr, momentum, dampening: bool, lam, weight, sig
                   lam=lam, weight=weight, initial=initial, sigma2=sigma2, limits=(target, bound, max_steps),
                   trace_steps=trace_steps, slot_size=slot_size, chunk_steps=chunk_steps)
     return steps, status, loss, curve, unit
+
+
+def stays_from(method: str, delay: int, lr, momentum, dampening: bool, lam, weight, sigma, *, target,
+               initial=None) -> np.ndarray:
+    """Per cell (rows) and noise level (columns), the step from which each one's closed form proves
+    its expected loss below the target for good (:func:`closed_form.stays_from`; 0 where it proves
+    nothing)."""
+    initial = np.ones_like(lam) if initial is None else initial
+    rec = recursion(method, delay, lr, momentum, dampening)
+    out = np.zeros((rec.cells, np.size(sigma)), np.int64)
+    for c in range(rec.cells):
+        for level, sigma2 in enumerate(np.asarray(sigma, np.float64) ** 2):
+            out[c, level] = closed_form.stays_from(rec, c, lam, weight, initial, sigma2, target) or 0
+    return out

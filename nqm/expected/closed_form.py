@@ -27,6 +27,7 @@ import numpy as np
 
 from nqm.thresholds import polynomials
 from nqm.expected.recursion import Recursion
+from nqm.validate import MAX_STEPS
 from nqm.expected.steady import SMALL  # components up to which numpy, not a compiled kernel, analyses a cell
 
 GAIN = 1e3  # the largest closed-form gain (Σ|c_r| + |d_r|) a shortcut may rest on
@@ -262,6 +263,53 @@ def _values(c, d, z, last, count):
         power = power * z
         out.append([np.sum(c * power, 0).real, np.sum(d * power, 0).real])
     return np.array(out[::-1])
+
+
+@_float64
+def stays_from(rec: Recursion, cell: int, lam, weight, initial, sigma2, target) -> int | None:
+    """The first step S from which the closed form proves ``E[L_s] < target`` at every ``s ≥ S`` (None:
+    it proves nothing — a root on the unit circle, an ill-conditioned component, a steady level not
+    below the target, or no such S within :data:`nqm.validate.MAX_STEPS`).
+
+    From above, ``μ_s² ≤ (Σ_r |c_r||z_r|^(s−1))²``, which never increases with s, and ``V_s ≤ V_∞``:
+    the bound at S holds at every later step, so the last step with ``E[L] >= target`` lies before S
+    (and a noiseless run's loss is its expected loss). A relative MARGIN covers the rounding."""
+    p, comps = rec.order, lam.size
+    z = roots(rec, cell, lam)
+    if not np.abs(z).max() < 1.0:
+        return None
+    a = rec.coefficients(cell, lam)
+    mean_weight, noise_weight = 0.5 * weight * lam * initial, 0.5 * weight * lam**2
+    fit = functools.partial(_fit, np) if comps <= SMALL else _fit_jit
+    size, steady, worst = [], [], 0.0
+    for take, n in _pieces(comps, _chunk(p, comps)):
+        with np.errstate(all="ignore"):
+            c, _, envelope, gain, misfit, *_ = fit(a[take].T, rec.first[cell], lam[take], z[take].T, rec.noise[cell], 2)
+        size.append(np.abs(np.asarray(c))[:, :n])
+        steady.append(np.asarray(envelope.steady)[:n])
+        worst = max(worst, float(gain) / GAIN, float(misfit) / FIT)
+    size, level = np.concatenate(size, 1), float(noise_weight @ np.concatenate(steady)) * sigma2
+    if not (worst <= 1.0 and level * (1 + MARGIN) < target):
+        return None
+    with np.errstate(divide="ignore"):
+        log_modulus = np.log(np.abs(z)).T  # (p, K); a zero root: −∞, its term gone after step 1
+
+    def above(s):  # whether the bound at step s does not yet prove E[L] below the target
+        power = np.exp(np.where(np.isneginf(log_modulus), -np.inf, (s - 1) * log_modulus)) if s > 1 else 1.0
+        return (1 + MARGIN) * (mean_weight @ np.sum(size * power, 0) ** 2 + level) >= target
+
+    if not above(1):
+        return 1
+    high = 2
+    while above(high):
+        if high >= MAX_STEPS:
+            return None
+        high *= 2
+    low = high // 2  # above(low), not above(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if above(middle) else (low, middle)
+    return high
 
 
 @_float64
