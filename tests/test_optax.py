@@ -159,6 +159,34 @@ def test_adam_follows_a_numpy_loop_under_a_constant_delay(delay):
         np.testing.assert_allclose(got[i], want, rtol=1e-10)
 
 
+@pytest.mark.parametrize("delay", [0, 3])
+def test_a_noisy_adam_cell_reaches_the_target_when_a_numpy_adam_on_its_noise_does(delay):
+    """The same problem and noise: the numpy loop adds the engine's own noise draws, ξ_t = g_t − H w_{t−D}
+    (the engine's recorded gradients less their noiseless part), and steps on its own; its first
+    step below the target is the engine's, within one (float32 engine, float64 loop)."""
+    hyper = {"lr": np.array([0.02, 0.05]), "b1": np.array([0.9, 0.5]), "b2": np.array([0.999, 0.99]),
+             "eps": np.array([1e-8, 1e-8]), "eps_root": np.zeros(2)}
+    config = dataclasses.replace(CONFIG, target=0.01, max_steps=3000, x64=False)
+    optimizer = make("adam", delay=delay)
+    out = engine.simulate(PROBLEM, optimizer, hyper, np.full(2, 0.5), delay=delay, seed=5, config=config,
+                          record={"g": lambda view: view.g, "w": lambda view: view.w})
+    quiet = engine.simulate(PROBLEM, optimizer, hyper, np.zeros(2), delay=delay, seed=5, config=config)
+    assert (out.status == nqm.REACHED).all() and (out.steps > quiet.steps + 5).all()  # the noise matters
+    for i in range(2):
+        g, w = (np.asarray(out.trace[k][i], np.float64) for k in ("g", "w"))  # at steps 0, 1, …
+        noise = g - LAM * w[np.maximum(np.arange(len(g)) - delay, 0)]
+        lr, b1, b2, eps = (hyper[k][i] for k in ("lr", "b1", "b2", "eps"))
+        v, mu, nu, history = np.ones_like(LAM), np.zeros_like(LAM), np.zeros_like(LAM), []
+        for t in range(len(g)):
+            history.append(v.copy())
+            grad = LAM * history[max(0, t - delay)] + noise[t]
+            mu, nu = b1 * mu + (1 - b1) * grad, b2 * nu + (1 - b2) * grad * grad
+            v = v - lr * (mu / (1 - b1 ** (t + 1))) / (np.sqrt(nu / (1 - b2 ** (t + 1))) + eps)
+            if 0.5 * np.sum(LAM * v * v) < 0.01:
+                break
+        assert abs((t + 1) - int(out.steps[i])) <= 1, (i, t + 1, out.steps[i])
+
+
 def test_a_momentum_axis_can_be_any_optax_hyperparameter(bridged):
     """``from_optax(..., momentum="b1")``: b1 is nqm's momentum axis (heatmap rows), same numbers."""
     grid = dict(lr=[0.02, 0.2], delay=3, problem=nqm.zhang(10), max_steps=400, progress=False)
