@@ -2,7 +2,8 @@
 
 ``fig_batch_delay`` answers it for SGD, SGDM and preconditioned SGD by the exact mode. AB, shifted
 momentum, OrMo, DANA, Adam and braked Adam have no exact mode: here ``nqm scaling`` searches each
-by Monte Carlo, over 3 seeds (a point's T the median of its seeds' first passages, settled runs only),
+by Monte Carlo, over 3 seeds (a point's T the median of its seeds' first passages, a point counting
+only if it settles in every seed),
 with SGDM searched the same way as the baseline. A smaller regime than the exact figures', to fit
 the CPU: zhang N = 100, σ = 0.3 per example (σ/√B per batch), target 0.01, budget 50,000 steps,
 B = 1, 4, …, 4,096, constant delay D ∈ {0, 1, 4, 16}. Searched: lr × momentum (Adam: lr × b1) and

@@ -15,8 +15,9 @@ Per (D, σ), over the same box and regime:
   ``nqm.best``, as fig_methods_vs_delay does). With 600 cells it lands on slower robust points than
   the per-ρ searches at every D, which is why the best ρ is searched over ρ, one ``nqm.best`` per ρ.
 
-Noiseless runs are deterministic (one seed); noisy ones use 5 seeds, ranked by the median T, the
-bars spanning each seed's own robust T at the answer. *Within the spread* of the best: a ρ whose
+Noiseless runs are deterministic (one seed); noisy ones use 5 seeds, ranked by the median T (a
+point counting only if it settles in every seed), the bars spanning each seed's own robust T at the
+answer. *Within the spread* of the best: a ρ whose
 robust T*_best is at most the largest seed's robust T at the best ρ (noiseless, with no seeds:
 within 5 % of the best).
 
