@@ -84,7 +84,6 @@ def test_one_braked_optax_sgd_step_is_one_ab_step_to_the_rounding_of_its_sum(bri
     differs at most by that and the rounding of that one sum (XLA may fuse it into an FMA in one
     program and not the other), so w too."""
     import jax
-    import jax.numpy as jnp
 
     rng = np.random.default_rng(0)
     cells, n = 64, 7
