@@ -65,3 +65,24 @@ def test_stored_claims_are_those_of_the_data_file(figure):
     spec.loader.exec_module(module)
     data = read_data(existing_data(ROOT / "figures" / f"{figure}.png"))
     assert json_plain(module.claims(data)) == _claims(figure)
+
+
+SEARCHED = sorted(p for p in (ROOT / "figures").glob("*.json") if not p.name.endswith(".claims.json"))
+
+
+@pytest.mark.parametrize("path", SEARCHED, ids=lambda p: p.stem)
+def test_every_committed_answer_over_seeds_settles_in_every_seed(path):
+    """With seeds, an answer of nqm.best is a point that settles in every seed: each committed search
+    over seeds has a finite spread at its answer (a seed that did not settle would be null)."""
+    for key, found in json.loads(path.read_text()).get("searches", {}).items():
+        if found["regime"]["seeds"] > 1 and found["t_star"] is not None:
+            assert found["seeds"]["max"] is not None, f"{path.stem}/{key}: an answer with an unsettled seed"
+
+
+def test_every_committed_batch_size_answer_settles_in_every_seed():
+    import numpy as np
+    import xarray as xr
+
+    with xr.open_dataset(ROOT / "figures" / "fig_batch_delay_mc.nc") as ds:
+        found = np.isfinite(ds.steps.values)
+        assert found.any() and np.isfinite(ds.steps_max.values[found]).all()
