@@ -85,7 +85,7 @@ def engine_losses(method, delay, lr, momentum, sigma, steps, schedules, uids, no
         @jax.jit
         def run(state, tau, worker):
             def one(state, t):
-                state, _ = step(t, (tau[:, t], worker[:, t]), state, inputs, model, None, key, limits)
+                state, _, _ = step(t, (tau[:, t], worker[:, t]), state, inputs, model, None, key, limits)
                 return state, state.loss
 
             return jax.lax.scan(one, state, jnp.arange(steps, dtype=jnp.int32))[1].T

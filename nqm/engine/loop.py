@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from nqm.engine import record
-from nqm.engine.step import Cells, Inputs, Model, Spec, cell_step, normal
+from nqm.engine.step import Cells, Inputs, Model, Spec, cell_step, normal, settle_block
 from nqm.status import active
 
 CELLS = "cells"  # the mesh axis over which cells are sharded
@@ -81,7 +81,9 @@ def advance_block(spec: Spec, cells: Cells, inputs: Inputs, model, noise, schedu
         k, cells = carry
         shared = None if noise is None else noise[row + k]
         source = tuple(x[row + k] for x in schedule)
-        cells, values = step(spec, t0 + k, source, cells, inputs, model, shared, key, limits)
-        return k + 1, cells._replace(trace=record.traced(spec.stride, cells.trace, values, t0, k))
+        new, values, settling = step(spec, t0 + k, source, cells, inputs, model, shared, key, limits)
+        if spec.settle:  # the block's settling cells: their horizons and window samples
+            new = settle_block(t0 + k + 1, cells, new, *settling)
+        return k + 1, new._replace(trace=record.traced(spec.stride, new.trace, values, t0, k))
 
     return jax.lax.while_loop(running, advance_one, (jnp.int32(0), cells))[1]

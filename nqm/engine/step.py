@@ -120,7 +120,9 @@ def normal(key, t, like):
 
 
 def cell_step(spec: Spec, t, source, cell: Cells, inputs: Inputs, model: Model, noise, key, limits):
-    """One step of one cell; returns the new cell and the traced recorders' values."""
+    """One step of one cell; returns the new cell, the traced recorders' values and, with
+    ``spec.settle``, the step's ``(loss, diverged)`` for the block's :func:`settle_block` (else
+    ``None``)."""
     target, diverge_loss, max_steps = limits
     delay, worker = source
     optimizer, slots = spec.optimizer, spec.slots
@@ -154,9 +156,6 @@ def cell_step(spec: Spec, t, source, cell: Cells, inputs: Inputs, model: Model, 
     ).astype(jnp.int8)
     live = cell.status == RUNNING
     status = jnp.where(live, status, cell.status)
-    window = cell.window
-    if spec.settle:
-        status, window = settling_step(t + 1, cell, loss, diverged, status)
     return Cells(
         history=history,
         w=None if cell.w is None else w_next,
@@ -166,22 +165,26 @@ def cell_step(spec: Spec, t, source, cell: Cells, inputs: Inputs, model: Model, 
         loss=jnp.where(live, loss, cell.loss),
         trace=cell.trace,
         summary=summary,
-        window=window,
-    ), values
+        window=cell.window,
+    ), values, (loss, diverged) if spec.settle else None
 
 
-def settling_step(u, cell: Cells, loss, diverged, status):
-    """A settling cell after its step to ``u``: its loss sampled into the window when due; the
-    cell ends ``TRANSIENT`` if it diverged, ``REACHED`` at its horizon."""
-    horizon, stride, first, last = settle_window(cell.steps)
-    n = u // stride
-    settling = cell.status == SETTLING
-    due = settling & (u % stride == 0) & (n >= first) & (n <= last)
-    slot = jnp.clip(n - first, 0, WINDOW_SLOTS - 1)
-    old = jax.lax.dynamic_index_in_dim(cell.window, slot, keepdims=False)
-    window = jax.lax.dynamic_update_index_in_dim(cell.window, jnp.where(due, loss, old), slot, 0)
-    after = jnp.where(diverged, TRANSIENT, jnp.where(u >= horizon, REACHED, SETTLING)).astype(jnp.int8)
-    return jnp.where(settling, after, status), window
+def settle_block(u, before: Cells, after: Cells, loss, diverged) -> Cells:
+    """A block's settling cells after their step to ``u``: each ends ``TRANSIENT`` if it diverged,
+    ``REACHED`` at its horizon, and its loss is sampled into its window when due. Done for the
+    block, and only at a step where one of its cells settles: per cell at every step, this
+    bookkeeping would cost as much as the step itself at small N."""
+    def settle(after):
+        horizon, stride, first, last = settle_window(before.steps)
+        n = u // stride
+        settling = before.status == SETTLING
+        due = settling & (u % stride == 0) & (n >= first) & (n <= last)
+        rows, slot = jnp.arange(due.size), jnp.clip(n - first, 0, WINDOW_SLOTS - 1)
+        window = after.window.at[rows, slot].set(jnp.where(due, loss, after.window[rows, slot]))
+        ends = jnp.where(diverged, TRANSIENT, jnp.where(u >= horizon, REACHED, SETTLING)).astype(jnp.int8)
+        return after._replace(status=jnp.where(settling, ends, after.status), window=window)
+
+    return jax.lax.cond(jnp.any(before.status == SETTLING), settle, lambda after: after, after)
 
 
 def settle_window(first):
