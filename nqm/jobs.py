@@ -19,7 +19,7 @@ import xarray as xr
 
 from nqm import __version__, delays, engine, machine, results
 from nqm.config import RunConfig, checked_config
-from nqm.conventions import BATCH_NOISE, batch_noise
+from nqm.conventions import ALIASES, BATCH_NOISE, batch_noise, family
 from nqm.errors import NqmError
 from nqm.optimizers import Optimizer, base, make, methods
 from nqm.problem import Problem, zhang
@@ -185,6 +185,9 @@ def momentum_of(method: str, momentum):
     """
     if method not in methods():
         return momentum
+    if method in ALIASES:  # SGD: a momentum of 0 is its own, any other refused
+        family(method, momentum)
+        return 0.0
     if "momentum" in base.hyperparameters(method)._fields:
         if momentum is None:
             raise NqmError(f"method {method!r} needs a momentum: give one value or a list (--momentum)")

@@ -15,15 +15,22 @@ How it is decided, by (method, delay process):
   constant delay, every eigencomponent stable (the same analysis at σ = 0); without noise under
   iid delays, almost-sure stability: mean-square stable at every eigenvalue (which implies it), or
   else ``λ_max·η`` below the almost-sure threshold (the top Lyapunov exponent's first crossing);
-* any other (method, delay) — AB, DC-ASGD, restart, worker pools, a periodic method whose steady
-  state has no closed form here — by continuing the run past its first passage T to at least
-  ``2·T + 1000`` steps (in the same engine run: a reached cell *settles*, stepping on with the
-  cells still running, :func:`nqm.engine.step.settle_window`) and reading the second half of what
-  follows T (:func:`nqm.status.stays_below`): it stays if its loss does not grow (the slope of
-  ``log L`` is not positive beyond two standard errors) and its level is below the target (without
-  noise the largest value there, with noise the mean plus two standard errors). This certifies what
-  the window can resolve: a growth rate slower than about one standard error of that slope, or a
-  departure that starts after the window, goes unseen (docs/conventions.md).
+* any other (method, delay) — AB, DC-ASGD, restart, Adam and the other optax methods, worker
+  pools, a periodic method whose steady state has no closed form here — by continuing the run past
+  its first passage T to at least ``2·T + 1000`` steps, and past 64 × the optimizer's memory where
+  it keeps moment estimates (Adam's ``1/(1 − b2)``: its bursts come once the second moment of the
+  first passage is forgotten; :func:`nqm.engine.step.settling_span`), in the same engine run (a
+  reached cell *settles*, stepping on with the cells still running,
+  :func:`nqm.engine.step.settle_window`), and reading the second half of what follows T
+  (:func:`nqm.status.stays_below`): it stays if its loss does not grow (the slope of ``log L`` is
+  not positive beyond two standard errors) and its level is below the target (without noise the
+  largest loss at any step there, with noise the mean plus two standard errors). A noiseless run
+  of a method that becomes a linear one near the minimum (:func:`nqm.optimizers.base.near_zero`:
+  AB once ‖g‖‖v‖ < ε, DC-ASGD as its correction vanishes — both SGDM) stays only where that linear
+  method is stable, exactly: a run that stays below the target decays into that regime, where
+  float64 follows it and float32 may underflow, so the verdict is the same in both. This
+  certifies what the window can resolve: a growth rate slower than about one standard error of
+  that slope, or a departure that starts after the window, goes unseen (docs/conventions.md).
 
 Each result's ``settled_test`` attribute says which test applied to each delay.
 
@@ -41,21 +48,24 @@ import numpy as np
 from nqm import delays
 from nqm.conventions import family
 from nqm.engine import Last, Outcome, record
-from nqm.engine.step import WINDOW_POINTS, settle_window
+from nqm.engine.step import WINDOW_POINTS, settle_window, settling_span
 from nqm.errors import NqmError
 from nqm.expected import steady_state_loss
 from nqm.expected.api import stays_from
 from nqm.jobs import Job
 from nqm.optimizers import make
+from nqm.optimizers.base import near_zero, options
 from nqm.problem import explicit
-from nqm.status import DIVERGED, REACHED, TRANSIENT, stays_below
+from nqm.status import DIVERGED, REACHED, TRANSIENT, slope, stays_below
 from nqm.thresholds.derived import threshold
 from nqm.validate import MAX_STEPS
 
 EXACT = "exact: the linear dynamics' steady state and stability at every eigenvalue"
-CONTINUED = ("continued: the run goes on to at least 2·T + 1000 steps; it stays if its loss does not grow "
-             "(log-loss slope) and its level is below the target (without noise its largest value, with noise "
-             "its mean) over the second half of what follows T")
+CONTINUED = ("continued: the run goes on to at least 2·T + 1000 steps (and 64 × the optimizer's memory, where "
+             "it keeps moment estimates); it stays if its loss does not grow (log-loss slope) and its level is below "
+             "the target (without noise its largest value at any step, with noise its mean) over the second half of "
+             "what follows T; a noiseless run of a method that becomes a linear one near the minimum (AB, DC-ASGD: "
+             "SGDM) stays only where that method is stable")
 SKIPPED = "none: first_passage=True, status 1 is the first passage"
 STAY_DOUBLINGS = 6  # steps_stay looks up to 64 × its first horizon for the last exit
 LYAPUNOV_STEPS = 20_000  # the drawn schedule of an almost-sure threshold the settled test needs
@@ -92,7 +102,7 @@ def continued(task: Job, process) -> bool:
     return test_for(task, process) == CONTINUED
 
 
-def settle(task: Job, process, values: dict, outcome: Outcome) -> np.ndarray:
+def settle(task: Job, process, values: dict, outcome: Outcome, seed: int = 0) -> np.ndarray:
     """The statuses of ``outcome`` with each reached cell (1) that does not stay below the target
     made transient (2).
 
@@ -102,6 +112,7 @@ def settle(task: Job, process, values: dict, outcome: Outcome) -> np.ndarray:
       values: per-cell hyperparameter arrays (``lr``, ``momentum``, ``noise``, …), as the engine got them.
       outcome: the engine's results of those cells (first passage), run with
         ``settle=continued(task, process)``.
+      seed: the seed they ran with (a floor probe runs them again under the same delay schedule).
 
     Returns:
       the statuses with transient cells marked; unchanged with ``first_passage``.
@@ -116,12 +127,160 @@ def settle(task: Job, process, values: dict, outcome: Outcome) -> np.ndarray:
     cells = {k: np.asarray(v)[reached] for k, v in values.items()}
     if _exact(task, process):
         stays = _exactly(task, process, cells)
-    elif outcome.window is None:
+    elif outcome.window is None or outcome.peak is None:
         raise NqmError("the continued settled test reads the settling window: run the engine with settle=True")
     else:
-        stays = _windowed(cells, np.asarray(outcome.steps)[reached], outcome.window[reached], task.config.target)
+        first, window, peak = np.asarray(outcome.steps)[reached], outcome.window[reached], outcome.peak[reached]
+        span = _span(task, process, cells)
+        stays = _windowed(cells, first, window, peak, span, task.config.target)
+        stays = _near_zero_stable(task, process, cells, stays, seed, _decay_rate(first, window, span))
     status[reached[~stays]] = TRANSIENT
     return status
+
+
+def _span(task: Job, process, cells: dict, extra=0) -> np.ndarray:
+    """Each cell's least settling span, as the engine ran it (its optimizer's, or ``extra``)."""
+    optimizer = task.optimizer(process)
+    return np.maximum(settling_span(optimizer, {k: cells[k] for k in optimizer.hyper._fields}), extra)
+
+
+def _near_zero_stable(task: Job, process, cells: dict, stays: np.ndarray, seed: int, rate: np.ndarray) -> np.ndarray:
+    """``stays``, less the noiseless cells that go on to leave the target once their method has
+    become a linear one near the minimum (:func:`nqm.optimizers.base.near_zero`). A noiseless run
+    whose loss decays in its window goes on towards the minimum, so it ends in that regime; where the
+    linear method is stable, it stays. Where it is not:
+
+    * approached only in the limit (DC-ASGD's correction vanishes), the run is transient;
+    * below a floor (AB: SGDM once ‖g‖‖v‖ < ε; Adam: steps of lr/ε once √v̂ < ε), what the
+      linear method's growth does there — rise until the method holds it again, a cycle near the
+      floor, or escape — is seen by a floor probe (:func:`_probe`), not by trusting the window:
+      float32 may round the run's decay to 0 before it gets there, and float64 gets there late.
+    """
+    known = near_zero(task.method)
+    if known is None or any(_option(task, k) != v for k, v in known.when.items()):
+        return stays
+    ends = _near_zero_stays(task, process, cells, known)
+    if ends is None:
+        return stays
+    doubtful = np.flatnonzero(stays & ~ends & (rate > 0))
+    if doubtful.size == 0:
+        return stays
+    stays, part = stays.copy(), {k: v[doubtful] for k, v in cells.items()}
+    if known.floor is None:
+        stays[doubtful] = False
+    else:
+        stays[doubtful] = _probe(task, process, part, seed, rate[doubtful], known.floor if known.homogeneous else None)
+    return stays
+
+
+def _option(task: Job, name: str):
+    """The value of the method's option ``name`` in ``task`` (its default where not given)."""
+    return task.options.get(name, options(family(task.method))[name].default)
+
+
+PROBE_FLOOR = 1e-4  # a floor probe raises a homogeneous method's floor to this fraction of the target,
+PROBE_DECAYS = 16 * float(np.log(1e6))  # runs the time its loss takes to fall 10⁶-fold 16 times over
+PROBE_MIN_STEPS = 2**14  # (at least this many; a decay past the run's precision has rate ∞;
+PROBE_MAX_STEPS = 2**22  # a decay too slow for that many steps is not probed: transient)
+
+
+def _probe(task: Job, process, cells: dict, seed: int, rate: np.ndarray, floor: str | None) -> np.ndarray:
+    """Whether each noiseless cell stays once it has reached its floor, by running it again in
+    float64 through its decay to the floor and what follows: the settled test with a span of
+    ``PROBE_DECAYS / rate`` steps (``rate``: its loss's decay per step in its window), so that its
+    window — the second half — lies past the floor, where a cycle near the floor stays and an
+    escape (growth, divergence, a return above the target) does not. In float64 whatever the run's
+    precision: float32 can round a decay's unstable components away (the run then sits at 0, which
+    proves nothing).
+
+    A homogeneous method (AB: scaling the state scales every step; only ε sets a scale) meets its
+    floor where ε puts it, so the probe raises ``floor`` (the option, AB's ε) to ``PROBE_FLOOR ×
+    target``: a loss far below the target, but reached soon; otherwise (``floor=None``: Adam, whose
+    ε is a scale of its own) the cell runs as it is. A cell that does not decay (``rate`` ≤ 0)
+    never reaches its floor and keeps its window's verdict; one that decays too slowly to be
+    probed in ``PROBE_MAX_STEPS`` steps, or whose probe is rounded to the minimum exactly (a state
+    it would never leave), is transient: the linear method it meets there is unstable."""
+    stays = ~(rate > 0)
+    budget = np.full(rate.size, np.inf)
+    decays = rate > 0
+    budget[decays] = np.maximum(np.ceil(PROBE_DECAYS / rate[decays]), PROBE_MIN_STEPS)
+    probed = np.flatnonzero(decays & (budget <= PROBE_MAX_STEPS))
+    if probed.size == 0:
+        return stays
+    options = task.options if floor is None else {**task.options, floor: PROBE_FLOOR * task.config.target}
+    probe = task._replace(options=options, config=dataclasses.replace(task.config, x64=True, progress=False))
+    values, span = {k: v[probed] for k, v in cells.items()}, budget[probed].astype(np.int64)
+    out = probe.run(process, values, seed, settle=True, span=span)
+    reached = out.status == REACHED
+    rounded = (out.window == 0).any(1)  # rounded to w = 0 exactly, where it would stay: that proves nothing
+    stays[probed] = reached & ~rounded & _windowed(values, out.steps, out.window, out.peak,
+                                                   _span(probe, process, values, span), task.config.target)
+    return stays
+
+
+def _decay_rate(first: np.ndarray, window: np.ndarray, span: np.ndarray) -> np.ndarray:
+    """Each cell's decay rate per step over its settling window, minus the slope of ``log L``,
+    where the loss decays beyond two standard errors of that slope (0 where it does not, or the
+    window holds too few finite points; ∞ where it reached 0, past what the run's precision holds)."""
+    _, stride, n0, n1 = settle_window(first, span)
+    rate = np.zeros(first.size)
+    for i in range(first.size):
+        n = np.arange(n0[i], n1[i] + 1)
+        loss = np.asarray(window[i, :n.size], np.float64)
+        if n.size < 8 or not np.isfinite(loss).all():
+            continue
+        if (loss == 0).any():
+            rate[i] = np.inf
+            continue
+        fall, error = slope(stride[i] * n, np.log(loss))
+        rate[i] = -fall if -fall > 2 * error else 0.0
+    return rate
+
+
+def _near_zero_stays(task: Job, process, cells: dict, known) -> np.ndarray | None:
+    """Per cell, whether the linear method ``known`` (a :class:`~nqm.optimizers.base.NearZero`)
+    that ``task``'s becomes near the minimum is stable there (noisy cells: True, they never get
+    there); ``None`` where no exact test applies to it (a worker pool: the window alone)."""
+    options = {**{k: v for k, v in task.options.items() if k == "dampening"}, **known.options}
+    base = task._replace(method=known.method, options=options)
+    if not _exact(base, process):
+        return None
+    quiet = np.flatnonzero(np.asarray(cells["noise"], np.float64) == 0)
+    stays = np.ones(np.size(cells["lr"]), bool)
+    if quiet.size:
+        values = {k: np.asarray(v, np.float64)[quiet] for k, v in cells.items()}
+        mapped = known.hyper(values) if known.hyper is not None else values
+        with np.errstate(divide="ignore", over="ignore"):
+            stays[quiet] = _exactly(base, process, {"lr": np.asarray(mapped["lr"], np.float64),
+                                                    "momentum": np.asarray(mapped["momentum"], np.float64),
+                                                    "noise": np.zeros(quiet.size)})
+    return stays
+
+
+def cannot_settle(task: Job, process, values: dict) -> np.ndarray:
+    """Per cell, whether it is known before running that it cannot settle (status 1): a linear
+    method whose exact test fails (unstable at some eigenvalue, or a steady state at or above the
+    target), or a noiseless run of a method that ends as an unstable linear one near the minimum.
+    A search need not run such a point (:data:`nqm.status.SKIPPED`). Never with ``first_passage``.
+
+    Args:
+      task: the job.
+      process: the delay process.
+      values: per-cell arrays of ``lr``, ``momentum`` and ``noise``.
+
+    Returns:
+      A boolean array, one per cell.
+    """
+    size = np.size(values["lr"])
+    if task.config.first_passage or size == 0:
+        return np.zeros(size, bool)
+    if _exact(task, process):
+        return ~_exactly(task, process, values)
+    known = near_zero(task.method)
+    if known is None or known.floor is not None or any(_option(task, k) != v for k, v in known.when.items()):
+        return np.zeros(size, bool)  # (a run that meets a floor may cycle there: only running it tells)
+    ends = _near_zero_stays(task, process, values, known)
+    return np.zeros(size, bool) if ends is None else ~ends
 
 
 def _exactly(task: Job, process, cells: dict) -> np.ndarray:
@@ -159,15 +318,18 @@ def _almost_sure(method: str, momentum: float, delay: str, dampening: bool) -> f
                            steps=LYAPUNOV_STEPS))
 
 
-def _windowed(cells: dict, first: np.ndarray, window: np.ndarray, target: float) -> np.ndarray:
+def _windowed(cells: dict, first: np.ndarray, window: np.ndarray, peak: np.ndarray, span: np.ndarray,
+              target: float) -> np.ndarray:
     """Whether each cell stays, from the losses its settling window sampled (:func:`nqm.status.stays_below`):
     the steps n·stride, n0 ≤ n ≤ n1, of :func:`nqm.engine.step.settle_window` past its first
-    passage ``first`` (a cell that diverged on the way is transient already)."""
-    _, stride, n0, n1 = settle_window(first)
+    passage ``first`` (a cell that diverged on the way is transient already); without noise, its
+    level is the window's ``peak`` (every step, so that a burst between two samples counts)."""
+    _, stride, n0, n1 = settle_window(first, span)
     stays = np.zeros(first.size, bool)
     for i in range(first.size):
         n = np.arange(n0[i], n1[i] + 1)
-        stays[i] = stays_below(window[i, :n.size], stride[i] * n, bool(cells["noise"][i] > 0), target)
+        noisy = bool(cells["noise"][i] > 0)
+        stays[i] = stays_below(window[i, :n.size], stride[i] * n, noisy, target) and (noisy or peak[i] < target)
     return stays
 
 

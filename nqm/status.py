@@ -9,6 +9,9 @@ import numpy as np
 from nqm.errors import NqmError
 
 SETTLED, TRANSIENT, BUDGET, DIVERGED = 1, 2, 0, -1
+# Not run: decided before running that it cannot settle (:func:`nqm.settling.cannot_settle`); a
+# search's points only, which need no steps where the answer is known.
+SKIPPED = -2
 # The first passage: what the engine's runs find (a cell that reached the target), before the
 # settled test tells settled from transient runs, and all that `first_passage=True` keeps.
 REACHED = SETTLED
@@ -21,6 +24,8 @@ MEANING = ("1: settled (reached the target, and its long-run loss level is below
            "0: step budget exhausted, -1: diverged before reaching the target")
 STAY = ("steps_stay: the first step after which the loss stays below the target (one more than its last exit); "
         "NaN where not defined: a run that does not settle, or a single noisy run")
+SKIPPED_MEANING = ("-2: not run, it cannot settle (decided before running: the linear dynamics it has, or ends "
+                   "in near the minimum, are unstable or level out at or above the target)")
 FIRST_PASSAGE_MEANING = "1: reached the target (first passage), 0: step budget exhausted, -1: diverged"
 
 
@@ -147,13 +152,20 @@ def grows(loss: np.ndarray, t: np.ndarray, blocks: int | None = None) -> bool:
     if blocks is not None:
         loss = np.array([b.max() for b in np.array_split(loss, blocks)])
         t = np.array([b.mean() for b in np.array_split(t, blocks)])
-    slope, error = _slope(t, np.log(np.maximum(loss, np.finfo(np.float64).tiny)))
-    return slope - 2 * error > 0
+    rate, error = slope(t, np.log(np.maximum(loss, np.finfo(np.float64).tiny)))
+    return rate - 2 * error > 0
 
 
-def _slope(t: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Least-squares slope of ``y`` against ``t`` and its standard error."""
+def slope(t: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope of ``y`` against ``t`` and its standard error.
+
+    Args:
+      t, y: the points, 1-D, at least 3.
+
+    Returns:
+      ``(slope, standard error)``.
+    """
     t = t - t.mean()
-    slope = float(t @ (y - y.mean()) / (t @ t))
-    residual = y - y.mean() - slope * t
-    return slope, float(np.sqrt(residual @ residual / (t.size - 2) / (t @ t)))
+    rate = float(t @ (y - y.mean()) / (t @ t))
+    residual = y - y.mean() - rate * t
+    return rate, float(np.sqrt(residual @ residual / (t.size - 2) / (t @ t)))

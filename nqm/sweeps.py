@@ -170,7 +170,7 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
 
     def store(ids, outcome):
         cells = {k: v[ids] for k, v in values.items()}
-        outcome = outcome._replace(status=settle(task, process, cells, outcome))
+        outcome = outcome._replace(status=settle(task, process, cells, outcome, seed_value))
         writer.store(cell_dims, np.unravel_index(todo[ids], grid.shape), delay_value, seed_value, outcome)
 
     task.run(process, values, seed_value, on_finished=store,
@@ -217,7 +217,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
     process = delays.process(delay)
     outcomes = [task.run(process, values, s, description=f"{method} seed={s}", settle=continued(task, process))
                 for s in seeds]
-    outcomes = [o._replace(status=settle(task, process, values, o)) for o in outcomes]
+    outcomes = [o._replace(status=settle(task, process, values, o, s)) for s, o in zip(seeds, outcomes)]
     data = {name: (("seed", "point"), np.stack([getattr(o, name) for o in outcomes])) for name in ("steps", "status", "loss")}
     coords = {"seed": seeds, **{k: ("point", v) for k, v in values.items()}}
     result = xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label,

@@ -166,3 +166,136 @@ def expected_loss(problem, *, lr: float, momentum: float, delay: int = 0, noise:
             mean, cov = A @ mean, A @ cov @ A.T + np.outer(b, b)
             total[t] += 0.5 * lam * (mean[0] ** 2 + cov[0, 0])
     return total
+
+
+# ----------------------------------------------------------------- long runs of many cells at once
+
+LONG_RUN_METHODS = ("sgdm", "ab", "adam", "ab-adam", "rmsprop", "lion", "dc-asgd", "restart")
+
+
+def long_runs(method, lam, hyper, *, delay=0, steps=200_000, rotation=None, noise=0.0, seed=0, target=0.01,
+              diverge_factor=1e6, group="global", eps=1e-12, blocks=1000):
+    """Many cells of one method, vectorised over cells, in float64: the long runs the settled test
+    is measured against. ``hyper``: per-cell arrays (``lr``, ``momentum``, ``rho``, ``b1``, ``b2``,
+    ``eps``, ``decay``, ``weight_decay``, ``lambda_dc``; the optax defaults where left out).
+    Constant delay ``D``, gradient ``H w_{t−D} + σ ξ`` with ``ξ ~ N(0, H)`` (this loop's own draws),
+    ``w₀ = 1`` in the eigenbasis. Written from the update rules (optax's documented ones for Adam,
+    RMSProp and Lion), not from nqm.
+
+    Returns a dict of per-cell arrays: ``first`` (the first passage T, 0 if never), ``exit`` and
+    ``last_exit`` (the first and the last step at or above the target after T, 0 if none), ``diverged``
+    (the loss left ``diverge_factor · L(w₀)`` or was not finite), ``floor`` (braked methods: the
+    first step after T whose ‖g‖‖u‖ fell below ε, braking's floor; 0 if none), and ``block_max`` and
+    ``block_mean`` ``(cells, blocks)``: the largest and the mean loss of each of ``blocks`` equal
+    runs of steps, every step counted (∞ once diverged), from which :func:`level_after` reads a
+    run's level after its own first passage.
+    """
+    lam = np.asarray(lam, np.float64)
+    hyper = {k: np.asarray(v, np.float64) for k, v in hyper.items()}
+    cells = next(iter(hyper.values())).size
+    get = lambda name, default: hyper.get(name, np.full(cells, default))[:, None]  # noqa: E731
+    lr = get("lr", 0.0)
+    if rotation is None:
+        hvp = lambda w: w * lam  # noqa: E731
+        w = np.ones((cells, lam.size))
+    else:
+        hessian = (rotation * lam) @ rotation.T
+        hvp = lambda w: w @ hessian  # noqa: E731  (H is symmetric)
+        w = np.tile(rotation @ np.ones(lam.size), (cells, 1))
+    loss = lambda w: 0.5 * np.sum(w * hvp(w), axis=1)  # noqa: E731
+    start = loss(w[:1])[0]
+    history = [w.copy() for _ in range(delay + 1)]  # history[0] = w_{t−D}
+    m1, m2 = np.zeros_like(w), np.zeros_like(w)  # velocity / first moment, second moment
+    rng = np.random.default_rng(seed)
+    out = {k: np.zeros(cells, np.int64) for k in ("first", "exit", "last_exit", "floor")}
+    out["diverged"], out["steps"] = np.zeros(cells, bool), steps
+    if steps % blocks:
+        raise ValueError(f"steps ({steps}) must be a multiple of blocks ({blocks})")
+    size = steps // blocks
+    block_max, block_sum = np.zeros((cells, blocks)), np.zeros((cells, blocks))
+    for t in range(1, steps + 1):
+        g = hvp(history[0])
+        if noise:
+            z = rng.standard_normal(lam.size) * np.sqrt(lam)
+            g = g + noise * (z if rotation is None else rotation @ z)
+        u, raw = None, g  # what braking measures against, and the gradient it scales
+        if method in ("sgdm", "ab", "dc-asgd", "restart"):
+            m = get("momentum", 0.0)
+            if method == "ab":
+                u = m1
+                g = _brake(g, u, get("rho", 0.5), group, eps)
+            elif method == "dc-asgd":
+                g = g + get("lambda_dc", 0.04) * g * g * (history[-1] - history[0])
+            elif method == "restart":
+                m1 = np.where(np.sum(g * m1, axis=1, keepdims=True) < 0, 0.0, m1)
+            m1 = m * m1 + g
+            w = w - lr * m1
+        elif method in ("adam", "ab-adam"):
+            b1, b2 = get("b1", 0.9), get("b2", 0.999)
+            if method == "ab-adam":
+                u = m1
+                g = _brake(g, u, get("rho", 0.5), "global", 1e-12)
+            m1 = b1 * m1 + (1 - b1) * g
+            m2 = b2 * m2 + (1 - b2) * g * g
+            step = (m1 / (1 - b1 ** t)) / (np.sqrt(m2 / (1 - b2 ** t) + get("eps_root", 0.0)) + get("eps", 1e-8))
+            w = w - lr * step
+        elif method == "rmsprop":
+            decay, m = get("decay", 0.9), get("momentum", 0.0)
+            m2 = decay * m2 + (1 - decay) * g * g
+            m1 = m * m1 + g / np.sqrt(m2 + get("eps", 1e-8))
+            w = w - lr * m1
+        elif method == "lion":
+            b1, b2 = get("b1", 0.9), get("b2", 0.99)
+            direction = np.sign((1 - b1) * g + b1 * m1)
+            m1 = b2 * m1 + (1 - b2) * g
+            w = w - lr * (direction + get("weight_decay", 1e-3) * w)
+        else:
+            raise ValueError(method)
+        bad = out["diverged"]
+        w = np.where(bad[:, None], 0.0, w)  # a diverged cell is done: keep its numbers finite
+        history = history[1:] + [w]
+        now = loss(w)
+        diverged = ~bad & ~(now <= diverge_factor * start)
+        out["diverged"] |= diverged
+        now = np.where(out["diverged"], np.inf, now)
+        reached = out["first"] > 0
+        out["first"][~reached & (now < target) & ~out["diverged"]] = t
+        out["last_exit"][reached & (now >= target)] = t
+        out["exit"][reached & (out["exit"] == 0) & (now >= target)] = t
+        if u is not None:
+            small = np.sqrt(np.sum(raw * raw, axis=1)) * np.sqrt(np.sum(u * u, axis=1)) < eps
+            out["floor"][reached & (out["floor"] == 0) & small] = t
+        block = (t - 1) // size
+        block_max[:, block] = np.maximum(block_max[:, block], now)
+        block_sum[:, block] += now
+    out["block_max"], out["block_mean"] = block_max, block_sum / size
+    return out
+
+
+def level_after(runs, noisy):
+    """Each long run's level over the second half of what follows its own first passage T (whole
+    blocks): without noise its largest loss, with noise its mean; NaN where it never reached the
+    target. A run that diverged has level ∞."""
+    blocks = runs["block_max"].shape[1]
+    out = np.full(runs["first"].size, np.nan)
+    for i, first in enumerate(runs["first"]):
+        if first == 0:
+            continue
+        if runs["diverged"][i]:
+            out[i] = np.inf
+            continue
+        # blocks wholly inside ((T + end)/2, end]: at least the last one
+        start = int(np.ceil(blocks * (first / runs["steps"] + 1) / 2))
+        start = min(start, blocks - 1)
+        out[i] = runs["block_mean"][i, start:].mean() if noisy else runs["block_max"][i, start:].max()
+    return out
+
+
+def _brake(g, u, rho, group, eps):
+    """``α g`` with ``α = 1 − ρ ⟨g, u⟩ / max(‖g‖ ‖u‖, ε)`` per group (global or element), per cell."""
+    if group == "global":
+        cos = np.sum(g * u, axis=1, keepdims=True) / np.maximum(
+            np.sqrt(np.sum(g * g, axis=1, keepdims=True)) * np.sqrt(np.sum(u * u, axis=1, keepdims=True)), eps)
+    else:
+        cos = g * u / np.maximum(np.abs(g) * np.abs(u), eps)
+    return (1.0 - rho * cos) * g

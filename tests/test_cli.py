@@ -379,7 +379,7 @@ def test_commands_share_the_grid_problem_and_method_groups():
     args = build_parser("expected").parse_args(["expected", "--lr", "1", "--momentum", "0", "--out", "x.nc", "--bins"])
     assert args.bins == expected.DEFAULT_BINS and args.method == groups.default_of(expected.sweep, "method")
     assert next(a for a in _parser("expected")._actions if a.dest == "method").choices == expected.methods()
-    assert next(a for a in _parser("threshold")._actions if a.dest == "method").choices == sorted((*methods(), "sgd"))
+    assert next(a for a in _parser("threshold")._actions if a.dest == "method").choices == methods()
 
 
 def test_commands_that_need_no_simulation_do_not_import_jax(tmp_path):

@@ -88,17 +88,15 @@ def delays(args, default=(0,)) -> list:
     return [*(joined(args.delay) or ([] if processes else list(default))), *processes]
 
 
-def method(parser, grid_group, aliases: tuple = ()) -> None:
-    """``--method`` (with ``aliases``, e.g. sgd for the analyses), each family's swept
-    hyperparameters (in ``grid_group``) and its options, read off the registry: a new family needs
-    no edit here."""
+def method(parser, grid_group) -> None:
+    """``--method`` (every registered name), each family's swept hyperparameters (in
+    ``grid_group``) and its options, read off the registry: a new family needs no edit here."""
     from nqm.optimizers import methods
     from nqm.optimizers.base import hyperparameters
     from nqm.jobs import all_hyper_dims
     from nqm.sweeps import sweep
 
-    parser.add_argument("--method", choices=sorted((*methods(), *aliases)), default=default_of(sweep, "method"),
-                        help="optimizer" + (f" ({', '.join(aliases)}: sgdm at momentum 0)" if aliases else ""))
+    parser.add_argument("--method", choices=methods(), default=default_of(sweep, "method"), help="optimizer")
     for name in all_hyper_dims():
         owners = [m for m in methods() if name in hyperparameters(m)._fields]
         defaults = {m: hyperparameters(m)._field_defaults.get(name) for m in owners}

@@ -25,7 +25,7 @@ def add_parser(subparsers):
     grid.add_argument("--delay-dist", nargs="+", default=None, metavar="SPEC", help=f"delay processes: {delays.syntax()}")
     grid.add_argument("--momentum", nargs="+", default=None, metavar="M",
                       help="momenta m in [0, 1) (default: 0; none for a method without momentum: adam, lion)")
-    groups.method(parser, grid, aliases=("sgd",))
+    groups.method(parser, grid)
     parser.add_argument("--criterion", choices=CRITERIA, default=None,
                         help="under iid delays, the stability of the mean dynamics (Giladi et al.), of the second "
                              "moments, or of single runs (the top Lyapunov exponent; with its error) "

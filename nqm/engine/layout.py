@@ -51,7 +51,7 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
     # The history, the current weights if kept apart, the optimizer state and the cell's row of λ.
     vectors = history.slots + 1 + int(kept)
     cell_bytes = itemsize * (vectors * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state))
-                             + WINDOW_SLOTS * settle)
+                             + (WINDOW_SLOTS + 1) * settle)
     budget = config.memory_budget
     if budget is None:  # half of an accelerator's memory, or 4 GiB of host memory
         limit = (devices[0].memory_stats() or {}).get("bytes_limit") if devices[0].platform != "cpu" else None

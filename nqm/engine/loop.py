@@ -83,7 +83,7 @@ def advance_block(spec: Spec, cells: Cells, inputs: Inputs, model, noise, schedu
         source = tuple(x[row + k] for x in schedule)
         new, values, settling = step(spec, t0 + k, source, cells, inputs, model, shared, key, limits)
         if spec.settle:  # the block's settling cells: their horizons and window samples
-            new = settle_block(t0 + k + 1, cells, new, *settling)
+            new = settle_block(t0 + k + 1, cells, new, *settling, inputs.span)
         return k + 1, new._replace(trace=record.traced(spec.stride, new.trace, values, t0, k))
 
     return jax.lax.while_loop(running, advance_one, (jnp.int32(0), cells))[1]

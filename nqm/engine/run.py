@@ -31,7 +31,7 @@ from nqm.errors import NqmError
 from nqm.optimizers import Optimizer
 from nqm.problem import Problem
 from nqm.status import BUDGET, SETTLING, active
-from nqm.validate import BOUNDS, format_bytes
+from nqm.validate import BOUNDS, MAX_STEPS, format_bytes
 
 
 class Outcome(NamedTuple):
@@ -42,7 +42,8 @@ class Outcome(NamedTuple):
     cells while any of them runs; padding cells count too), so that ``Σ steps / work ≤ 1`` is the
     fraction of the computation that early exit and repacking leave useful. With ``settle``,
     ``window`` ``(C, WINDOW_SLOTS)`` holds each reached cell's settling window (the losses at the
-    steps of :func:`nqm.engine.step.settle_window`, NaN elsewhere), else ``None``."""
+    steps of :func:`nqm.engine.step.settle_window`, NaN elsewhere) and ``peak`` ``(C,)`` the largest
+    loss over that window's every step, else ``None``."""
 
     steps: np.ndarray
     status: np.ndarray
@@ -51,6 +52,7 @@ class Outcome(NamedTuple):
     summary: dict = {}
     work: np.ndarray = np.zeros(1, np.int64)
     window: np.ndarray | None = None
+    peak: np.ndarray | None = None
 
 
 class Snapshot(NamedTuple):
@@ -100,6 +102,7 @@ def simulate(
     description: str = "nqm",
     bar=None,
     settle: bool = False,
+    span=None,
 ) -> Outcome:
     """Run every cell to its target, divergence or budget.
 
@@ -132,6 +135,8 @@ def simulate(
         settling window (:func:`nqm.engine.step.settle_window`; the settled test of
         :mod:`nqm.settling` reads ``Outcome.window``): its status is then 1 once the window is
         complete, 2 (transient) if it diverged on the way; T and its loss are the first passage's.
+      span: with ``settle``, per-cell least spans of the settling runs ``(C,)`` (steps), beyond the
+        optimizer's own (:func:`nqm.engine.step.settling_span`); ``None``: the optimizer's alone.
 
     Returns:
       ``Outcome(steps, status, loss, trace, summary)``, ``steps``, ``status`` and ``loss`` ``(C,)``.
@@ -156,7 +161,12 @@ def simulate(
             f"has {process.workers}; make it with nqm.optimizers.make(..., delay={process.label!r})"
         )
     # Settling cells may step on past the budget: to the horizon of a first passage at the budget.
-    end = int(step.settle_window(config.max_steps)[0]) if settle else config.max_steps
+    spans = np.zeros(cells, np.int64)
+    if settle:
+        spans = step.settling_span(optimizer, hyper)
+        if span is not None:
+            spans = np.maximum(spans, np.minimum(np.broadcast_to(np.asarray(span, np.int64), (cells,)), MAX_STEPS))
+    end = int(step.settle_window(config.max_steps, spans.max(initial=0))[0]) if settle else config.max_steps
     plan = process.schedule(seed, end)
 
     with jax.enable_x64(config.x64):
@@ -180,7 +190,7 @@ def simulate(
         if resume is not None and resume.index.size:
             # Resumed cells first, from their step (one group: they stopped together).
             groups.insert(0, (np.asarray(resume.index), resume))
-        inputs = (hyper, sigma, uids)
+        inputs = (hyper, sigma, uids, spans)
         with contextlib.nullcontext(bar) if bar is not None else _progress(config, description) as bar, \
                 _stop_between_chunks(between_chunks) as between_chunks:
             run = _Run(layout, model, w0, limits, seed, plan, config, dtype, outcome, on_finished, between_chunks,
@@ -228,6 +238,7 @@ def _empty_outcome(layout, model, w0, cells: int, entries: int, dtype) -> Outcom
          for name, r in spec.summaries},
         np.zeros(1, np.int64),
         np.full((cells, step.WINDOW_SLOTS), np.nan, dtype) if spec.settle else None,
+        np.zeros(cells, dtype) if spec.settle else None,
     )
 
 
@@ -235,7 +246,7 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
     """Advance one group of cells chunk by chunk until all are done (from a snapshot's step and
     state when ``start`` is one)."""
     spec, size, config = run.layout.spec, run.layout.batch_cells, run.config
-    hyper, sigma, uids = inputs
+    hyper, sigma, uids, span = inputs
     # Pad to whole batches with copies of the first cell marked done; they never reach a result.
     padded = np.concatenate([index, np.full(-len(index) % size, -1)])
     owner = padded.reshape(-1, size)
@@ -244,6 +255,7 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
         spec.optimizer.hyper(**{k: v[take].astype(run.dtype) for k, v in hyper.items()}),
         sigma[take].astype(run.dtype),
         uids[take],
+        span[take].astype(np.int32),
     )
     cells = init_cells(spec, run.model, run.w0, padded >= 0)
     t, chunk = 0, 0
@@ -303,12 +315,14 @@ def _run_group(run: _Run, index, inputs, start: Snapshot | None):
                 for name, summary in spec.summaries:
                     done = jax.tree.map(lambda x: x[finished], totals[name])
                     outcome.summary[name][ids] = summary.result(done, steps[finished])
-            samples = None
+            samples = peaks = None
             if spec.settle:
                 samples = np.stack(fetch([c.window for c, _ in batches]))[finished]
-                outcome.window[ids] = samples
+                peaks = np.stack(fetch([c.peak for c, _ in batches]))[finished]
+                outcome.window[ids], outcome.peak[ids] = samples, peaks
             if run.on_finished is not None:
-                run.on_finished(ids, Outcome(steps[finished], status[finished], loss[finished], window=samples))
+                run.on_finished(ids, Outcome(steps[finished], status[finished], loss[finished], window=samples,
+                                             peak=peaks))
             owner = np.where(finished, -1, owner)
         running = int((owner >= 0).sum())
         settling = f" ({int((status == SETTLING).sum())} settling)" if spec.settle else ""

@@ -11,9 +11,10 @@ D + 1 slots, ``w_{t−D}`` and ``w_{t+1}`` share a slot), or one snapshot per wo
 read, then overwritten with what worker ``k_t`` fetches after the step).
 
 With ``Spec.settle``, a cell that reaches the target does not stop: it *settles* (status
-``SETTLING``), stepping on to its horizon H (:func:`settle_window`: at least 2T + 1000) while its
-loss is sampled, every ``H // 256`` steps, over the second half of what follows T — the window the
-settled test reads (:mod:`nqm.settling`). It ends ``REACHED`` at H, or ``TRANSIENT`` if it diverges
+``SETTLING``), stepping on to its horizon H (:func:`settle_window`: at least 2T + 1000, and past
+32 × its optimizer's memory where it has one) while its loss is sampled, every ``H // 256`` steps,
+over the second half of what follows T, and its largest loss there is kept (every step) — the
+window the settled test reads (:mod:`nqm.settling`). It ends ``REACHED`` at H, or ``TRANSIENT`` if it diverges
 first; T and the loss at T are kept. In a batch it rides along with the cells still running.
 """
 
@@ -35,6 +36,7 @@ from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING, SETTLING, TRANSIENT
 from nqm.validate import MAX_STEPS
 
 CONTINUE = 1000  # a cell that reached the target at T steps on to at least 2·T + CONTINUE
+MEMORIES = 32  # ... and past MEMORIES × its optimizer's memory (a moment estimate's forgetting time)
 WINDOW_POINTS = 256  # its loss is sampled every horizon // WINDOW_POINTS steps
 WINDOW_SLOTS = 168  # the most samples a window holds (at T = 2; every T is checked in the tests)
 
@@ -51,6 +53,7 @@ class Cells(NamedTuple):
     trace: Any  # name -> (cells, chunk_steps // stride + 1, ...) values recorded in the current chunk
     summary: Any  # name -> (cells, ...) running totals of the Summary recorders
     window: Any = None  # (cells, WINDOW_SLOTS) the settling window's losses (NaN until sampled), or None
+    peak: Any = None  # (cells,) the largest loss over the settling window's steps, every step (0 before), or None
 
 
 class Inputs(NamedTuple):
@@ -59,6 +62,7 @@ class Inputs(NamedTuple):
     hyper: Any  # the optimizer's hyperparameter NamedTuple of (cells,) arrays
     sigma: Any  # noise scale
     uid: Any  # (2,) uint32: the cell's 64-bit identity (keys independent noise)
+    span: Any  # int32: the settling run's least span (MEMORIES × the optimizer's memory; 0 without one)
 
 
 class Model(NamedTuple):
@@ -166,42 +170,70 @@ def cell_step(spec: Spec, t, source, cell: Cells, inputs: Inputs, model: Model, 
         trace=cell.trace,
         summary=summary,
         window=cell.window,
+        peak=cell.peak,
     ), values, (loss, diverged) if spec.settle else None
 
 
-def settle_block(u, before: Cells, after: Cells, loss, diverged) -> Cells:
+def settle_block(u, before: Cells, after: Cells, loss, diverged, span) -> Cells:
     """A block's settling cells after their step to ``u``: each ends ``TRANSIENT`` if it diverged,
-    ``REACHED`` at its horizon, and its loss is sampled into its window when due. Done for the
-    block, and only at a step where one of its cells settles: per cell at every step, this
-    bookkeeping would cost as much as the step itself at small N."""
+    ``REACHED`` at its horizon; its loss is sampled into its window when due, and its window's peak
+    follows every step. Done for the block, and only at a step where one of its cells settles: per
+    cell at every step, this bookkeeping would cost as much as the step itself at small N."""
     def settle(after):
-        horizon, stride, first, last = settle_window(before.steps)
+        horizon, stride, first, last = settle_window(before.steps, span)
         n = u // stride
         settling = before.status == SETTLING
         due = settling & (u % stride == 0) & (n >= first) & (n <= last)
         rows, slot = jnp.arange(due.size), jnp.clip(n - first, 0, WINDOW_SLOTS - 1)
         window = after.window.at[rows, slot].set(jnp.where(due, loss, after.window[rows, slot]))
+        inside = settling & (2 * u > before.steps + horizon)  # the second half of what follows T
+        peak = jnp.where(inside, jnp.maximum(after.peak, loss), after.peak)
         ends = jnp.where(diverged, TRANSIENT, jnp.where(u >= horizon, REACHED, SETTLING)).astype(jnp.int8)
-        return after._replace(status=jnp.where(settling, ends, after.status), window=window)
+        return after._replace(status=jnp.where(settling, ends, after.status), window=window, peak=peak)
 
     return jax.lax.cond(jnp.any(before.status == SETTLING), settle, lambda after: after, after)
 
 
-def settle_window(first):
+def settle_window(first, span=0):
     """The settling run of a cell that first reached the target at step ``first`` = T ≥ 1 (numpy
-    or jax integers): ``(horizon, stride, n0, n1)``. The horizon H is 2^(k+2) + CONTINUE for T in
-    [2^k, 2^(k+1)) — at least 2T + CONTINUE, the same for a whole octave of T — capped at the
-    largest budget; the loss is sampled at steps n·stride, ``stride = max(1, H // WINDOW_POINTS)``,
-    and the window is n0 ≤ n ≤ n1: the steps in ((T + H)/2, H], the second half of what follows T."""
+    or jax integers), whose optimizer asks for a settling run of at least ``span`` steps (its
+    :func:`settling_span`): ``(horizon, stride, n0, n1)``. With ``S = max(T, span)``, the horizon H
+    is 2^(k+2) + CONTINUE for S in [2^k, 2^(k+1)) — at least 2S + CONTINUE, the same for a whole
+    octave — capped at the largest budget; the loss is sampled at steps n·stride, ``stride =
+    max(1, H // WINDOW_POINTS)``, and the window is n0 ≤ n ≤ n1: the steps in ((T + H)/2, H], the
+    second half of what follows T."""
     if isinstance(first, jax.Array):
-        bits = 32 - jax.lax.clz(first.astype(jnp.int32))  # k + 1
+        scale = jnp.maximum(first.astype(jnp.int32), jnp.asarray(span, jnp.int32))
+        bits = 32 - jax.lax.clz(scale)  # k + 1
         horizon = jnp.minimum(jnp.left_shift(jnp.int32(1), bits + 1) + CONTINUE, MAX_STEPS)
         stride = jnp.maximum(1, horizon // WINDOW_POINTS)
     else:
         first = np.asarray(first, np.int64)
-        horizon = np.minimum(2 ** (np.frexp(np.maximum(first, 1))[1] + 1) + CONTINUE, MAX_STEPS)
+        scale = np.maximum(np.maximum(first, np.asarray(span, np.int64)), 1)
+        horizon = np.minimum(2 ** (np.frexp(scale)[1] + 1) + CONTINUE, MAX_STEPS)
         stride = np.maximum(1, horizon // WINDOW_POINTS)
     return horizon, stride, (first + horizon) // (2 * stride) + 1, horizon // stride
+
+
+def settling_span(optimizer: Optimizer, hyper: dict) -> np.ndarray:
+    """Per cell, the least span of its settling run: :data:`MEMORIES` × the optimizer's memory
+    (:attr:`nqm.optimizers.Optimizer.memory`: the steps its moment estimates take to forget), so
+    that the window sees what the method does once the state of its first passage is forgotten
+    (Adam's bursts come when its second moment has decayed with the gradient); 0 for a method
+    without one.
+
+    Args:
+      optimizer: the configured optimizer.
+      hyper: per-cell hyperparameter arrays by name.
+
+    Returns:
+      int64 steps per cell, at most the largest budget.
+    """
+    size = np.broadcast(*hyper.values()).size if hyper else 1
+    if optimizer.memory is None:
+        return np.zeros(size, np.int64)
+    memory = np.broadcast_to(np.asarray(optimizer.memory(hyper), np.float64), (size,))
+    return np.minimum(np.ceil(MEMORIES * memory), MAX_STEPS).astype(np.int64)
 
 
 def init_cells(spec: Spec, model: Model, w0, active) -> Cells:
@@ -220,4 +252,5 @@ def init_cells(spec: Spec, model: Model, w0, active) -> Cells:
         summary={n: jax.tree.map(lambda x: np.broadcast_to(x, (count,) + x.shape), r.zeros(totals[n]))
                  for n, r in spec.summaries},
         window=np.full((count, WINDOW_SLOTS), np.nan, w0.dtype) if spec.settle else None,
+        peak=np.zeros(count, w0.dtype) if spec.settle else None,
     )

@@ -81,7 +81,8 @@ def methods() -> tuple[str, ...]:
     Returns:
       The names.
     """
-    return tuple(sorted(ALIASES)) + tuple(m for m in optimizers.methods() if optimizers.make(m).linear) + (PRECOND,)
+    linear = (m for m in optimizers.methods() if optimizers.make(m).linear)
+    return tuple(dict.fromkeys((*sorted(ALIASES), *linear, PRECOND)))
 
 
 def _power(method: str, power) -> float | None:

@@ -1,7 +1,7 @@
 """Optimizer families, one file each, registered by name: ``make("ab", delay=4, group="element")``."""
 
 from nqm.optimizers.base import Optimizer, convention, make, methods
-from nqm.optimizers.sgdm import sgdm
+from nqm.optimizers.sgdm import sgd, sgdm
 from nqm.optimizers.ab import adaptive_braking
 from nqm.optimizers.shifted import shifted
 from nqm.optimizers.nesterov import nesterov

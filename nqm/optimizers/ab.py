@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqm.errors import NqmError
-from nqm.optimizers.base import Optimizer, convention, momentum_coefficient, register
+from nqm.optimizers.base import NearZero, Optimizer, convention, momentum_coefficient, register
 from nqm.optimizers.base import VelocityState, velocity
 
 MODES = ("both", "vel-only", "weight-only")
@@ -21,7 +21,8 @@ class BrakingHyper(NamedTuple):
     rho: Any = 0.5  # the braking coefficient ρ (swept; 0 is SGDM)
 
 
-@register("ab", title="Adaptive Braking", reductions=[({"rho": 0.0}, "sgdm", {}, 2)])
+@register("ab", title="Adaptive Braking", reductions=[({"rho": 0.0}, "sgdm", {}, 2)],
+          near_zero=NearZero("sgdm", floor="eps", homogeneous=True))
 def adaptive_braking(
     *,
     group="global",

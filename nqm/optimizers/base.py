@@ -70,6 +70,10 @@ class Optimizer(NamedTuple):
         hence a derived stability threshold and exact expected dynamics.
       name: its registry name (``"sgdm"``, ``"ab"``, …; see :func:`methods`), given by :func:`make`
         from the name it was registered under (a family never writes it itself).
+      memory: ``memory(hyper) -> steps``, per cell (numpy, from the hyperparameter arrays by name):
+        how long its moment estimates take to forget (Adam's ``1 / (1 − b2)``), which the settled
+        test waits out (:func:`nqm.engine.step.settling_span`); ``None``: a method whose state
+        holds no such estimate (the heavy-ball families).
     """
 
     hyper: type
@@ -81,6 +85,7 @@ class Optimizer(NamedTuple):
     workers: int | None = None
     linear: bool = False
     name: str = ""
+    memory: Callable[[dict], Any] | None = None
 
 
 class MomentumHyper(NamedTuple):
@@ -103,21 +108,41 @@ SUPPLIED = ("workers", "problem")  # factory parameters make() fills, only for f
 _REGISTRY: dict[str, Callable[..., Optimizer]] = {}
 _TITLES: dict[str, str] = {}
 _REDUCTIONS: dict[str, tuple] = {}
+_NEAR_ZERO: dict[str, "NearZero | None"] = {}
 
 
-def register(name: str, *, title: str | None = None, reductions=()):
+class NearZero(NamedTuple):
+    """What a method becomes as a noiseless run decays towards the minimum: the linear ``method``
+    with hyperparameters ``hyper(values)`` (from the cell's, by name; ``None``: its lr and momentum)
+    and ``options`` (beside the run's own ``dampening``), once the state falls below the scale
+    that the option or hyperparameter ``floor`` sets (AB's and Adam's ``eps``; ``None``: only in the
+    limit, as DC-ASGD's correction vanishes). ``homogeneous``: above that floor, scaling the state
+    scales every step (AB), so a run may be probed with the floor raised. ``when``: the method's
+    options under which this holds (e.g. ``{"nesterov": False}``)."""
+
+    method: str
+    hyper: Callable[[dict], dict] | None = None
+    options: dict = {}
+    floor: str | None = None
+    homogeneous: bool = False
+    when: dict = {}
+
+
+def register(name: str, *, title: str | None = None, reductions=(), near_zero: NearZero | None = None):
     """Decorator: make a factory ``f(**options) -> Optimizer`` available as ``name``, which
     :func:`make` gives the optimizer it builds (``title``: how figures and results name the method;
     default the name). A factory that keeps per-worker state declares a ``workers`` parameter and
     gets the delay process's worker count, and one whose update reads the curvature declares a
     ``problem`` parameter and gets the run's problem; no other factory sees either. ``reductions``: what the
     method equals at some settings (:class:`Reduction` fields as tuples, e.g. AB at ρ = 0 is SGDM),
-    which the registry-wide tests check.
+    which the registry-wide tests check. ``near_zero``: what this method becomes as a noiseless
+    run decays towards the minimum, where the settled test then judges it (:class:`NearZero`).
 
     Args:
       name: the method's registry name.
       title: its display name, or ``None`` for ``name``.
       reductions: :class:`Reduction` fields as tuples.
+      near_zero: a :class:`NearZero`, or ``None``.
 
     Returns:
       The decorator; it returns the factory unchanged.
@@ -127,6 +152,7 @@ def register(name: str, *, title: str | None = None, reductions=()):
         _REGISTRY[name] = factory
         _TITLES[name] = title or name
         _REDUCTIONS[name] = tuple(Reduction(*r) for r in reductions)
+        _NEAR_ZERO[name] = near_zero
         return factory
 
     return deco
@@ -142,7 +168,7 @@ def unregister(name: str) -> None:
       NqmError: ``method`` is not registered.
     """
     options(name)  # an unknown method is an error
-    del _REGISTRY[name], _TITLES[name], _REDUCTIONS[name]
+    del _REGISTRY[name], _TITLES[name], _REDUCTIONS[name], _NEAR_ZERO[name]
     _build.cache_clear()
 
 
@@ -160,6 +186,24 @@ def reductions(method: str) -> tuple[Reduction, ...]:
     """
     options(method)  # an unknown method is an error
     return _REDUCTIONS[method]
+
+
+def near_zero(method: str) -> NearZero | None:
+    """What ``method`` becomes as a noiseless run decays towards the minimum, as registered
+    (:class:`NearZero`): a run that stays below the target is judged by that linear method's
+    exact stability there (:mod:`nqm.settling`).
+
+    Args:
+      method: a registered method's name.
+
+    Returns:
+      Its :class:`NearZero`, or ``None``.
+
+    Raises:
+      NqmError: ``method`` is not registered.
+    """
+    options(method)  # an unknown method is an error
+    return _NEAR_ZERO[method]
 
 
 def title(method: str) -> str:

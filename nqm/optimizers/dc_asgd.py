@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from nqm.optimizers.base import Optimizer, heavy_ball, register
+from nqm.optimizers.base import NearZero, Optimizer, heavy_ball, register
 
 
 class CompensationHyper(NamedTuple):
@@ -18,7 +18,7 @@ def _compensated(hyper, w, g, ctx):
     return g + hyper.lambda_dc * g * g * (w - ctx.stale)
 
 
-@register("dc-asgd", title="DC-ASGD", reductions=[({"lambda_dc": 0.0}, "sgdm", {}, 2)])
+@register("dc-asgd", title="DC-ASGD", reductions=[({"lambda_dc": 0.0}, "sgdm", {}, 2)], near_zero=NearZero("sgdm"))
 def dc_asgd(*, dampening: bool = False) -> Optimizer:
     """The stale gradient corrected by a diagonal Hessian estimate, then an SGDM step:
 

@@ -28,9 +28,12 @@ import optax
 
 from nqm.errors import NqmError
 from nqm.optimizers.ab import grouping
-from nqm.optimizers.base import Optimizer, register
+from nqm.optimizers.base import NearZero, Optimizer, register
 
 LEARNING_RATE = "learning_rate"  # optax's name of nqm's lr
+# optax's names of the decay rates of moment estimates (adam's, lion's and rmsprop's): their
+# forgetting time 1 / (1 − rate) is the method's memory, which the settled test waits out.
+MOMENT_DECAYS = ("b1", "b2", "decay")
 BRAKE_EPS = 1e-12  # the floor of ‖g‖‖u‖, AB's default (adam's own eps is a hyperparameter of that name)
 _BRAKE_OPTIONS = (
     inspect.Parameter("group", inspect.Parameter.KEYWORD_ONLY, default="global"),
@@ -40,7 +43,7 @@ _BRAKE_OPTIONS = (
 
 
 def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, momentum: str | None = None,
-               title: str | None = None, reductions=(), **fixed) -> str:
+               title: str | None = None, reductions=(), near_zero: NearZero | None = None, **fixed) -> str:
     """Register the optax optimizer ``factory`` (e.g. ``optax.adam``, not ``optax.adam(1e-3)``) as
     the nqm method ``name``: its numeric hyperparameters are swept grid axes under optax's names
     and defaults (``learning_rate`` is nqm's ``lr``), its switches are method options.
@@ -56,6 +59,7 @@ def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, m
         ``"momentum"`` if the factory has one, else none (the method takes no momentum).
       title: how figures and results name it (default ``name``).
       reductions: what it equals at some settings, as :func:`nqm.optimizers.base.register` takes.
+      near_zero: what it becomes near the minimum, as :func:`nqm.optimizers.base.register` takes.
       fixed: factory arguments held for every cell (neither swept nor options), e.g. ``mask=...``.
 
     Returns:
@@ -67,7 +71,7 @@ def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, m
     """
     family = bridge(factory, brake=brake, momentum=momentum, **fixed)
     family()  # an unusable factory is refused now, not at the first run
-    register(name, title=title or name, reductions=reductions)(family)
+    register(name, title=title or name, reductions=reductions, near_zero=near_zero)(family)
     return name
 
 
@@ -208,9 +212,17 @@ def _optimizer(factory, label, hyper, names, settings, brake, group="global", al
               *((k, v if isinstance(v, (bool, int, float, str)) else repr(v)) for k, v in sorted(settings.items())))
     if "momentum" in names:
         config += (("momentum_axis", names["momentum"]),)
+    decays = tuple(field for field, optax_name in names.items() if optax_name in MOMENT_DECAYS)
+
+    def memory(values):
+        """The longest forgetting time of the moment estimates, ``1 / (1 − rate)`` steps."""
+        rates = np.stack([np.asarray(values[field], np.float64) for field in decays])
+        return 1.0 / np.maximum(1.0 - rates.max(0), np.finfo(np.float64).eps)
+
     if brake:
         config += (("group", group_label), ("alpha_min", alpha_min), ("alpha_max", alpha_max), ("brake_eps", BRAKE_EPS))
-    return Optimizer(hyper, init, step, config, velocity=None if moment is None else velocity)
+    return Optimizer(hyper, init, step, config, velocity=None if moment is None else velocity,
+                     memory=memory if decays else None)
 
 
 def _shaped_by_hyperparameters(injected, start, settings) -> bool:
@@ -271,7 +283,11 @@ def _path(node, path=()):
 # Adam with b1 = b2 = ε = 0 and Lion with b1 = 0 (no weight decay) both step by −lr·sign(g); RMSProp
 # that never updates its ν = 1 (decay 1, initial scale 1, ε = 0) is SGDM, to rounding.
 SIGN_DESCENT = {"lr": 0.07}  # a rate whose steps from w₀ = 1 never land on g = 0 (sign(0) = 0, 0/0 = NaN)
-from_optax("adam", optax.adam, title="Adam",
+# Near the minimum, once √v̂ < ε, Adam steps by lr·m̂/ε: SGDM with the dampened momentum b1 at the
+# rate lr / (ε + √ε_root) (bias corrections → 1), whatever the braking (α → 1 there).
+ADAM_NEAR_ZERO = NearZero("sgdm", lambda v: {"lr": v["lr"] / (v["eps"] + np.sqrt(v["eps_root"])), "momentum": v["b1"]},
+                          {"dampening": True}, floor="eps", when={"nesterov": False})
+from_optax("adam", optax.adam, title="Adam", near_zero=ADAM_NEAR_ZERO,
            reductions=[({**SIGN_DESCENT, "b1": 0.0, "b2": 0.0, "eps": 0.0}, "lion",
                         {**SIGN_DESCENT, "b1": 0.0, "weight_decay": 0.0}, 2)])
 from_optax("lion", optax.lion, title="Lion",
@@ -279,5 +295,5 @@ from_optax("lion", optax.lion, title="Lion",
                         {**SIGN_DESCENT, "b1": 0.0, "b2": 0.0, "eps": 0.0}, 2)])
 from_optax("rmsprop", optax.rmsprop, title="RMSProp",
            reductions=[({"decay": 1.0, "initial_scale": 1.0, "eps": 0.0}, "sgdm", {}, 2)])
-from_optax("ab-adam", optax.adam, brake=True, title="Adaptive Braking (Adam)",
+from_optax("ab-adam", optax.adam, brake=True, title="Adaptive Braking (Adam)", near_zero=ADAM_NEAR_ZERO,
            reductions=[({"rho": 0.0}, "adam", {}, 2)])

@@ -1,6 +1,8 @@
-"""Heavy-ball momentum (SGDM)."""
+"""Heavy-ball momentum (SGDM), and plain SGD: the heavy ball at momentum 0."""
 
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 from nqm.optimizers.base import Optimizer, heavy_ball, register
 
@@ -15,3 +17,20 @@ def sgdm(*, dampening: bool = False) -> Optimizer:
       dampening: weight the gradient by ``1 − m``.
     """
     return heavy_ball(dampening=dampening, linear=True)
+
+
+class SgdHyper(NamedTuple):
+    """SGD's one hyperparameter, the learning rate; its momentum is 0, not a grid axis."""
+    lr: Any
+
+    @property
+    def momentum(self):
+        return 0.0
+
+
+@register("sgd", title="SGD", reductions=[({}, "sgdm", {"momentum": 0.0}, 2)])
+def sgd() -> Optimizer:
+    """Plain SGD: ``w_{t+1} = w_t − η g_t``, the heavy ball at momentum 0 (``sgdm`` there, bit for
+    bit). It takes no momentum; its results have the single momentum 0.
+    """
+    return heavy_ball(SgdHyper, linear=True)
