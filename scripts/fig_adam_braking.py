@@ -12,7 +12,9 @@ Every answer by ``nqm.best``: lr × momentum (Adam: lr × b1) and ρ for the bra
 D = 16); noiseless runs ranked by the step after which they stay below the target (one run per
 point), σ = 0.05 over 3 seeds by the median first passage of settled runs.
 
-Left: noiseless robust T*_best against D; right: with noise (bars: each seed's own robust T).
+Left: noiseless robust T*_best against D; right: with noise (bars: each seed's own robust T). A
+search that misses (its cell limit, or its box's edge) is run again with more cells and a wider
+box (``nqm.search.answered``); one that still misses is no answer: not drawn, and said.
 
     python scripts/fig_adam_braking.py [--smoke] [--redraw]
 """
@@ -78,20 +80,20 @@ def draw(data):
             high = np.where(np.isfinite(high), high, y)
             ax.errorbar(x * shift, y, yerr=[y - np.fmin(low, y), np.fmax(high, y) - y], **style)
             missing = [f"D = {d}" for d, value in zip(delays, y) if not np.isfinite(value)]
-            if missing:  # said, not silently left out
-                ax.annotate(f"{METHODS[method]}: no robust point at {', '.join(missing)}", (0.98, 0.03 + 0.05 * j),
+            if missing:  # said, not silently left out: a search that did not answer is not drawn
+                ax.annotate(f"{METHODS[method]}: no answer at {', '.join(missing)}", (0.98, 0.03 + 0.05 * j),
                             xycoords="axes fraction", ha="right", fontsize=8, color=f"C{j}")
-            edge = np.array([bool(r and r.get("edges")) for r in runs])
-            ax.plot((x * shift)[edge], y[edge], ls="", ms=3, marker="osD^"[j], color="white")
         which = answers.which_t(next(r for r in data["searches"].values()
                                      if r["regime"].get("noise", 0) == noise))
-        ax.set(xscale="log", yscale="log", xlabel="delay D (axis: D + 1)", ylabel=f"robust T*_best ({which})",
+        drawn = any(np.isfinite(answers.value(r)) for k, r in data["searches"].items() if k.endswith(f"_s{noise:g}"))
+        ax.set(xscale="log", yscale="log" if drawn else "linear", xlabel="delay D (axis: D + 1)",
+               ylabel=f"robust T*_best ({which})",
                title="noiseless, one run per point" if not noise else
                f"σ = {noise:g}: median over {data['seeds']} seeds; bars: each seed's own robust T")
         ax.set_xticks(x, [str(d) for d in delays])
         ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, title="white centre: on its box's edge", title_fontsize=7)
+        ax.legend(fontsize=8)
     budgets = ", ".join(f"{int(v):,} at D = {k}" for k, v in data["budget"].items())
     suptitle(fig, f"Braking for Adam under delay, on zhang N = {data['dim']} rotated (Haar Q, seed {data['rotate']}), "
                   f"target {data['target']:g}; nqm.best over lr ∈ [{LR[0]:g}, {LR[1]:g}] × m or b1 ∈ [{DECAY[0]:g}, "
@@ -101,8 +103,12 @@ def draw(data):
 
 
 def claims(data):
+    """The answers (only of searches that answered: :func:`nqm.search.answers.answered`) and their ratios."""
     out = {}
     for key, found in data["searches"].items():
+        out[f"{key}_answered"] = int(answers.answered(found))
+        if not answers.answered(found):
+            continue
         out[f"{key}_robust_t"], out[f"{key}_t"] = found["robust_t_star"], found["t_star"]
         if found.get("robust_seeds"):
             out[f"{key}_seeds_min"], out[f"{key}_seeds_max"] = found["robust_seeds"]["min"], found["robust_seeds"]["max"]
@@ -111,11 +117,11 @@ def claims(data):
     for delay in data["delays"]:
         for noise in (0.0, data["sigma"]):
             for braked, plain in PAIRS:  # plain T / own T
-                a, b = (data["searches"].get(f"{m}_d{delay}_s{noise:g}") for m in (braked, plain))
-                if a and b and a["robust_t_star"] and b["robust_t_star"]:
-                    out[f"{braked}_speedup_over_{plain}_d{delay}_s{noise:g}"] = b["robust_t_star"] / a["robust_t_star"]
+                a, b = (answers.value(data["searches"].get(f"{m}_d{delay}_s{noise:g}")) for m in (braked, plain))
+                if np.isfinite(a) and np.isfinite(b):
+                    out[f"{braked}_speedup_over_{plain}_d{delay}_s{noise:g}"] = b / a
     out["minutes"] = sum(f["wall_seconds"] for f in data["searches"].values()) / 60
-    out["cells"] = sum(f["cells"] for f in data["searches"].values())
+    out["cells"] = sum(f.get("cells_total", f["cells"]) for f in data["searches"].values())
     return out
 
 

@@ -9,8 +9,11 @@ the CPU: zhang N = 100, σ = 0.3 per example (σ/√B per batch), target 0.01, b
 B = 1, 4, …, 4,096, constant delay D ∈ {0, 1, 4, 16}. Searched: lr × momentum (Adam: lr × b1) and
 ρ for the braked ones, each method's other hyperparameters at their defaults.
 
-Left: the critical batch size (steps reach twice perfect scaling) against D. Right: the best steps
-against B at D = 4, bars the seeds' min–max at each answer.
+Left: the critical batch size (steps reach twice perfect scaling) against D, only where every batch
+size answered. Right: the best steps against B at D = 4, bars the seeds' min–max at each answer. A
+search that misses is run again with more cells and a wider box, and a batch size whose best steps
+exceed a smaller one's (less noise cannot need more steps) is searched again (``nqm scaling``); what
+still misses is a gap, never a value.
 
     python scripts/fig_batch_delay_mc.py [--smoke] [--redraw]
 """
@@ -58,8 +61,8 @@ def compute(smoke):
                                target=TARGET, max_steps=size["budget"], seeds=size["seeds"], max_cells=size["cells"][k],
                                coarse=size["coarse"][k], progress=False, **BOXES[m])
         critical = xr.DataArray([found[m].attrs["critical_batch_size"] for m in methods], dims="method")
-        per_delay[delay] = stack({m: found[m][["steps", "steps_min", "steps_max", "perfect", "lr"]] for m in methods},
-                                 "method").assign(critical_batch_size=critical)
+        per_delay[delay] = stack({m: found[m][["steps", "steps_min", "steps_max", "perfect", "lr", "answered"]]
+                                  for m in methods}, "method").assign(critical_batch_size=critical)
     first = found[methods[0]].attrs
     return stack(per_delay, "delay").assign_attrs(
         {k: first[k] for k in ("spectrum", "dim", "target", "max_steps", "evaluation", "seeds")}, noise=SIGMA,
@@ -70,29 +73,30 @@ def compute(smoke):
 def draw(data):
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2), layout="constrained")
     shown = int(data.attrs["shown"]) if int(data.attrs["shown"]) in data.delay.values else int(data.delay.values[-1])
-    rising = _rising(data)
+    missing = _missing(data)
     for j, m in enumerate(data.method.values):  # sel({...}): sel(method=...) is sel's own option
-        style = dict(color=f"C{j}", label=METHODS[m] + (" *" if rising[m] else ""))
+        style = dict(color=f"C{j}", label=METHODS[m] + (f" ({missing[m]} without an answer)" if missing[m] else ""))
         left.plot(data.delay.values + 1, data.critical_batch_size.sel({"method": m}), "D-", mfc="white", ms=6, **style)
         at = data.sel({"method": m, "delay": shown})
         low, high = np.fmin(at.steps_min, at.steps), np.where(np.isfinite(at.steps_max), at.steps_max, at.steps)
         right.errorbar(data.batch_size * (1 + 0.04 * (j - 3)), at.steps, yerr=[at.steps - low, high - at.steps],
                        fmt="o-", ms=4, capsize=2, lw=1, **style)
-    left.set(xscale="log", yscale="log", xlabel="delay D (axis: D + 1)",
+    left.set(xscale="log", yscale=_scale(data.critical_batch_size), xlabel="delay D (axis: D + 1)",
              ylabel="critical batch size (steps = 2 × perfect scaling)")
     left.set_xticks(data.delay.values + 1, [str(d) for d in data.delay.values])
-    left.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    if left.get_yscale() == "log":
+        left.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
     for axis in (left.xaxis, left.yaxis):
         axis.set_minor_formatter(NullFormatter())
     left.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     left.grid(True, which="both", alpha=0.3)
     left.legend(fontsize=8)
-    right.set(xscale="log", yscale="log", xlabel="batch size B (noise σ/√B)",
+    right.set(xscale="log", yscale=_scale(data.steps), xlabel="batch size B (noise σ/√B)",
               ylabel=f"best steps to loss < {data.attrs['target']:g} (median over seeds)",
               title=f"D = {shown}; bars: the seeds' min–max at each answer")
     right.grid(True, which="both", alpha=0.3)
-    right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), title="* best steps rise with B\nsomewhere (a search\nthat missed): read with care"
-                 if any(rising.values()) else None, title_fontsize=7)
+    right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), title="a gap: no answer (a search\nthat "
+                 "missed after reruns,\nor steps rising with B)" if any(missing.values()) else None, title_fontsize=7)
     a = data.attrs
     suptitle(fig, f"How delay moves the critical batch size, by Monte Carlo: {a['spectrum']}, σ = {a['noise']:g} per "
                   f"example (σ/√B per batch), budget {int(a['max_steps']):,}, {int(a['seeds'])} seeds, settled runs\n"
@@ -100,16 +104,22 @@ def draw(data):
     return fig
 
 
-def _rising(data, slack=1.2):
-    """Per method: whether its best steps rise with the batch size somewhere (by more than ``slack``),
-    at any delay — less noise cannot make the best run slower, so its search missed there."""
-    steps = data.steps.transpose("method", "delay", "batch_size").values
-    return {m: bool((steps[i, :, 1:] > slack * steps[i, :, :-1]).any()) for i, m in enumerate(data.method.values)}
+def _scale(values):
+    """Log, unless nothing was drawn (no search answered, as at the smoke size)."""
+    values = np.asarray(values, np.float64)
+    return "log" if (np.isfinite(values) & (values > 0)).any() else "linear"
+
+
+def _missing(data):
+    """Per method: how many (delay, batch size) searches have no answer (``nqm.search.answered``, and
+    best steps that rise with B: less noise cannot need more steps), drawn as gaps."""
+    answered = data.answered.transpose("method", ...).values
+    return {m: int((answered[i] == 0).sum()) for i, m in enumerate(data.method.values)}
 
 
 def claims(data):
     out = critical_claims(data)
-    out["rising"] = sorted(m for m, r in _rising(data).items() if r)
+    out["no_answer"] = {m: n for m, n in _missing(data).items() if n}
     return out
 
 

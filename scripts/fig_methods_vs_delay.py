@@ -10,9 +10,10 @@ noisy ones use 5 seeds, ranked by the median T, the bars spanning each seed's ow
 
 (a) noiseless and (b) noisy robust T*_best against D; (c) each method's robust T*_best relative
 to SGDM's at the same D (noisy: the bar spans the seeds' ratios); (d) every method under a pool
-of 16 workers of which a quarter are four times slower (`workers:16:slow=0.25:4`). The README's
-headline row (the largest delay, with noise) is searched again with twice and four times the cells
-(keys ``_x2`` and ``_x4``), a check of how far the cell-limited answers are from settled.
+of 16 workers of which a quarter are four times slower (`workers:16:slow=0.25:4`). A search that
+misses — it stopped at its cell limit, or its answer sits on its box's edge — is run again with
+twice the cells and a wider box, twice at most (``nqm.search.answered``); what still misses is no
+answer: a gap in the figure, never a value.
 """
 
 import itertools
@@ -30,7 +31,6 @@ from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 BOX = {"lr": (1e-4, 2.0), "momentum": (0.0, 0.999), "rho": (0.05, 4.0), "lambda_dc": (0.01, 100.0)}
 EXACT = ("sgdm", "nesterov", "shifted")  # noiseless and linear: the exact expected loss is the loss
 MOMENTUM = {"adam": "b1", "ab-adam": "b1"}  # a method's momentum by its own name (Adam's first-moment decay)
-HEADLINE = ("sgdm", "dana", "ormo", "ab", "shifted")  # the README's table: the largest delay, with noise
 # The delay remedies, and Adam with and without braking (lr × b1 searched, b2 and eps at optax's defaults).
 METHODS = ("ab", "dana", "dc-asgd", "nesterov", "ormo", "ormo-da", "restart", "sgdm", "shifted", "staleness", "adam",
            "ab-adam")
@@ -65,10 +65,6 @@ def jobs(methods, size):
             out[f"{method}_d{delay}_s{size['sigma']:g}"] = dict(common, delay=delay, noise=size["sigma"],
                                                                  max_steps=budget, seeds=size["seeds"],
                                                                  max_cells=size["cells"][k] * size["seeds"])
-        if method in HEADLINE:  # the README's headline row, searched again with 2 and 4 times the cells
-            last = f"{method}_d{size['delays'][-1]}_s{size['sigma']:g}"
-            for times in (2, 4):
-                out[f"{last}_x{times}"] = dict(out[last], max_cells=times * out[last]["max_cells"])
         out[f"{method}_workers"] = dict(common, delay=size["workers"], noise=size["sigma"],
                                         max_steps=size["workers_budget"], seeds=size["seeds"],
                                         max_cells=size["cells"][k] * size["seeds"])
@@ -115,9 +111,6 @@ def draw(data):
                             label=method, **styles[method])
             else:
                 ax.plot(x * shift, y, ms=5, lw=1, label=method, **styles[method])
-            # An answer on its box's edge (a wider box might do better) is drawn hollow, white inside.
-            edge = np.array([bool(r and r.get("edges")) for r in runs])
-            ax.plot((x * shift)[edge], y[edge], ls="", ms=3, marker=styles[method]["marker"], color="white")
         ax.set(xscale="log", yscale=_scale(ax), xlabel="delay D (+0.5, to show D = 0 on a log axis)",
                ylabel=f"robust T*_best ({answers.which_t(next(r for r in runs if r))})" if any(runs) else "robust T*_best",
                title=f"({'a' if not noise else 'b'}) σ = {noise:g}: " +
@@ -125,7 +118,7 @@ def draw(data):
                       f"median over {data['seeds']} seeds; bars: min–max of each seed's own robust T"))
         ax.set_xticks(x, [str(v) for v in delays])
         ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
-    a.legend(fontsize=8, ncols=2, title="white centre: the answer sits on its box's edge", title_fontsize=8)
+    a.legend(fontsize=8, ncols=2, title="a gap: the search gave no answer", title_fontsize=8)
     for j, method in enumerate(methods):
         ratio = []
         for delay in delays:
@@ -147,7 +140,7 @@ def draw(data):
                capsize=3)
     for yi, (method, run), value, top in zip(y, pool, values, high):
         if not np.isfinite(value):
-            label, at = "no robust point found", 0
+            label, at = f"no answer ({run['miss']})" if run and run.get("miss") else "no robust point found", 0
         else:
             failed = run.get("robust_seeds") and run["robust_seeds"]["max"] is None
             label, at = f"{value:,.0f}" + (" (a seed: no robust T)" if failed else ""), np.fmax(value, top)
@@ -165,14 +158,20 @@ def draw(data):
                   f" (× ρ ∈ [{box['rho'][0]:g}, {box['rho'][1]:g}] for AB, λ_dc ∈ [{box['lambda_dc'][0]:g}, "
                   f"{box['lambda_dc'][1]:g}] for DC-ASGD), robust δ = {data['delta']:g}; budget {budgets}; "
                   f"at most {_cells(data['noiseless_cells'])} cells per noiseless search (2 | 3 parameters searched),"
-                  f" {_cells(data['cells'], data['seeds'])} per noisy one; a missing point: no robust point found",
+                  f" {_cells(data['cells'], data['seeds'])} per noisy one, each rerun with twice the cells and a wider box "
+                  f"while it misses (twice at most); a missing point: no answer",
              fontsize=11)
     return fig
 
 
 def claims(data):
-    out = {}
-    for key, found in data["searches"].items():
+    """The answers (only of searches that answered: :func:`nqm.search.answers.answered`), their
+    speed-ups over SGDM, and the cost."""
+    out, searches, sigma = {}, data["searches"], data["sigma"]
+    for key, found in searches.items():
+        out[f"{key}_answered"] = int(answers.answered(found))
+        if not answers.answered(found):
+            continue
         out[f"{key}_robust_t"] = found["robust_t_star"]
         out[f"{key}_t"] = found["t_star"]
         if found.get("robust_seeds"):
@@ -181,32 +180,16 @@ def claims(data):
             if found["robust_point"] and name in found["robust_point"]:
                 out[f"{key}_{name}"] = found["robust_point"][name]
         out[f"{key}_cells"] = found["cells"]
-    sigma = data["sigma"]
     for method in data["methods"]:
-        for delay in data["delays"]:
-            for noise in (0.0, sigma):
-                own = data["searches"].get(f"{method}_d{delay}_s{noise:g}")
-                sgdm = data["searches"].get(f"sgdm_d{delay}_s{noise:g}")
-                if own and sgdm and own["robust_t_star"] and sgdm["robust_t_star"]:
-                    out[f"{method}_d{delay}_s{noise:g}_speedup"] = sgdm["robust_t_star"] / own["robust_t_star"]
-    for method in data["methods"]:
-        own, sgdm = data["searches"].get(f"{method}_workers"), data["searches"].get("sgdm_workers")
-        if own and sgdm and own["robust_t_star"] and sgdm["robust_t_star"]:
-            out[f"{method}_workers_speedup"] = sgdm["robust_t_star"] / own["robust_t_star"]
-    for key, found in data["searches"].items():
-        base = data["searches"].get(key.rsplit("_x", 1)[0]) if key.endswith(("_x2", "_x4")) else None
-        if base and base["robust_t_star"] and found["robust_t_star"]:
-            out[f"{key}_over_base"] = found["robust_t_star"] / base["robust_t_star"]
-            out[f"{key}_drop_pct"] = 100 * (1 - out[f"{key}_over_base"])
-            half = data["searches"].get(key.replace("_x4", "_x2")) if key.endswith("_x4") else None
-            if half and half["robust_t_star"]:  # what doubling the cells again still moved
-                out[f"{key}_drop_from_x2_pct"] = 100 * (1 - found["robust_t_star"] / half["robust_t_star"])
-            sgdm = data["searches"].get("sgdm" + key[key.index("_d"):])
-            if sgdm and sgdm["robust_t_star"]:
-                out[f"{key}_speedup"] = sgdm["robust_t_star"] / found["robust_t_star"]
-    out["searches"] = len(data["searches"])
-    out["cells"] = sum(f["cells"] for f in data["searches"].values())
-    out["hours"] = sum(f["wall_seconds"] for f in data["searches"].values()) / 3600
+        keys = [f"_d{delay}_s{noise:g}" for delay in data["delays"] for noise in (0.0, sigma)] + ["_workers"]
+        for key in keys:
+            own, sgdm = answers.value(searches.get(method + key)), answers.value(searches.get("sgdm" + key))
+            if np.isfinite(own) and np.isfinite(sgdm):
+                out[f"{method}{key}_speedup"] = sgdm / own
+    out["searches"] = len(searches)
+    out["answered"] = sum(answers.answered(f) for f in searches.values())
+    out["cells"] = sum(f.get("cells_total", f["cells"]) for f in searches.values())
+    out["hours"] = sum(f["wall_seconds"] for f in searches.values()) / 3600
     out["minutes"] = 60 * out["hours"]
     return out
 

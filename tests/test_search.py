@@ -12,6 +12,7 @@ from nqm import expected, sweeps
 from nqm.engine import loop
 from nqm.errors import NqmError
 from nqm.search import answer, best, describe
+from nqm.status import SKIPPED
 
 # A smooth edge (log-uniform spectrum): no converged islands beyond it for a fine grid to hit by luck.
 PROBLEM = nqm.loguniform(60, 1e-2, 1)
@@ -56,7 +57,7 @@ def test_beats_a_fine_grid_with_a_tenth_of_its_cells(searched):
     n = 48
     grid = nqm.sweep("sgdm", lr=np.geomspace(0.01, 4.0, n), momentum=1 - np.geomspace(1.0, 0.01, n), delay=4, **RUN)
     found = answer(searched)
-    assert found["cells"] <= n * n // 10 and searched.steps.size == found["cells"]
+    assert found["cells"] <= n * n // 10 and int((searched.status != SKIPPED).sum()) == found["cells"]
     assert found["t_star"] <= t_of(grid).min()
 
 
@@ -192,7 +193,11 @@ def test_finds_a_thin_converging_band_the_coarse_grid_misses():
 
 def test_nothing_converging_is_an_answer_without_a_point():
     ds = best("sgdm", lr=(50.0, 100.0), momentum=(0.0, 0.5), max_cells=100, **SMALL)
-    assert answer(ds) == {"t_star": None, "point": None, "cells": 64}
+    # every point is unstable, which SGDM's exact test knows before running: none is run
+    assert answer(ds) == {"t_star": None, "point": None, "cells": 0} and ds.point.size == 64
+    assert (ds.status.values == SKIPPED).all() and "-2: not run" in ds.status.attrs["meaning"]
+    run = best("sgdm", lr=(50.0, 100.0), momentum=(0.0, 0.5), max_cells=100, **{**SMALL, "first_passage": True})
+    assert answer(run) == {"t_star": None, "point": None, "cells": 64}  # (the first passage has no such test)
 
 
 def test_nothing_converging_over_seeds_is_said_in_words():

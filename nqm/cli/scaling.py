@@ -38,11 +38,12 @@ def run(args) -> None:
                                                    args.x64, args.independent_noise)
     options = best.search_options(args)
     ds = scaling(options.pop("method"), batch_size=groups.batch_sizes(args), **options)
-    for b, s in zip(ds.batch_size.values, ds.steps.values):
-        print(f"B = {b:>6,}: {'no point converged' if not np.isfinite(s) else f'{s:,.0f} steps'}")
+    for b, s, why in zip(ds.batch_size.values, ds.steps.values, ds.miss.values):
+        print(f"B = {b:>6,}: {f'{s:,.0f} steps' if np.isfinite(s) else f'no answer ({why})'}")
     critical = ds.attrs["critical_batch_size"]
     print(f"critical batch size: {critical:,.1f} ({ds.attrs['evaluation']})" if np.isfinite(critical) else
           "critical batch size: beyond the largest batch size given" if critical == np.inf else
+          "critical batch size: none (a batch size has no answer)" if not ds.answered.values.all() else
           "critical batch size: undefined (no batch size converged)")
     try:
         save(ds, args.out)

@@ -12,6 +12,10 @@ The numbers kept per search (``outcome``):
   over the neighbourhood), median/min/max over seeds: the seed spread of the robust number;
 * ``edges``: the searched parameters whose robust (else plain) answer lies on its box's edge
   (``"lr=hi"``...), where a wider box might do better;
+* ``answered``, ``miss``, ``attempts``, ``cells_total``: whether the search answered
+  (:mod:`nqm.search.answered`: :func:`run` reruns a search that misses with more cells and a wider
+  box), why not, the searches it took and the cells they ran; :func:`value` is NaN where it did not
+  answer;
 * ``cells``, ``rounds``, ``stopped``, ``wall_seconds`` and the regime (method, delay, noise,
   problem, target, budget, box, seeds, δ).
 """
@@ -29,9 +33,10 @@ import xarray as xr
 
 from nqm.errors import NqmError
 from nqm.io import json_plain, write_bytes
+from nqm.search.answered import misses
 from nqm.status import REACHED
 
-__all__ = ["REGIME", "answer", "describe", "outcome", "run", "seed_bars", "value", "which_t"]
+__all__ = ["REGIME", "answer", "answered", "describe", "outcome", "run", "seed_bars", "value", "which_t"]
 
 REGIME = ("method", "delay", "noise", "batch_size", "spectrum", "target", "max_steps", "seeds", "seed", "robust", "box",
           "searched", "max_cells", "tol", "dtype", "first_passage", "objective")
@@ -147,6 +152,9 @@ def outcome(ds, points: bool = False) -> dict:
     out["edges"] = [] if at is None else [f"{n}={side}" for n in searched for side, end in
                                           zip(("lo", "hi"), box[n].split(":")) if _on(at[n], float(end))]
     out.update(cells=int(a["cells"]), rounds=int(a["rounds"]), stopped=a["stopped"])
+    reasons = misses(ds)
+    out.update(answered=not reasons, miss="; ".join(reasons), attempts=int(a.get("attempts", 1)),
+               cells_total=int(a.get("cells_total", a["cells"])))
     out["regime"] = {k: json_plain(a[k]) for k in REGIME if k in a}
     if points:
         search = ds.nudge.values == 0
@@ -176,7 +184,7 @@ def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log
     Raises:
       NqmError: the checkpoint is not valid JSON.
     """
-    from nqm.search.api import best  # here: reading answers needs no JAX, searching does
+    from nqm.search.answered import answered_best  # here: reading answers needs no JAX, searching does
 
     done = {}
     if checkpoint and os.path.exists(checkpoint):
@@ -191,7 +199,7 @@ def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log
             results[key] = done[key]["outcome"]
             continue
         start = time.perf_counter()
-        ds = best(**{"progress": False, **kwargs})
+        ds = answered_best(**{"progress": False, **kwargs})
         found = outcome(ds, points=points(key))
         found["wall_seconds"] = round(time.perf_counter() - start, 1)
         results[key] = found
@@ -203,9 +211,28 @@ def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log
     return results
 
 
+def answered(found) -> bool:
+    """Whether a search's outcome is an answer to draw (:mod:`nqm.search.answered`): recorded as
+    such, or — for an outcome recorded before the rule — one that stopped on its tolerance (or had
+    nothing left to refine) and whose answer lies on no box edge that its domain extends beyond.
+
+    Args:
+      found: an outcome (:func:`outcome`), or ``None``.
+
+    Returns:
+      ``False`` for ``None``.
+    """
+    if found is None:
+        return False
+    if "answered" in found:
+        return bool(found["answered"])
+    domain_ends = {f"{name}=lo" for name in ("momentum", "b1", "b2", "decay")}
+    return found.get("stopped") != "max_cells" and not set(found.get("edges") or ()) - domain_ends
+
+
 def value(found, key: str = "robust_t_star") -> float:
     """One number of an outcome (``robust_t_star`` by default) as a float; NaN where there is none
-    (no outcome, or nothing found).
+    (no outcome, nothing found, or a search that did not answer: :mod:`nqm.search.answered`).
 
     Args:
       found: an outcome (:func:`outcome`), or ``None``.
@@ -214,7 +241,7 @@ def value(found, key: str = "robust_t_star") -> float:
     Returns:
       The number, or NaN.
     """
-    return np.nan if found is None or found.get(key) is None else float(found[key])
+    return np.nan if not answered(found) or found.get(key) is None else float(found[key])
 
 
 def which_t(found) -> str:
@@ -244,8 +271,10 @@ def seed_bars(found) -> tuple[float, float]:
     Returns:
       ``(min, max)``.
     """
-    seeds = found.get("robust_seeds") if found else None
-    return (np.nan, np.nan) if not seeds or seeds["min"] is None else (float(seeds["min"]), value(seeds, "max"))
+    seeds = found.get("robust_seeds") if answered(found) else None
+    if not seeds or seeds["min"] is None:
+        return np.nan, np.nan
+    return float(seeds["min"]), np.nan if seeds["max"] is None else float(seeds["max"])
 
 
 def _describe(kwargs) -> str:

@@ -70,22 +70,19 @@ import nqm.expected
 from nqm import delays, engine, jobs, optimizers, sweeps
 from nqm.checkpoint import checked, discard_checkpoint, resume_search
 from nqm.config import checked_config
-from nqm.conventions import BATCH_NOISE, batch_noise, family
+from nqm.conventions import BATCH_NOISE, DECAYS, batch_noise, family
 from nqm.errors import NqmError
 from nqm.io import lock, save
 from nqm.results import attribute
 from nqm.search.refine import Refinement
-from nqm.status import REACHED, TRANSIENT, meaning
+from nqm.settling import cannot_settle
+from nqm.status import REACHED, SKIPPED, SKIPPED_MEANING, TRANSIENT, meaning
 from nqm.validate import coordinates, count, representable
 
 COARSE = {1: 16, 2: 8, 3: 5}  # default coarse points per axis for k searched axes (else 4)
 # power: precond's p, one value (the exact mode takes it fixed, not searched)
 _EXPECTED_OPTIONS = ("bins", "dampening", "target", "max_steps", "diverge_factor", "first_passage", "progress", "power")
 
-
-# Decay rates in [0, 1) (momentum, Adam's and Lion's b1/b2, RMSProp's decay) are searched on
-# log(1 − x): what matters is the memory 1/(1 − x), which a box like (0, 0.999) spans over decades.
-DECAYS = frozenset({"momentum", "b1", "b2", "decay"})
 
 
 class Axis(NamedTuple):
@@ -305,12 +302,24 @@ class _Search:
                 steps, status = ranked(ds)
                 return steps[None], status[None], ds.loss.values[None]
         else:
+            task = jobs.Job(method, opt_options, problem, config)
+
             def evaluate(points):
                 # A method without momentum (Adam) has momentum 0 fixed here and takes none in evaluate.
                 hyper = {n: points[:, i] for i, n in enumerate(names) if n in optimizer.hyper._fields}
-                ds = sweeps.evaluate(method, delay=process, noise=run_noise, seed=seed_list, problem=problem,
-                                     stay=objective == "stay", **hyper, **run, **_layout(len(points), run))
-                return (*ranked(ds), ds.loss.values)
+                # Points known not to settle are not run (a linear method's exact test, or what it ends as).
+                skip = cannot_settle(task, process, {"lr": hyper["lr"], "momentum": points[:, names.index("momentum")],
+                                                     "noise": np.full(len(points), run_noise)})
+                steps = np.zeros((seed_list.size, len(points)), np.int64)
+                status = np.full(steps.shape, SKIPPED, np.int8)
+                loss = np.full(steps.shape, np.nan)
+                run_points = np.flatnonzero(~skip)
+                if run_points.size:
+                    ds = sweeps.evaluate(method, delay=process, noise=run_noise, seed=seed_list, problem=problem,
+                                         stay=objective == "stay", **{n: v[run_points] for n, v in hyper.items()},
+                                         **run, **_layout(run_points.size, run))
+                    (steps[:, run_points], status[:, run_points]), loss[:, run_points] = ranked(ds), ds.loss.values
+                return steps, status, loss
 
         attrs = {"method": method, "delay": label, "noise": noise, **batch, **problem.describe(),
                  "target": config.target, "max_steps": config.max_steps, "diverge_factor": config.diverge_factor,
@@ -379,7 +388,8 @@ class _Search:
             "steps": (("seed", "point"), np.stack(store.steps, 1).astype(np.int32),
                       {"long_name": "steps to target (T)"}),
             "status": (("seed", "point"), np.stack(store.status, 1).astype(np.int8),
-                       {"meaning": meaning(bool(self.attrs["first_passage"]))}),
+                       {"meaning": meaning(bool(self.attrs["first_passage"]))
+                        + ("" if self.attrs["first_passage"] else ", " + SKIPPED_MEANING)}),
             "loss": (("seed", "point"), np.stack(store.loss, 1), {"long_name": "loss at the last step"}),
             "median_steps": ("point", np.array(store.t),
                              {"long_name": "T: the median over seeds of the steps to target "

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from nqm.status import DIVERGED, REACHED
+from nqm.status import DIVERGED, REACHED, SKIPPED
 
 LEVELS = 8  # halvings of a coarse gap: a 9-point lr box of 200x refines down to steps of ~0.3 %
 
@@ -53,8 +53,9 @@ class Book:
             self.median.append(float(np.median(per_seed)))
             self.t.append(self.median[-1] if np.isfinite(per_seed).all() else math.inf)
             # where T is ∞, how close it came: the median final loss, a diverged seed counting as ∞
-            self.rest.append(float(np.median(np.where(status[:, j] == DIVERGED, np.inf, loss[:, j]))))
-        self.cells += int(np.size(steps))
+            failed = (status[:, j] == DIVERGED) | (status[:, j] == SKIPPED)
+            self.rest.append(float(np.median(np.where(failed, np.inf, loss[:, j]))))
+        self.cells += int(np.count_nonzero(status != SKIPPED))  # the cells run (a skipped point costs nothing)
 
     def t_of(self, x) -> float | None:
         row = self.index.get(x)

@@ -10,9 +10,17 @@ the curvature does. Definitions, anchored at the smallest batch size B₁ whose 
     critical batch size B* = the smallest B with S(B) ≥ 2 · S_perfect(B): steps twice what perfect
                         scaling would give, interpolated log-log between the batch sizes searched
                         (∞ where no batch size of the list gets there).
+
+Each batch size's search must answer (:mod:`nqm.search.answered`: rerun with more cells and a wider
+box while it misses), and the curve must be consistent — less noise cannot need more steps, so a
+batch size whose best steps exceed a smaller one's beyond both seed spreads is searched again, and
+has no answer if it still does. Where a batch size has no answer, its steps are NaN (a gap) and
+the curve has no critical batch size (NaN).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import tqdm
@@ -21,8 +29,8 @@ import xarray as xr
 import nqm.expected
 from nqm import delays, jobs, validate
 from nqm.errors import NqmError
+from nqm.search.answered import ATTEMPTS, GROWTH, answered_best
 from nqm.search.answers import answer
-from nqm.search.api import best
 
 FACTOR = 2.0  # the critical batch size: where steps reach this many times perfect scaling
 DEFINITION = ("critical_batch_size: the smallest B where the best steps S(B) reach 2 x perfect scaling "
@@ -62,6 +70,42 @@ def critical_batch_size(batch_size, steps, factor: float = FACTOR) -> float:
     return float(np.exp(np.log(b[i - 1]) + x * (np.log(b[i]) - np.log(b[i - 1]))))
 
 
+def _consistent(method: str, asked: list, results: list) -> list:
+    """The searches of a curve, each batch size's rerun (:func:`nqm.search.answered.answered_best`,
+    twice the cells) while its best steps exceed a smaller batch size's beyond both spreads and the
+    tolerance — less noise cannot need more steps, so the larger batch size's search missed — and
+    marked unanswered where it still does."""
+    results = list(results)
+    for j in range(len(results)):
+        for _ in range(ATTEMPTS):
+            if not _rises(results, j):
+                break
+            results[j] = answered_best(method, **{**asked[j], "checkpoint": None,
+                                                  "max_cells": GROWTH * int(results[j].attrs["max_cells"])})
+        if _rises(results, j):
+            miss = "; ".join(filter(None, [results[j].attrs["miss"], "its best steps exceed a smaller batch size's"]))
+            results[j] = results[j].assign_attrs(answered=0, miss=miss)
+    return results
+
+
+def _rises(results: list, j: int) -> bool:
+    """Whether answered search ``j`` needs more steps than an answered one before it, beyond the
+    seeds' spread of both and the search tolerance."""
+    def span(ds):
+        found = answer(ds)
+        key = "robust_seeds" if "robust_seeds" in found else "seeds" if "seeds" in found else None
+        t = found["robust_t_star" if "robust_t_star" in found else "t_star"]
+        if key is None:
+            return t, t
+        return found[key]["min"] if found[key]["min"] is not None else t, found[key]["max"] or math.inf
+
+    if not results[j].attrs["answered"]:
+        return False
+    low, _ = span(results[j])
+    tol = float(results[j].attrs["tol"])
+    return any(ds.attrs["answered"] and low > (1 + tol) * span(ds)[1] for ds in results[:j])
+
+
 def exact_applies(method: str, delay, seeds: int = 1, x64: bool = False, independent_noise: bool = False) -> bool:
     """Whether :func:`scaling` searches the exact expected loss when ``expected`` is not given: a
     linear method under a constant or iid delay, one seed, neither ``x64`` nor ``independent_noise``.
@@ -98,10 +142,11 @@ def scaling(method: str = "sgdm", *, batch_size, noise: float, delay=0, expected
 
     Returns:
       A Dataset over ``batch_size``: ``steps`` (each batch size's T*_best, or its robust T where
-      ``robust`` is given; NaN where no point converged), ``perfect`` (perfect scaling from the
-      anchor), the best point's hyperparameters, and with ``seeds`` > 1 ``steps_min``/``steps_max``
-      (each seed's own T at that point); attributes ``critical_batch_size`` (:func:`critical_batch_size`)
-      and the regime.
+      ``robust`` is given; NaN where its search has no answer), ``answered`` and ``miss`` (whether
+      it answered, and why not), ``perfect`` (perfect scaling from the anchor), the best point's
+      hyperparameters, and with ``seeds`` > 1 ``steps_min``/``steps_max`` (each seed's own T at
+      that point); attributes ``critical_batch_size`` (:func:`critical_batch_size`; NaN unless
+      every batch size answered) and the regime.
 
     Raises:
       NqmError: fewer than two batch sizes, a noise that is not > 0, or what :func:`nqm.search.best` refuses.
@@ -128,19 +173,25 @@ def scaling(method: str = "sgdm", *, batch_size, noise: float, delay=0, expected
     sizes = np.sort(sizes)
     if expected is None:
         expected = exact_applies(method, delay, search.get("seeds", 1), search.get("x64"), search.get("independent_noise"))
-    answers, results = [], []
-    for b in tqdm.tqdm(sizes, desc=f"{method} batch sizes", unit="B", disable=None if progress else True):
-        ds = best(method, batch_size=int(b), noise=sigma, delay=delay, expected=expected,
-                  **({} if expected else {"progress": False}), **search)
-        answers.append(answer(ds))
-        results.append(ds)
+    asked = [dict(batch_size=int(b), noise=sigma, delay=delay, expected=expected,
+                  **({} if expected else {"progress": False}), **search) for b in sizes]
+    results = [answered_best(method, **kwargs) for kwargs in
+               tqdm.tqdm(asked, desc=f"{method} batch sizes", unit="B", disable=None if progress else True)]
+    results = _consistent(method, asked, results)
+    answers = [answer(ds) for ds in results]
     robust = search.get("robust") is not None
     key = "robust_t_star" if robust else "t_star"
-    steps = np.array([np.nan if a[key] is None else a[key] for a in answers], np.float64)
+    steps = np.array([np.nan if a[key] is None or not ds.attrs["answered"] else a[key]
+                      for a, ds in zip(answers, results)], np.float64)
     anchor = np.flatnonzero(np.isfinite(steps))
     perfect = np.full(sizes.size, np.nan) if anchor.size == 0 else steps[anchor[0]] * sizes[anchor[0]] / sizes
-    out = xr.Dataset({"steps": ("batch_size", steps, {"long_name": "robust T*_best" if robust else "T*_best"}),
-                      "perfect": ("batch_size", perfect, {"long_name": "perfect scaling: S(B1) B1 / B"})},
+    out = xr.Dataset({"steps": ("batch_size", steps, {"long_name": ("robust T*_best" if robust else "T*_best")
+                                                     + " (NaN: no answer, see miss)"}),
+                      "perfect": ("batch_size", perfect, {"long_name": "perfect scaling: S(B1) B1 / B"}),
+                      "answered": ("batch_size", np.array([ds.attrs["answered"] for ds in results], np.int8),
+                                   {"long_name": "1: the search answered (nqm.search.answered); 0: no answer"}),
+                      "miss": ("batch_size", np.array([ds.attrs["miss"] for ds in results], object),
+                               {"long_name": "why a search gave no answer (empty where it did)"})},
                      coords={"batch_size": sizes})
     names = results[0].attrs["parameters"].split(",")
     for name in names:
@@ -156,6 +207,7 @@ def scaling(method: str = "sgdm", *, batch_size, noise: float, delay=0, expected
                                                            "dim", "seeds", "seed", "robust", "objective", "first_passage",
                                                            "tol", "max_cells", "box", "searched")},
                      evaluation="exact expected dynamics" if expected else "Monte Carlo (nqm.sweep's engine)",
-                     critical_batch_size=critical_batch_size(sizes, steps), critical_definition=DEFINITION,
+                     critical_batch_size=critical_batch_size(sizes, steps) if all(ds.attrs["answered"] for ds in results)
+                     else float("nan"), critical_definition=DEFINITION,
                      batch_noise="a batch of B runs with noise sigma/sqrt(B), sigma the single-example scale")
     return out
