@@ -19,7 +19,9 @@ Two records live in ``tests/data``:
   as the record the suite started from (an AMD EPYC with AVX-512 and the same versions reproduced
   it except for two arrays, see below; ``test_digests.py`` checks that against the reference).
 * ``digests_reference.npz``: the arrays themselves (as float64/int64, their recorded dtypes in
-  the ``__meta__`` entry), recorded once on the machine its ``__meta__`` names.
+  the ``__meta__`` entry), recorded on the machine its ``__meta__`` names: again when AB's velocity
+  sum ``α g + m v`` took the operand order of braked optax SGD's (so that the two are one
+  computation), which moved plain AB's bits (the sweep ``ab``, the trace ``ab-workers``).
 
 On a fingerprint with digests, every case must give exactly those bits (the ``exact`` path). On
 any other, results are compared with the reference within the tolerances below (the
@@ -134,6 +136,9 @@ CHAOTIC = {
         (dict(noise=1, rho=1, momentum=0, lr=4),  # noise 0.02, rho 1.0, m 0, lr 1.5
          "largest lr, no momentum, ρ = 1: diverges after a transient whose length depends on rounding "
          "(measured: step 95 → 84..101)"),
+        (dict(delay=2, noise=1, rho=1, momentum=2, lr=3),  # workers:4, noise 0.02, rho 1.0, m 0.9, lr 0.64
+         "diverges after a transient whose length depends on rounding (measured: step 364 → 389 when AB's "
+         "velocity sum m v + α g was rounded in the other order, so that braked optax SGD is AB bit for bit)"),
         (dict(delay=2, noise=0, rho=0, momentum=2, lr=2),  # workers:4, noise 0, rho 0.5, m 0.9, lr 0.27
          "grows slowly without reaching the divergence bound within the budget: its last loss (~9e3) "
          "carries the rounding amplified (measured: 9% relative)"),

@@ -28,7 +28,6 @@ def test_fig11_geometry_matches_the_engine_step_by_step(rho):
 
 def test_element_wise_alpha_is_one_minus_rho_sign_of_g_times_v():
     from nqm.optimizers import make
-    from nqm.optimizers.ab import BrakingHyper
     from nqm.optimizers.base import StepContext
     from nqm.optimizers.base import VelocityState
 
@@ -36,7 +35,7 @@ def test_element_wise_alpha_is_one_minus_rho_sign_of_g_times_v():
     g = np.array([1.0, -2.0, 3.0, 0.0, 1.0])
     v = np.array([2.0, 1.0, 0.5, 1.0, 0.0])
     rho = 0.7
-    _, state, info = ab.step(BrakingHyper(0.1, 0.0, rho), VelocityState(v), np.zeros(5), g, StepContext(0, 0, 0, g))
+    _, state, info = ab.step(ab.hyper(0.1, 0.0, rho), VelocityState(v), np.zeros(5), g, StepContext(0, 0, 0, g))
     alpha = 1 - rho * np.sign(g * v)
     np.testing.assert_allclose(np.asarray(state.velocity), alpha * g, rtol=1e-6)  # m = 0: v_next = α g
     np.testing.assert_allclose(float(info["alpha"]), alpha.mean(), rtol=1e-6)

@@ -74,14 +74,17 @@ def test_the_reference_holds_the_bits_recorded_for_its_fingerprint():
         assert digests.check_exact(kind, name, digests.reference_result(kind, name), entry) == [], name
 
 
-def test_the_intel_record_differs_from_the_reference_in_two_arrays_only():
-    # Same code and versions, another CPU: only two arrays moved (see the docstring of digests.py).
+def test_the_intel_record_differs_from_the_reference_in_two_arrays_and_in_plain_ab():
+    # Same versions, another CPU: two arrays moved (see the docstring of digests.py); and plain AB
+    # (S = 1, both: the sweep "ab", the trace "ab-workers"), whose velocity sum the reference rounds
+    # in the order braked optax SGD does (the Intel record predates it).
     (key, entry), = [(k, e) for k, e in digests.recorded()["fingerprints"].items()
                      if e["platform"]["cpu_vendor"] == "GenuineIntel" and e["platform"]["jax"] == "0.10.2"]
     assert entry["platform"]["cpu_model"] is None and key == digests.fingerprint_key(entry["platform"])
     moved = sorted(problem.split(":")[0] for kind, name in digests.cases()
                    for problem in digests.check_exact(kind, name, digests.reference_result(kind, name), entry))
-    assert moved == ["sweeps/ab-vel-only-rotated/loss", "traces/ab-workers/relative_energy_decay"]
+    plain_ab = [m for m in moved if m.startswith(("sweeps/ab/", "traces/ab-workers/"))]
+    assert sorted(set(moved) - set(plain_ab)) == ["sweeps/ab-vel-only-rotated/loss"] and len(plain_ab) >= 3
 
 
 def test_the_records_are_small_and_keyed_by_their_platforms():

@@ -65,12 +65,11 @@ def test_optax_sgd_sweeps_as_sgdm(bridged):
     assert a.attrs["optax"] == "optax.sgd" and a.attrs["momentum_axis"] == "momentum"
 
 
-@pytest.mark.parametrize("group", ["global", "element"])
+@pytest.mark.parametrize("group", ["global", "element", "blocks:3"])
 @pytest.mark.parametrize("spec", SPECS)
 def test_braked_optax_sgd_is_adaptive_braking_bit_for_bit(bridged, spec, group):
-    """The wrapper scales g by α = 1 − ρ cos(g, v) with v the trace, before optax's sgd: AB's step,
-    the same operations; over whole runs the same bits where XLA compiles both programs' sums and
-    products alike (here: the global and per-element groups; see the next test for one step)."""
+    """Both are the braking transform (nqm.optimizers.braking) of the same heavy ball: g scaled by
+    α = 1 − ρ cos(g, v), v the trace, then v ← αg + m v (in optax's order), the same bits."""
     values = {**GRID, "rho": np.array([0.0, 0.5, 1.0, 1.5, 2.0, 0.8])}
     a, b = (run(m, spec, values, noise=0.1, record=("loss", "alpha"), group=group) for m in ("ab-optax-sgd", "ab"))
     for name in a.trace:
@@ -122,6 +121,27 @@ def test_braking_clamps_alpha_as_ab_does(bridged):
     b = run("ab", 2, values, record=("alpha",), alpha_min=0.2, alpha_max=1.0)
     np.testing.assert_array_equal(a.trace["alpha"], b.trace["alpha"])
     assert a.trace["alpha"].min() >= 0.2 and a.trace["alpha"].max() <= 1.0
+
+
+@pytest.mark.parametrize("group", ["global", "element", "blocks:5"])
+def test_braked_optax_sgd_sweeps_as_ab_bit_for_bit_over_a_grid(bridged, group):
+    """The case that moved: zhang(50), lr 0.96, m 0.5, ρ 1, and a 192-cell grid around it."""
+    grid = dict(lr=np.geomspace(0.01, 1.5, 12), momentum=[0.0, 0.3, 0.5, 0.9], rho=[0.0, 0.5, 1.0, 2.0], delay=2,
+                problem=nqm.zhang(50), max_steps=3000, progress=False, first_passage=True, group=group)
+    a, b = nqm.sweep("ab-optax-sgd", **grid), nqm.sweep("ab", **grid)
+    for name in ("steps", "status", "loss"):
+        np.testing.assert_array_equal(a[name].values, b[name].values)
+    one = dict(lr=0.96, momentum=0.5, rho=1.0, problem=nqm.zhang(50), steps=2500, group=group)
+    np.testing.assert_array_equal(nqm.trajectory("ab-optax-sgd", **one).loss.values,
+                                  nqm.trajectory("ab", **one).loss.values)
+
+
+def test_braked_adam_at_rho_zero_sweeps_as_adam_bit_for_bit():
+    grid = dict(lr=np.geomspace(0.001, 0.5, 6), b1=[0.0, 0.5, 0.9, 0.99], b2=[0.9, 0.999], delay=[0, 4],
+                noise=[0.0, 0.05], problem=nqm.zhang(50), max_steps=3000, progress=False, first_passage=True)
+    a, b = nqm.sweep("ab-adam", rho=[0.0], **grid).squeeze("rho", drop=True), nqm.sweep("adam", **grid)
+    for name in ("steps", "status", "loss"):
+        np.testing.assert_array_equal(a[name].values, b[name].values)
 
 
 @pytest.mark.parametrize("spec", SPECS)

@@ -109,6 +109,7 @@ _REGISTRY: dict[str, Callable[..., Optimizer]] = {}
 _TITLES: dict[str, str] = {}
 _REDUCTIONS: dict[str, tuple] = {}
 _NEAR_ZERO: dict[str, "NearZero | None"] = {}
+_BRAKING_OF: dict[str, str | None] = {}
 
 
 class NearZero(NamedTuple):
@@ -128,7 +129,8 @@ class NearZero(NamedTuple):
     when: dict = {}
 
 
-def register(name: str, *, title: str | None = None, reductions=(), near_zero: NearZero | None = None):
+def register(name: str, *, title: str | None = None, reductions=(), near_zero: NearZero | None = None,
+             braking_of: str | None = None):
     """Decorator: make a factory ``f(**options) -> Optimizer`` available as ``name``, which
     :func:`make` gives the optimizer it builds (``title``: how figures and results name the method;
     default the name). A factory that keeps per-worker state declares a ``workers`` parameter and
@@ -137,12 +139,15 @@ def register(name: str, *, title: str | None = None, reductions=(), near_zero: N
     method equals at some settings (:class:`Reduction` fields as tuples, e.g. AB at ρ = 0 is SGDM),
     which the registry-wide tests check. ``near_zero``: what this method becomes as a noiseless
     run decays towards the minimum, where the settled test then judges it (:class:`NearZero`).
+    ``braking_of``: the optimizer this method is the braking transform of
+    (:func:`nqm.optimizers.braking.braked`; AB is that of ``"sgdm"``).
 
     Args:
       name: the method's registry name.
       title: its display name, or ``None`` for ``name``.
       reductions: :class:`Reduction` fields as tuples.
       near_zero: a :class:`NearZero`, or ``None``.
+      braking_of: a method's name (or an optax factory's label), or ``None``.
 
     Returns:
       The decorator; it returns the factory unchanged.
@@ -152,7 +157,7 @@ def register(name: str, *, title: str | None = None, reductions=(), near_zero: N
         _REGISTRY[name] = factory
         _TITLES[name] = title or name
         _REDUCTIONS[name] = tuple(Reduction(*r) for r in reductions)
-        _NEAR_ZERO[name] = near_zero
+        _NEAR_ZERO[name], _BRAKING_OF[name] = near_zero, braking_of
         return factory
 
     return deco
@@ -168,7 +173,7 @@ def unregister(name: str) -> None:
       NqmError: ``method`` is not registered.
     """
     options(name)  # an unknown method is an error
-    del _REGISTRY[name], _TITLES[name], _REDUCTIONS[name], _NEAR_ZERO[name]
+    del _REGISTRY[name], _TITLES[name], _REDUCTIONS[name], _NEAR_ZERO[name], _BRAKING_OF[name]
     _build.cache_clear()
 
 
@@ -204,6 +209,23 @@ def near_zero(method: str) -> NearZero | None:
     """
     options(method)  # an unknown method is an error
     return _NEAR_ZERO[method]
+
+
+def braking_of(method: str) -> str | None:
+    """The optimizer ``method`` is the braking transform of, as registered: ``"sgdm"`` for AB,
+    ``"optax.adam"`` for braked Adam; ``None`` for a method that is not braked.
+
+    Args:
+      method: a registered method's name.
+
+    Returns:
+      The name, or ``None``.
+
+    Raises:
+      NqmError: ``method`` is not registered.
+    """
+    options(method)  # an unknown method is an error
+    return _BRAKING_OF[method]
 
 
 def title(method: str) -> str:
@@ -378,7 +400,7 @@ def heavy_ball(hyper: type = MomentumHyper, *, dampening: bool = False, gradient
     def step(hyper, state, w, g, ctx):
         c = momentum_coefficient(hyper.momentum, dampening)
         g_hat = g if gradient is None else gradient(hyper, w, g, ctx)
-        v = hyper.momentum * (state.velocity if keep is None else keep(g, state.velocity)) + c * g_hat
+        v = c * g_hat + hyper.momentum * (state.velocity if keep is None else keep(g, state.velocity))
         direction = c * g_hat + hyper.momentum * v if nesterov else v
         step_size = hyper.lr if rate is None else rate(hyper, ctx, w.dtype)
         return w - step_size * direction, VelocityState(v), {} if info is None else info(g, state.velocity)

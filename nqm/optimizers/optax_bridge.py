@@ -8,10 +8,11 @@ axis only if one of its optax hyperparameters plays it (``momentum`` of ``optax.
 ``optax.rmsprop``, or the one ``from_optax(..., momentum=NAME)`` names); the others have no
 momentum, and their results have the single momentum coordinate 0.
 
-Braked (``brake=True``), the gradient is scaled by ``α = 1 − ρ cos(g, u)`` per group before the
-wrapped optimizer sees it, ``u`` being the optimizer's own first moment (adam's and lion's ``mu``,
-the ``trace`` of sgd with momentum) before the step, as Adaptive Braking (:mod:`nqm.optimizers.ab`)
-does with the heavy ball's velocity.
+Braked (``brake=True``), it is the braking transform of :mod:`nqm.optimizers.braking` (which
+Adaptive Braking is of SGDM): the gradient is scaled by ``α = 1 − ρ cos(g, u)`` per group before
+the optimizer sees it, ``u`` its first moment before the step, read by an accessor declared for
+it — :data:`MOMENTS` for optax's own optimizers (adam's and lion's ``mu``, sgd's ``trace``), or the
+``moment`` given to :func:`from_optax`.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ import numpy as np
 import optax
 
 from nqm.errors import NqmError
-from nqm.optimizers.ab import grouping
 from nqm.optimizers.base import NearZero, Optimizer, register
+from nqm.optimizers.braking import braked
 
 LEARNING_RATE = "learning_rate"  # optax's name of nqm's lr
 # optax's names of the decay rates of moment estimates (adam's, lion's and rmsprop's): their
@@ -43,7 +44,8 @@ _BRAKE_OPTIONS = (
 
 
 def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, momentum: str | None = None,
-               title: str | None = None, reductions=(), near_zero: NearZero | None = None, **fixed) -> str:
+               moment: Callable[[Any], Any] | None = None, title: str | None = None, reductions=(),
+               near_zero: NearZero | None = None, **fixed) -> str:
     """Register the optax optimizer ``factory`` (e.g. ``optax.adam``, not ``optax.adam(1e-3)``) as
     the nqm method ``name``: its numeric hyperparameters are swept grid axes under optax's names
     and defaults (``learning_rate`` is nqm's ``lr``), its switches are method options.
@@ -57,6 +59,10 @@ def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, m
         and ``alpha_max`` options.
       momentum: the optax hyperparameter that is nqm's ``momentum`` axis (e.g. ``"b1"``); default
         ``"momentum"`` if the factory has one, else none (the method takes no momentum).
+      moment: ``moment(inner_state) -> u``, the optimizer's first moment, pointing along the
+        gradient, from the state of the transformation ``factory`` builds (e.g.
+        ``lambda s: s[0].mu``): what braking brakes against and diagnostics read as the velocity;
+        default :data:`MOMENTS`'s for optax's own factories.
       title: how figures and results name it (default ``name``).
       reductions: what it equals at some settings, as :func:`nqm.optimizers.base.register` takes.
       near_zero: what it becomes near the minimum, as :func:`nqm.optimizers.base.register` takes.
@@ -67,21 +73,22 @@ def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, m
 
     Raises:
       NqmError: ``factory`` is not an optax optimizer factory with a ``learning_rate``, ``momentum``
-        names none of its numeric hyperparameters, or ``brake`` finds no first moment to brake against.
+        names none of its numeric hyperparameters, or ``brake`` has no first moment to brake against.
     """
-    family = bridge(factory, brake=brake, momentum=momentum, **fixed)
+    family = bridge(factory, brake=brake, momentum=momentum, moment=moment, **fixed)
     family()  # an unusable factory is refused now, not at the first run
-    register(name, title=title or name, reductions=reductions, near_zero=near_zero)(family)
+    register(name, title=title or name, reductions=reductions, near_zero=near_zero,
+             braking_of=_label(factory) if brake else None)(family)
     return name
 
 
 def bridge(factory: Callable[..., Any], *, brake: bool = False, momentum: str | None = None,
-           **fixed) -> Callable[..., Optimizer]:
+           moment: Callable[[Any], Any] | None = None, **fixed) -> Callable[..., Optimizer]:
     """The nqm family (a factory of :class:`Optimizer`, keyword options only) that runs ``factory``;
     :func:`from_optax` registers it.
 
     Args:
-      factory, brake, momentum, fixed: as :func:`from_optax`.
+      factory, brake, momentum, moment, fixed: as :func:`from_optax`.
 
     Returns:
       The family: ``family(**options) -> Optimizer``, its signature the options it takes.
@@ -94,7 +101,7 @@ def bridge(factory: Callable[..., Any], *, brake: bool = False, momentum: str | 
                        "(optax.adam(1e-3)): nqm sweeps its hyperparameters")
     if not callable(factory):
         raise NqmError(f"an optax optimizer factory such as optax.adam is needed, got {factory!r}")
-    label = f"optax.{getattr(factory, '__name__', repr(factory))}"
+    label = _label(factory)
     try:
         parameters = inspect.signature(factory).parameters
     except (TypeError, ValueError):
@@ -117,10 +124,13 @@ def bridge(factory: Callable[..., Any], *, brake: bool = False, momentum: str | 
     names = {"lr": LEARNING_RATE, **({"momentum": momentum} if momentum else {}),
              **{k: k for k in numeric if k not in (LEARNING_RATE, momentum)}}
     defaults = {k: numeric[v] for k, v in names.items() if k not in ("lr", "momentum")}
-    if brake:
-        if "rho" in names:
-            raise NqmError(f"{label} has its own rho, which braking's ρ would shadow")
-        defaults["rho"] = 0.5  # AB's default
+    if brake and "rho" in names:
+        raise NqmError(f"{label} has its own rho, which braking's ρ would shadow")
+    moment = MOMENTS.get(factory) if moment is None else moment
+    if brake and moment is None:
+        raise NqmError(f"{label} keeps no first moment nqm knows of to brake against: brake one that does (adam, "
+                       "lion, sgd with momentum) or give moment=, a function of its state that returns it "
+                       "(e.g. lambda state: state[0].mu)")
     switches = {k: p.default for k, p in parameters.items() if k not in fixed and isinstance(p.default, bool)}
     options = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=v, annotation="bool")
                for k, v in switches.items()] + (list(_BRAKE_OPTIONS) if brake else [])
@@ -131,8 +141,11 @@ def bridge(factory: Callable[..., Any], *, brake: bool = False, momentum: str | 
 
     def family(**given):
         settings = {**switches, **fixed, **{k: v for k, v in given.items() if k in switches}}
-        return _optimizer(factory, label, hyper, names, settings, brake,
-                          **{k: given.get(k, p.default) for k, p in ((p.name, p) for p in _BRAKE_OPTIONS) if brake})
+        optimizer = _optimizer(factory, label, hyper, names, settings, moment)
+        if not brake:
+            return optimizer
+        return braked(optimizer, eps=BRAKE_EPS, eps_name="brake_eps",
+                      **{p.name: given.get(p.name, p.default) for p in _BRAKE_OPTIONS})
 
     family.__signature__ = inspect.Signature(options)
     family.__name__ = label.replace(".", "_")
@@ -149,12 +162,16 @@ _OPTION_DOCS = {
 }
 
 
+def _label(factory) -> str:
+    return f"optax.{getattr(factory, '__name__', repr(factory))}"
+
+
 def _number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _optimizer(factory, label, hyper, names, settings, brake, group="global", alpha_min=None, alpha_max=None):
-    """The :class:`Optimizer` of one setting of the options."""
+def _optimizer(factory, label, hyper, names, settings, moment):
+    """The :class:`Optimizer` of one setting of the options (unbraked)."""
     # The values the transformation is built with; every step overwrites the swept ones per cell.
     start = {optax_name: 1.0 if field == "lr" else 0.5 if field == "momentum" else hyper._field_defaults[field]
              for field, optax_name in names.items()}
@@ -169,18 +186,13 @@ def _optimizer(factory, label, hyper, names, settings, brake, group="global", al
                        f": {type(exc).__name__}: {exc}".splitlines()[0]) from None
     if not isinstance(transform, optax.GradientTransformation) or not hasattr(probe, "hyperparams"):
         raise NqmError(f"{label} does not build an optax GradientTransformation")
-    moment = _moment(transform, start, label)
+    if moment is not None:
+        try:
+            jax.eval_shape(moment, probe.inner_state)
+        except Exception as exc:  # noqa: BLE001  (a declared accessor that does not fit this state)
+            raise NqmError(f"the first moment declared for {label} cannot be read from its state: "
+                           f"{type(exc).__name__}: {exc}".splitlines()[0]) from None
     shaped = _shaped_by_hyperparameters(injected, start, settings)
-    if brake and moment is None:
-        raise NqmError(f"{label} keeps no first moment (mu or trace) to brake against; brake an optimizer with one "
-                       "(adam, lion, sgd with momentum)")
-    if brake:
-        for bound_name, bound in (("alpha_min", alpha_min), ("alpha_max", alpha_max)):
-            if bound is not None and not np.isfinite(bound):
-                raise NqmError(f"{bound_name} must be a finite number, got {bound}")
-        if alpha_min is not None and alpha_max is not None and alpha_min > alpha_max:
-            raise NqmError(f"alpha_min ({alpha_min}) must not exceed alpha_max ({alpha_max})")
-        group_label, cosine = grouping(group)
     swept = [(field, optax_name) for field, optax_name in names.items()]
 
     def init(w0):
@@ -193,20 +205,12 @@ def _optimizer(factory, label, hyper, names, settings, brake, group="global", al
             fresh = injected(**{**start, **values}, **settings).init(w)
             state = jax.tree.map(lambda new, old: jnp.where(state.count == 0, new, old), fresh, state)
         state = state._replace(hyperparams={**state.hyperparams, **values})
-        info = {}
-        if brake:
-            cos = cosine(g, moment(state), BRAKE_EPS)
-            alpha = 1.0 - cell.rho * cos  # written as ab writes it, so that braked SGDM is ab bit for bit
-            if alpha_min is not None or alpha_max is not None:
-                alpha = jnp.clip(alpha, alpha_min, alpha_max)
-            g = alpha * g
-            info = {"alpha": jnp.mean(alpha), "cosine": jnp.broadcast_to(cos, g.shape)}
         updates, state = transform.update(g, state, w)
-        return w + updates, state, info
+        return w + updates, state, {}
 
     def velocity(state, ctx):
         del ctx
-        return moment(state)
+        return moment(state.inner_state)
 
     config = (("optax", label), ("optax_version", optax.__version__),
               *((k, v if isinstance(v, (bool, int, float, str)) else repr(v)) for k, v in sorted(settings.items())))
@@ -219,8 +223,6 @@ def _optimizer(factory, label, hyper, names, settings, brake, group="global", al
         rates = np.stack([np.asarray(values[field], np.float64) for field in decays])
         return 1.0 / np.maximum(1.0 - rates.max(0), np.finfo(np.float64).eps)
 
-    if brake:
-        config += (("group", group_label), ("alpha_min", alpha_min), ("alpha_max", alpha_max), ("brake_eps", BRAKE_EPS))
     return Optimizer(hyper, init, step, config, velocity=None if moment is None else velocity,
                      memory=memory if decays else None)
 
@@ -238,45 +240,15 @@ def _shaped_by_hyperparameters(injected, start, settings) -> bool:
     return any(not np.array_equal(a, b) for a, b in zip(*map(jax.tree.leaves, states)))
 
 
-def _moment(transform, start, label):
-    """``moment(state) -> u``: the first ``mu`` or ``trace`` in the optimizer's state, turned to
-    point along the gradient (rmsprop's trace follows its updates, −lr ĝ): ``None`` if it has none."""
-    w, g = jnp.zeros(2), jnp.ones(2)
-    path = _path(transform.init(w).inner_state)
-    if path is None:
-        return None
-
-    def raw(state):
-        node = state.inner_state
-        for key in path:
-            node = getattr(node, key) if isinstance(key, str) and hasattr(node, "_fields") else node[key]
-        return node
-
-    _, after = transform.update(g, transform.init(w), w)
-    sign = float(np.sign(np.vdot(g, np.asarray(raw(after)))))
-    if sign == 0:
-        raise NqmError(f"{label}'s moment {'.'.join(map(str, path))} stays 0 after a step at "
-                       f"{start}; nqm cannot tell which way it points")
-    return raw if sign > 0 else (lambda state: -raw(state))
-
-
-def _path(node, path=()):
-    if hasattr(node, "_fields"):
-        for field in ("mu", "trace"):
-            if field in node._fields:
-                return path + (field,)
-        children = [(f, getattr(node, f)) for f in node._fields]
-    elif isinstance(node, (tuple, list)):
-        children = list(enumerate(node))
-    elif isinstance(node, dict):
-        children = list(node.items())
-    else:
-        return None
-    for key, child in children:
-        found = _path(child, path + (key,))
-        if found is not None:
-            return found
-    return None
+# Where optax's own optimizers keep their first moment, pointing along the gradient (their
+# ``inner_state``: the states of the chain they are built from).
+MOMENTS = {
+    optax.sgd: lambda inner: inner[0].trace,  # trace(momentum), then the learning rate
+    optax.adam: lambda inner: inner[0].mu,
+    optax.adamw: lambda inner: inner[0].mu,
+    optax.lion: lambda inner: inner[0].mu,
+    optax.rmsprop: lambda inner: -inner[2].trace,  # its trace follows the updates, −lr ĝ
+}
 
 
 # The CLI methods, under optax's own names and defaults; each states what it equals at some setting:
