@@ -129,8 +129,8 @@ def engine_rate(problem, method: str, cells: int, steps: int, chunk: int, delay=
     defaults = optimizer.hyper._field_defaults
     hyper = {k: hyper[k] if k in hyper else np.full(cells, defaults[k]) for k in optimizer.hyper._fields}
     config = engine.RunConfig(target=-1.0, diverge_factor=np.inf, chunk_steps=chunk, progress=False)
-    run = lambda n: engine.simulate(problem, optimizer, hyper, np.full(cells, NOISE), delay=delay,
-                                    config=dataclasses.replace(config, max_steps=n))
+    run = lambda n: engine.simulate(problem, engine.Cells(optimizer, hyper, np.full(cells, NOISE), delay),
+                                    dataclasses.replace(config, max_steps=n))
     run(chunk)  # compile
     return cells * problem.dim * steps / _best_time(lambda: run(steps))[0]
 
@@ -149,8 +149,9 @@ def early_exit(problem, cells: int, budget: int, chunk: int, full_rate: float) -
     config = engine.RunConfig(target=1.0, max_steps=budget, chunk_steps=chunk, progress=False)
     optimizer = make("sgdm", delay=DELAY)
     sigma = np.full(lr.size, NOISE)
-    engine.simulate(problem, optimizer, hyper, sigma, delay=DELAY, config=dataclasses.replace(config, max_steps=chunk))
-    elapsed, out = _best_time(lambda: engine.simulate(problem, optimizer, hyper, sigma, delay=DELAY, config=config))
+    cells = engine.Cells(optimizer, hyper, sigma, DELAY)
+    engine.simulate(problem, cells, dataclasses.replace(config, max_steps=chunk))
+    elapsed, out = _best_time(lambda: engine.simulate(problem, cells, config))
     useful = float(out.steps.sum())
     counts = {"reached": int((out.status == REACHED).sum()), "diverged": int((out.status == DIVERGED).sum()),
               "budget": int((out.status == BUDGET).sum()), "steps_min": int(out.steps.min()), "steps_max": int(out.steps.max())}

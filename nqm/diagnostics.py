@@ -28,7 +28,7 @@ import numpy as np
 import xarray as xr
 
 from nqm import delays, engine, jobs, validate
-from nqm.engine import First, GeometricMean, Histogram, Mean
+from nqm.engine import First, GeometricMean, Histogram, Mean, Trace
 from nqm.engine.record import loss
 from nqm.errors import NqmError
 from nqm.optimizers.base import momentum_coefficient
@@ -293,35 +293,51 @@ def trajectory(method: str = "sgdm", *, lr, momentum=None, delay=0, noise: float
         if not isinstance(flag, (bool, np.bool_)):
             raise NqmError(f"{name} must be True or False, got {flag!r}")
     task, values = jobs.cell(method, lr=lr, momentum=momentum, noise=noise, seed=seed, problem=problem, x64=x64,
-                               **hyper_and_options)
+                             **hyper_and_options)
     seed = int(np.ravel(seed)[0])
+    steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
+    stride = validate.count(stride, "stride", high=steps)
+    recorders = _recorders(record, summaries, target, x64)
+    config = engine.RunConfig(target=-1.0, diverge_factor=np.inf, max_steps=steps, x64=x64,
+                              independent_noise=independent_noise, chunk_steps=min(steps, 1000), progress=False)
+    task, process = task._replace(config=config), delays.process(delay)
+    out = task.run(process, values, seed, [Trace(recorders, stride)])
+    coords = {"step": np.arange(1, steps // stride + 1) * stride, "eigenvalue": ("component", task.problem.eigenvalues)}
+    data = {name: (("step",) if array.ndim == 2 else ("step", "component"), array[0]) for name, array in out.trace.items()}
+    data.update(_summaries(out.summary, recorders, coords, steps))
+    attrs = {"method": method, **{k: float(v[0]) for k, v in values.items() if k != "noise"},
+             "delay": process.label, "noise": float(values["noise"][0]), "seed": seed, "stride": stride,
+             "steps": steps, **{k: attribute(v) for k, v in task.optimizer(process).config if k != "workers"},
+             **task.problem.describe(), **({} if target is None else {"target": float(target)})}
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _recorders(record, summaries: bool, target, x64: bool) -> dict:
+    """The recorders of a trajectory by name: those named in ``record``, the :data:`SUMMARIES` (with
+    the step a run's energy ratio stopped being finite), and ``steps_to_target``."""
     record = () if record is None else (record,) if isinstance(record, str) else tuple(record)
     unknown = [name for name in record if name not in RECORDERS]
     if unknown:
         raise NqmError(f"unknown recorder {unknown[0]!r}; choose from {', '.join(RECORDERS)}")
-    steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
-    stride = validate.count(stride, "stride", high=steps)
-    if target is not None:
-        if not (np.isfinite(validate.number(target, "target")) and target > 0):
-            raise NqmError(f"target must be a number > 0, got {target}")
-        validate.representable(float(target), "target", "float64" if x64 else "float32")
-    process = delays.process(delay)
     recorders = {name: RECORDERS[name] for name in record}
     if summaries:
         recorders.update(SUMMARIES)
         recorders[_COVERED] = First(energy_ratio_not_finite)
     if target is not None:
+        if not (np.isfinite(validate.number(target, "target")) and target > 0):
+            raise NqmError(f"target must be a number > 0, got {target}")
+        validate.representable(float(target), "target", "float64" if x64 else "float32")
         recorders["steps_to_target"] = First(below(float(target)), "first step with loss < target (0: never)")
-    config = engine.RunConfig(target=-1.0, diverge_factor=np.inf, max_steps=int(steps), x64=x64,
-                              independent_noise=independent_noise, chunk_steps=min(int(steps), 1000), progress=False)
-    task = task._replace(config=config)
-    out = task.run(process, values, seed, record=recorders, stride=int(stride))
-    problem = task.problem
-    coords = {"step": np.arange(1, int(steps) // int(stride) + 1) * int(stride),
-              "eigenvalue": ("component", problem.eigenvalues)}
-    data = {name: (("step",) if array.ndim == 2 else ("step", "component"), array[0]) for name, array in out.trace.items()}
-    diverged_at = int(out.summary.pop(_COVERED, np.zeros(1))[0])
-    for name, array in out.summary.items():
+    return recorders
+
+
+def _summaries(summary: dict, recorders: dict, coords: dict, steps: int) -> dict:
+    """The trajectory's summary variables (a histogram's bins join ``coords``); a geometric mean
+    over the steps before a divergence says so."""
+    summary = dict(summary)
+    diverged_at = int(summary.pop(_COVERED, np.zeros(1))[0])
+    data = {}
+    for name, array in summary.items():
         kind = recorders[name]
         dims = (kind.dim,) if isinstance(kind, Histogram) else ("component",) * array[0].ndim
         if isinstance(kind, Histogram):
@@ -331,13 +347,7 @@ def trajectory(method: str = "sgdm", *, lr, momentum=None, delay=0, noise: float
             covered = diverged_at - 1 if diverged_at else steps
             note = f" (only the {covered:,} steps before the run diverged)" if covered < steps else ""
             data[name][2].update(long_name=kind.long_name + note, steps=covered)
-    attrs = {"method": method, **{k: float(v[0]) for k, v in values.items() if k != "noise"},
-             "delay": process.label, "noise": float(values["noise"][0]), "seed": seed, "stride": int(stride),
-             "steps": int(steps), **{k: attribute(v) for k, v in task.optimizer(process).config if k != "workers"},
-             **problem.describe()}
-    if target is not None:
-        attrs["target"] = float(target)
-    return xr.Dataset(data, coords=coords, attrs=attrs)
+    return data
 
 
 def histogram_percentile(histogram: xr.DataArray, q: float) -> float:

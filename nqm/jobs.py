@@ -23,7 +23,7 @@ from nqm.conventions import ALIASES, BATCH_NOISE, batch_noise, family
 from nqm.errors import NqmError
 from nqm.optimizers import Optimizer, base, make, methods
 from nqm.problem import Problem, zhang
-from nqm.validate import coordinates, representable
+from nqm.validate import coordinates, did_you_mean, representable
 
 BASE_HYPER = ("lr", "momentum")
 RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(RunConfig))
@@ -46,13 +46,14 @@ class Job(NamedTuple):
     def optimizer(self, process: delays.Process) -> Optimizer:
         return make(self.method, delay=process, problem=self.problem, **self.options)
 
-    def run(self, process: delays.Process, values: dict, seed: int, **engine_options) -> engine.Outcome:
+    def run(self, process: delays.Process, values: dict, seed: int, observers=()) -> engine.Outcome:
         """Run the cells ``values`` (per-cell arrays of lr, momentum, noise and the method's extra
-        hyperparameters) under ``process`` with ``seed``; see :func:`nqm.engine.simulate`."""
+        hyperparameters) under ``process`` with ``seed``, with ``observers``; see
+        :func:`nqm.engine.simulate`."""
         optimizer = self.optimizer(process)
         hyper = {name: values[name] for name in optimizer.hyper._fields}
-        return engine.simulate(self.problem, optimizer, hyper, values["noise"], delay=process, seed=int(seed),
-                               uids=cell_uids(values), config=self.config, **engine_options)
+        cells = engine.Cells(optimizer, hyper, values["noise"], process, int(seed), cell_uids(values))
+        return engine.simulate(self.problem, cells, self.config, observers)
 
 
 def job(method: str, problem: Problem | None, options: dict) -> tuple[Job, dict]:
@@ -148,6 +149,16 @@ def split(method: str, options: dict) -> tuple[dict, dict, dict]:
     extra = hyper_dims(method)
     given = {k: v for k, v in options.items() if v is not None}
     grids = {k: given.pop(k) for k in extra if k in given}
+    _placed(method, given, extra)
+    defaults = base.hyperparameters(method)._field_defaults
+    settings = {k: v for k, v in given.items() if k in RUN_OPTIONS}
+    opt_options = {k: v for k, v in given.items() if k not in RUN_OPTIONS}
+    return {k: grids.get(k, defaults.get(k)) for k in extra}, opt_options, settings
+
+
+def _placed(method: str, given: dict, extra: tuple) -> None:
+    """Refuse (one line) an option of ``given`` that is another method's hyperparameter or option,
+    or nobody's — naming the closest spelling the method takes ("did you mean")."""
     # A name may be one method's hyperparameter and another's option (adam's eps, ab's eps).
     misplaced = sorted(k for k in given if k in all_hyper_dims() and k not in base.options(method))
     if misplaced:
@@ -160,11 +171,10 @@ def split(method: str, options: dict) -> tuple[dict, dict, dict]:
         raise NqmError(f"option(s) {', '.join(foreign)} do not apply to method {method!r} "
                        f"({foreign[0]} is an option of {', '.join(owners)})")
     if unknown:
-        raise NqmError(f"unknown option(s) {', '.join(unknown)} for method {method!r}; see help(nqm.sweep)")
-    defaults = base.hyperparameters(method)._field_defaults
-    settings = {k: v for k, v in given.items() if k in RUN_OPTIONS}
-    opt_options = {k: v for k, v in given.items() if k not in RUN_OPTIONS}
-    return {k: grids.get(k, defaults.get(k)) for k in extra}, opt_options, settings
+        known = ("lr", "momentum", "noise", "delay", "seed", "problem", "batch_size", *extra,
+                 *base.options(method), *RUN_OPTIONS)
+        raise NqmError(f"unknown option(s) {', '.join(unknown)} for method {method!r}"
+                       f"{did_you_mean(unknown[0], known)}; see help(nqm.sweep)")
 
 
 def momentum_of(method: str, momentum):

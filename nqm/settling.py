@@ -47,7 +47,7 @@ import numpy as np
 
 from nqm import delays
 from nqm.conventions import family
-from nqm.engine import Last, Outcome, record
+from nqm.engine import Last, Outcome, Settle, Trace, record
 from nqm.engine.step import WINDOW_POINTS, settle_window, settling_span
 from nqm.errors import NqmError
 from nqm.expected import steady_state_loss
@@ -88,18 +88,19 @@ def test_for(task: Job, process) -> str:
     return CONTINUED
 
 
-def continued(task: Job, process) -> bool:
-    """Whether the runs of ``task`` under ``process`` are judged by continuing them: the engine is
-    then run with ``settle=True`` (a reached cell steps on through its settling window).
+def observers(task: Job, process) -> tuple:
+    """What the runs of ``task`` under ``process`` need for their settled test: a
+    :class:`~nqm.engine.observers.Settle` (a reached cell steps on through its settling window)
+    where they are judged by continuing them, else nothing.
 
     Args:
       task: the job.
       process: its delay process.
 
     Returns:
-      ``test_for(task, process) == CONTINUED``.
+      ``(Settle(),)`` where ``test_for(task, process) == CONTINUED``, else ``()``.
     """
-    return test_for(task, process) == CONTINUED
+    return (Settle(),) if test_for(task, process) == CONTINUED else ()
 
 
 def settle(task: Job, process, values: dict, outcome: Outcome, seed: int = 0) -> np.ndarray:
@@ -110,8 +111,8 @@ def settle(task: Job, process, values: dict, outcome: Outcome, seed: int = 0) ->
       task: the job the cells ran under.
       process: their delay process.
       values: per-cell hyperparameter arrays (``lr``, ``momentum``, ``noise``, …), as the engine got them.
-      outcome: the engine's results of those cells (first passage), run with
-        ``settle=continued(task, process)``.
+      outcome: the engine's results of those cells (first passage), run with the observers of
+        :func:`observers`.
       seed: the seed they ran with (a floor probe runs them again under the same delay schedule).
 
     Returns:
@@ -128,7 +129,7 @@ def settle(task: Job, process, values: dict, outcome: Outcome, seed: int = 0) ->
     if _exact(task, process):
         stays = _exactly(task, process, cells)
     elif outcome.window is None or outcome.peak is None:
-        raise NqmError("the continued settled test reads the settling window: run the engine with settle=True")
+        raise NqmError("the continued settled test reads the settling window: run the engine with a Settle observer")
     else:
         first, window, peak = np.asarray(outcome.steps)[reached], outcome.window[reached], outcome.peak[reached]
         span = _span(task, process, cells)
@@ -210,7 +211,7 @@ def _probe(task: Job, process, cells: dict, seed: int, rate: np.ndarray, floor: 
     options = task.options if floor is None else {**task.options, floor: PROBE_FLOOR * task.config.target}
     probe = task._replace(options=options, config=dataclasses.replace(task.config, x64=True, progress=False))
     values, span = {k: v[probed] for k, v in cells.items()}, budget[probed].astype(np.int64)
-    out = probe.run(process, values, seed, settle=True, span=span)
+    out = probe.run(process, values, seed, [Settle(span)])
     reached = out.status == REACHED
     rounded = (out.window == 0).any(1)  # rounded to w = 0 exactly, where it would stay: that proves nothing
     stays[probed] = reached & ~rounded & _windowed(values, out.steps, out.window, out.peak,
@@ -371,8 +372,8 @@ def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, s
         stride = max(1, budget // WINDOW_POINTS)
         config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
         run = task._replace(config=config).run(
-            process, {n: v[group] for n, v in cells.items()}, seed, stride=stride,
-            record={"loss": record.loss, "last_exit": Last(Exceeds(float(task.config.target)))})
+            process, {n: v[group] for n, v in cells.items()}, seed,
+            [Trace({"loss": record.loss, "last_exit": Last(Exceeds(float(task.config.target)))}, stride)])
         t = stride * np.arange(1, run.trace["loss"].shape[1] + 1)
         window = t > budget / 2
         stays = np.array([run.status[i] != DIVERGED and stays_below(run.trace["loss"][i, window], t[window], False,

@@ -30,8 +30,9 @@ from nqm.checkpoint import Checkpointer, checked, discard_checkpoint, resume
 from nqm.errors import NqmError
 from nqm.io import lock
 from nqm.jobs import Job, batch_sizes, empty, job, momentum_of, per_batch
+from nqm.engine import Checkpoint, Progress
 from nqm.problem import Problem
-from nqm.settling import continued, settle, stay_steps, test_for
+from nqm.settling import observers as settle_observers, settle, stay_steps, test_for
 from nqm.status import STAY, meaning
 from nqm.validate import coordinates, flag, floats, grid_size, number
 
@@ -173,10 +174,9 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
         outcome = outcome._replace(status=settle(task, process, cells, outcome, seed_value))
         writer.store(cell_dims, np.unravel_index(todo[ids], grid.shape), delay_value, seed_value, outcome)
 
-    task.run(process, values, seed_value, on_finished=store,
-             between_chunks=functools.partial(writer.between_chunks, key, todo),
-             resume=writer.resume_point(key, todo), description=f"D={delay_value} seed={seed_value}", bar=bar,
-             settle=continued(task, process))
+    task.run(process, values, seed_value, [
+        Checkpoint(store, functools.partial(writer.between_chunks, key, todo), writer.resume_point(key, todo)),
+        Progress(f"D={delay_value} seed={seed_value}", bar), *settle_observers(task, process)])
     writer.done(key)
 
 
@@ -215,8 +215,8 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
     values = coordinates(distinct=False, dtype=task.dtype, **{k: v.ravel() for k, v in zip(given, shaped)})
     grid_size({"point": values["lr"], "seed": seeds})
     process = delays.process(delay)
-    outcomes = [task.run(process, values, s, description=f"{method} seed={s}", settle=continued(task, process))
-                for s in seeds]
+    outcomes = [task.run(process, values, s, [Progress(f"{method} seed={s}", enabled=task.config.progress),
+                                               *settle_observers(task, process)]) for s in seeds]
     outcomes = [o._replace(status=settle(task, process, values, o, s)) for s, o in zip(seeds, outcomes)]
     data = {name: (("seed", "point"), np.stack([getattr(o, name) for o in outcomes])) for name in ("steps", "status", "loss")}
     coords = {"seed": seeds, **{k: ("point", v) for k, v in values.items()}}

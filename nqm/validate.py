@@ -6,6 +6,9 @@ checks; each failure is one :class:`NqmError` line that says what is wrong and h
 
 from __future__ import annotations
 
+import difflib
+from typing import NamedTuple
+
 import numpy as np
 
 from nqm.errors import NqmError
@@ -27,25 +30,60 @@ BOUNDS = {
 }
 MAX_STEPS, MAX_DELAY, MAX_VALUES, MAX_CELLS = (BOUNDS[k] for k in ("steps", "delay", "values", "cells"))
 
-_RULES = {
-    "lr": ("a learning rate > 0", lambda x: x > 0, float),
-    "momentum": ("a momentum in [0, 1)", lambda x: (x >= 0) & (x < 1), float),
-    "delay": (f"an integer delay between 0 and {MAX_DELAY:,}", lambda x: (x >= 0) & (x == np.round(x)) & (x <= MAX_DELAY), int),
-    "noise": ("a noise scale >= 0", lambda x: x >= 0, float),
-    "batch_size": ("an integer batch size >= 1", lambda x: (x >= 1) & (x == np.round(x)) & (x <= BOUNDS["batch"]), int),
-    "seed": (f"an integer seed between 0 and {2**32 - 1:,}", lambda x: (x >= 0) & (x == np.round(x)) & (x < 2**32), int),
-}
-_HYPER_RULE = ("a number >= 0", lambda x: x >= 0, float)  # ρ, λ_dc, …
-# Method hyperparameters with a narrower range than _HYPER_RULE's (left out, they take their default).
-_METHOD_RULES = {
-    "power": ("an exponent in [0, 1]", lambda x: (x >= 0) & (x <= 1), float),  # precond's H^(−p)
-}
+class Domain(NamedTuple):
+    """Where a parameter's values may lie: between ``low`` and ``high``, each end included or not,
+    whole numbers only if ``integer``; ``text`` says it in words, for the error line.
+
+    Examples:
+      >>> DECAY.holds(np.array([0.0, 0.9, 1.0]))
+      array([ True,  True, False])
+    """
+
+    text: str
+    low: float = -np.inf
+    high: float = np.inf
+    closed_low: bool = True
+    closed_high: bool = True
+    integer: bool = False
+
+    def holds(self, x: np.ndarray) -> np.ndarray:
+        """Whether each value is in the domain (a boolean array; NaN and ±∞ never are).
+
+        Args:
+          x: values.
+
+        Returns:
+          A boolean array like ``x``.
+        """
+        x = np.asarray(x, np.float64)
+        with np.errstate(invalid="ignore"):
+            above = x >= self.low if self.closed_low else x > self.low
+            below = x <= self.high if self.closed_high else x < self.high
+            whole = x == np.round(x) if self.integer else True
+            return np.isfinite(x) & above & below & whole
 
 
-def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndarray]:
+RATE = Domain("a learning rate > 0", 0.0, closed_low=False)
+DECAY = Domain("a decay rate in [0, 1)", 0.0, 1.0, closed_high=False)  # momentum, b1, b2, decay
+NONNEGATIVE = Domain("a number >= 0", 0.0)  # ρ, λ_dc, …: a method hyperparameter not declared otherwise
+POSITIVE = Domain("a number > 0", 0.0, closed_low=False)
+UNIT = Domain("a number in [0, 1]", 0.0, 1.0)
+_DOMAINS = {
+    "lr": RATE,
+    "momentum": DECAY._replace(text="a momentum in [0, 1)"),
+    "delay": Domain(f"an integer delay between 0 and {MAX_DELAY:,}", 0, MAX_DELAY, integer=True),
+    "noise": Domain("a noise scale >= 0", 0.0),
+    "batch_size": Domain(f"an integer batch size between 1 and {BOUNDS['batch']:,}", 1, BOUNDS["batch"], integer=True),
+    "seed": Domain(f"an integer seed between 0 and {2**32 - 1:,}", 0, 2**32 - 1, integer=True),
+    "power": UNIT._replace(text="an exponent in [0, 1]"),  # precond's H^(−p)
+}
+_RUN_AXES = ("lr", "momentum", "delay", "noise", "batch_size", "seed")  # every entry point's: never left out
+
+
+def coordinates(distinct: bool = True, dtype=None, domains: dict | None = None, **grids) -> dict[str, np.ndarray]:
     """Each grid as a 1-D array of valid values (lr, momentum, delay, noise, batch_size, seed, and
-    any method hyperparameter, which must be >= 0 — precond's power in [0, 1]), distinct unless
-    ``distinct`` is false (lists of points).
+    any method hyperparameter, in its domain: ``domains[name]``, else :data:`NONNEGATIVE`), distinct
+    unless ``distinct`` is false (lists of points).
 
     With ``dtype`` (the run's float precision), a value the run would not see as given — ``lr =
     1e-320`` or ``momentum = 0.99999999999`` in float32, which run as 0 and 1 — is refused
@@ -54,6 +92,7 @@ def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndar
     Args:
       distinct: refuse repeated values in a grid.
       dtype: the run's float dtype, or ``None`` (not checked).
+      domains: the method hyperparameters' domains by name (:class:`Domain`), or ``None``.
       grids: each grid by name: one value or a list (``None`` leaves a method hyperparameter out).
 
     Returns:
@@ -64,32 +103,36 @@ def coordinates(distinct: bool = True, dtype=None, **grids) -> dict[str, np.ndar
     """
     coords = {}
     for name, values in grids.items():
+        domain = _DOMAINS.get(name) or (domains or {}).get(name, NONNEGATIVE)
         if values is None and name in ("lr", "momentum"):
             raise NqmError(f"{name} is required: give one value or a list")
-        what, ok, kind = _RULES.get(name) or _METHOD_RULES.get(name, _HYPER_RULE)
-        if values is None and name in _RULES:  # only a method hyperparameter may be left out (its default)
-            raise NqmError(f"{name} must be {what} (one value or a list), got None")
-        if values is None:
-            continue
-        array = floats(values, name)
-        if array.ndim != 1 or array.size == 0:
-            raise NqmError(f"{name} is empty: give at least one value")
-        bad = array[~(np.isfinite(array) & ok(array))]
-        if bad.size:
-            whole = np.isfinite(bad[0]) and bad[0] == np.round(bad[0])
-            # An integer's near miss in full (7.999999999999999, not "8"); other values as %g.
-            shown = int(bad[0]) if kind is int and whole else repr(float(bad[0])) if kind is int else f"{bad[0]:g}"
-            raise NqmError(f"{name}={shown} is invalid: each value must be {what}")
-        if distinct and np.unique(array).size != array.size:
-            raise NqmError(f"{name} has repeated values: give each value once")
-        if dtype is not None and kind is float:
-            for x in array:
-                representable(x, name, dtype, below=1.0 if name == "momentum" else None)
-            if distinct and np.unique(array.astype(dtype)).size != array.size:
-                raise NqmError(f"{name} has values that are one number in {np.dtype(dtype).name} (the run's "
-                               "precision): give them further apart, or run in float64 (x64=True, --x64)")
-        coords[name] = array.astype(np.int64 if kind is int else np.float64)
+        if values is None and name in _RUN_AXES:  # only a method hyperparameter may be left out (its default)
+            raise NqmError(f"{name} must be {domain.text} (one value or a list), got None")
+        if values is not None:
+            coords[name] = _coordinate(name, floats(values, name), domain, distinct, dtype)
     return coords
+
+
+def _coordinate(name: str, array: np.ndarray, domain: Domain, distinct: bool, dtype) -> np.ndarray:
+    """One grid, checked against its domain (and the run's precision)."""
+    if array.ndim != 1 or array.size == 0:
+        raise NqmError(f"{name} is empty: give at least one value")
+    bad = array[~domain.holds(array)]
+    if bad.size:
+        whole = np.isfinite(bad[0]) and bad[0] == np.round(bad[0])
+        # An integer's near miss in full (7.999999999999999, not "8"); other values as %g.
+        shown = (int(bad[0]) if whole else repr(float(bad[0]))) if domain.integer else f"{bad[0]:g}"
+        raise NqmError(f"{name}={shown} is invalid: each value must be {domain.text}")
+    if distinct and np.unique(array).size != array.size:
+        raise NqmError(f"{name} has repeated values: give each value once")
+    if dtype is not None and not domain.integer:
+        below = None if domain.closed_high or not np.isfinite(domain.high) else domain.high
+        for x in array:
+            representable(x, name, dtype, below=below)
+        if distinct and np.unique(array.astype(dtype)).size != array.size:
+            raise NqmError(f"{name} has values that are one number in {np.dtype(dtype).name} (the run's "
+                           "precision): give them further apart, or run in float64 (x64=True, --x64)")
+    return array.astype(np.int64 if domain.integer else np.float64)
 
 
 def floats(values, name: str) -> np.ndarray:
@@ -215,6 +258,21 @@ def count(value, name: str, *, low: int = 1, high: int | None = None) -> int:
         bound = f">= {low:,}" if high is None else f"between {low:,} and {high:,}"
         raise NqmError(f"{name} must be an integer {bound}, got {value!r}")
     return int(value)
+
+
+def did_you_mean(name: str, choices) -> str:
+    """``"; did you mean 'rho'?"`` for the closest of ``choices`` to a mistyped ``name`` (empty if
+    none is close), for the end of an error line.
+
+    Args:
+      name: what was given.
+      choices: the names that would have been accepted.
+
+    Returns:
+      The phrase, or ``""``.
+    """
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def format_bytes(size: float) -> str:

@@ -161,7 +161,7 @@ def test_a_pmf_concentrated_on_one_delay_is_that_constant_delay_bit_for_bit(meth
     hyper = {"lr": np.geomspace(0.2, 1.5, 6), "momentum": np.full(6, 0.6), "rho": np.full(6, 0.5)}
     sigma = np.full(6, 0.05)
     runs = [
-        engine.simulate(PROBLEM, make(method, delay=spec), hyper, sigma, delay=spec, seed=3, config=CONFIG)
+        engine.simulate(PROBLEM, engine.Cells(make(method, delay=spec), hyper, sigma, delay=spec, seed=3), CONFIG)
         for spec in (2, "pmf:0,0,1", "uniform:2:2")
     ]
     for other in runs[1:]:
@@ -175,8 +175,8 @@ def test_results_do_not_depend_on_chunks_devices_or_grid(spec):
     sigma = np.full(8, 0.02)
     optimizer = make("shifted", delay=spec)
     run = lambda idx, **cfg: engine.simulate(
-        PROBLEM, optimizer, {k: v[idx] for k, v in hyper.items()}, sigma[idx], delay=spec, seed=5,
-        config=dataclasses.replace(CONFIG, **cfg))
+        PROBLEM, engine.Cells(optimizer, {k: v[idx] for k, v in hyper.items()}, sigma[idx], delay=spec, seed=5),
+        dataclasses.replace(CONFIG, **cfg))
     every = np.arange(8)
     base = run(every)
     np.testing.assert_array_equal(run(every, chunk_steps=17).steps, base.steps)
@@ -187,8 +187,9 @@ def test_results_do_not_depend_on_chunks_devices_or_grid(spec):
 
 def test_an_optimizer_made_for_another_worker_count_is_an_error():
     with pytest.raises(NqmError, match="made for 3 workers"):
-        engine.simulate(PROBLEM, make("shifted", delay=2), {"lr": [0.1], "momentum": [0.5]}, [0.0],
-                        delay="workers:5", config=CONFIG)
+        engine.simulate(PROBLEM,
+                        engine.Cells(make("shifted", delay=2), {"lr": [0.1], "momentum": [0.5]}, [0.0], delay="workers:5"),
+                        CONFIG)
 
 
 @pytest.mark.parametrize("spec", ["-1", "uniform:3:1", "gaussian:0", "pmf:", "pmf:-1,2", "workers:0",

@@ -43,11 +43,13 @@ def _labels(group):
     return np.arange(PROBLEM.dim) * count // PROBLEM.dim
 
 
-def run(method, options, extra, delay, lr=LR, momentum=0.8, sigma=0.0, config=QUIET, problem=PROBLEM, **kw):
+def run(method, options, extra, delay, lr=LR, momentum=0.8, sigma=0.0, config=QUIET, problem=PROBLEM, record=None,
+        seed=0):
     cells = len(lr)
     hyper = {"lr": lr, "momentum": np.broadcast_to(momentum, cells), **{k: np.full(cells, v) for k, v in extra.items()}}
-    return engine.simulate(problem, make(method, delay=delay, **options), hyper, np.broadcast_to(sigma, cells),
-                           delay=delay, config=config, **kw)
+    batch = engine.Cells(make(method, delay=delay, **options), hyper, np.broadcast_to(sigma, cells), delay=delay,
+                         seed=seed)
+    return engine.simulate(problem, batch, config, [engine.Trace(record)] if record else [])
 
 
 # Delays 1 and 8 compile every variant twice more: under `pytest -m slow`.
@@ -238,8 +240,9 @@ def test_a_run_resumed_from_a_snapshot_mid_cell_is_bit_identical(method, spec):
     config = engine.RunConfig(target=1e-4, max_steps=3000, chunk_steps=128, progress=False)
     optimizer = make(method, delay=spec)
     hyper = {k: hyper[k] for k in optimizer.hyper._fields}
-    run = lambda **kw: engine.simulate(problem, optimizer, hyper, sigma, delay=spec, seed=2, config=config,
-                                       record={"decay": engine.GeometricMean(diagnostics.energy_ratio)}, **kw)
+    run = lambda **kw: engine.simulate(problem, engine.Cells(optimizer, hyper, sigma, delay=spec, seed=2), config,
+                                       [engine.Trace({"decay": engine.GeometricMean(diagnostics.energy_ratio)}),
+                                        engine.Checkpoint(**kw)])
     whole = run()
     saved = []
 
@@ -267,10 +270,11 @@ def test_the_work_counted_is_what_the_blocks_computed():
     problem = nqm.zhang(16)
     hyper = {"lr": np.geomspace(0.01, 0.02, 8), "momentum": np.full(8, 0.5)}
     config = dataclasses.replace(QUIET, target=-1.0, max_steps=300, chunk_steps=64, batch_cells=8, block_cells=2)
-    out = engine.simulate(problem, make("sgdm"), hyper, np.zeros(8), config=config)
+    out = engine.simulate(problem, engine.Cells(make("sgdm"), hyper, np.zeros(8)), config)
     assert out.work[0] == 8 * 300 and (out.steps == 300).all()
     hyper = {"lr": np.geomspace(0.05, 3.0, 8), "momentum": np.full(8, 0.5)}
-    out = engine.simulate(problem, make("sgdm"), hyper, np.zeros(8), config=dataclasses.replace(config, target=0.05))
+    out = engine.simulate(problem, engine.Cells(make("sgdm"), hyper, np.zeros(8)),
+                          dataclasses.replace(config, target=0.05))
     assert len(set(out.steps)) > 2 and out.steps.sum() <= out.work[0] <= 8 * out.steps.max()
 
 
@@ -281,8 +285,9 @@ def test_a_cell_does_not_depend_on_the_budget_under_random_delays(spec):
     that finish within the short budget are bit for bit the same in the long one."""
     problem = nqm.zhang(2000)
     hyper = {"lr": np.geomspace(0.01, 0.4, 8), "momentum": np.full(8, 0.5), "rho": np.full(8, 0.5)}
-    run = lambda budget: engine.simulate(problem, make("ab", delay=spec), hyper, np.full(8, 0.01), delay=spec,
-                                         config=dataclasses.replace(QUIET, target=2.0, max_steps=budget))
+    run = lambda budget: engine.simulate(problem,
+                                         engine.Cells(make("ab", delay=spec), hyper, np.full(8, 0.01), delay=spec),
+                                         dataclasses.replace(QUIET, target=2.0, max_steps=budget))
     short, long = run(200), run(20_000)
     done = short.status != engine.BUDGET
     assert done.sum() >= 3

@@ -29,10 +29,9 @@ def test_monte_carlo_mean_loss_within_three_standard_errors(method, delay, dampe
     cells, steps, lr, m, sigma = 4000, 120, 0.3, 0.5, 0.4
     config = engine.RunConfig(target=-1.0, diverge_factor=np.inf, max_steps=steps, chunk_steps=steps,
                               independent_noise=True, x64=True, progress=False)
-    out = engine.simulate(PROBLEM, make(method, delay=delay, dampening=dampening),
-                          {"lr": np.full(cells, lr), "momentum": np.full(cells, m)}, np.full(cells, sigma),
-                          delay=delay, seed=5, uids=np.arange(cells), config=config,
-                          record={"loss": diagnostics.loss})
+    runs = engine.Cells(make(method, delay=delay, dampening=dampening), {"lr": np.full(cells, lr),
+                        "momentum": np.full(cells, m)}, np.full(cells, sigma), delay=delay, seed=5, uids=np.arange(cells))
+    out = engine.simulate(PROBLEM, runs, config, [engine.Trace({"loss": diagnostics.loss})])
     exact = expected.expected_loss(PROBLEM, lr=lr, momentum=m, delay=delay, noise=sigma, steps=steps,
                                    method=method, dampening=dampening)
     losses = out.trace["loss"]

@@ -101,9 +101,9 @@ def test_the_harness_is_the_engine():
                               independent_noise=True, x64=True, progress=False)
     for seed in (0, 7):
         process = delays.process(kw["delay"])
-        out = engine.simulate(PROBLEM, make("sgdm", delay=process), {"lr": np.full(2, 0.3), "momentum": np.full(2, 0.5)},
-                              np.full(2, 0.4), delay=process, seed=seed, uids=np.array([3, 11]), config=config,
-                              record={"loss": diagnostics.loss})
+        cells = engine.Cells(make("sgdm", delay=process), {"lr": np.full(2, 0.3), "momentum": np.full(2, 0.5)},
+                             np.full(2, 0.4), delay=process, seed=seed, uids=np.array([3, 11]))
+        out = engine.simulate(PROBLEM, cells, config, [engine.Trace({"loss": diagnostics.loss})])
         ours = engine_losses(**kw, schedules=[seed, seed], uids=[3, 11], noise_seed=seed)
         np.testing.assert_allclose(ours, out.trace["loss"], rtol=1e-12)
 

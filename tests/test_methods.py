@@ -22,8 +22,8 @@ def losses(method, spec, lr, momentum, problem=PROBLEM, config=CONFIG, seed=3, *
     optimizer = make(method, delay=spec, problem=problem)  # precond reads the spectrum
     defaults = optimizer.hyper._field_defaults  # the hyperparameters not given take the sweep's defaults
     values = {"lr": [lr], "momentum": [momentum], **{k: [v] for k, v in {**defaults, **hyper}.items()}}
-    out = engine.simulate(problem, optimizer, values, [0.0], delay=spec, seed=seed, config=config,
-                          record={"loss": diagnostics.loss})
+    out = engine.simulate(problem, engine.Cells(optimizer, values, [0.0], delay=spec, seed=seed), config,
+                          [engine.Trace({"loss": diagnostics.loss})])
     return out.trace["loss"][0]
 
 
@@ -55,11 +55,13 @@ def test_staleness_at_constant_delay_is_sgdm_at_a_smaller_learning_rate(d):
 def test_restart_never_leaves_the_velocity_against_the_gradient():
     alignment = lambda view: view.g @ view.state_next.velocity
     optimizer = make("restart", delay=3)
-    out = engine.simulate(nqm.zhang(30), optimizer, {"lr": [0.3, 0.6], "momentum": [0.9, 0.95]}, [0.05, 0.05],
-                          delay=3, config=CONFIG, record={"gv": alignment})
+    out = engine.simulate(nqm.zhang(30),
+                          engine.Cells(optimizer, {"lr": [0.3, 0.6], "momentum": [0.9, 0.95]}, [0.05, 0.05], delay=3),
+                          CONFIG, [engine.Trace({"gv": alignment})])
     assert (out.trace["gv"] >= 0).all()
-    plain = engine.simulate(nqm.zhang(30), make("sgdm"), {"lr": [0.3, 0.6], "momentum": [0.9, 0.95]}, [0.05, 0.05],
-                            delay=3, config=CONFIG, record={"gv": lambda view: view.g @ view.velocity})
+    plain = engine.simulate(nqm.zhang(30),
+                            engine.Cells(make("sgdm"), {"lr": [0.3, 0.6], "momentum": [0.9, 0.95]}, [0.05, 0.05], delay=3),
+                            CONFIG, [engine.Trace({"gv": lambda view: view.g @ view.velocity})])
     assert (plain.trace["gv"] < 0).any()  # without restart the velocity does oppose the gradient
 
 
@@ -87,15 +89,17 @@ def test_contract_jit_vmap_dtypes_processes_and_compile_once(method):
         cells = 6
         hyper = {f: np.geomspace(0.05, 0.3, cells) if f == "lr" else np.full(cells, 0.5 if f == "momentum" else 0.2)
                  for f in optimizer.hyper._fields}
-        run = lambda x64, h=hyper: engine.simulate(problem, optimizer, h, np.zeros(cells), delay=spec, seed=1,
-                                                   config=dataclasses.replace(CONFIG, x64=x64, max_steps=60),
-                                                   record={"loss": diagnostics.loss})
+        run = lambda x64, h=hyper: engine.simulate(problem,
+                                                   engine.Cells(optimizer, h, np.zeros(cells), delay=spec, seed=1),
+                                                   dataclasses.replace(CONFIG, x64=x64, max_steps=60),
+                                                   [engine.Trace({"loss": diagnostics.loss})])
         f64, f32 = run(True).trace["loss"], run(False).trace["loss"]
         assert np.isfinite(f64).all()
         np.testing.assert_allclose(f32, f64, rtol=2e-3)
         # one cell alone equals the same cell in the vmapped batch
-        single = engine.simulate(problem, optimizer, {k: v[2:3] for k, v in hyper.items()}, [0.0], delay=spec, seed=1,
-                                 config=dataclasses.replace(CONFIG, max_steps=60), record={"loss": diagnostics.loss})
+        single = engine.simulate(problem,
+                                 engine.Cells(optimizer, {k: v[2:3] for k, v in hyper.items()}, [0.0], delay=spec, seed=1),
+                                 dataclasses.replace(CONFIG, max_steps=60), [engine.Trace({"loss": diagnostics.loss})])
         np.testing.assert_array_equal(single.trace["loss"][0], run(True).trace["loss"][2])
         before = engine.loop.advance._cache_size()
         run(True, {k: v * 0.9 for k, v in hyper.items()})

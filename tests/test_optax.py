@@ -35,8 +35,8 @@ def run(method, spec, values, config=CONFIG, noise=0.0, record=("loss",), **opti
     optimizer = make(method, delay=spec, **options)
     cells = len(values["lr"])
     values = {**{k: np.full(cells, v) for k, v in optimizer.hyper._field_defaults.items()}, **values}
-    out = engine.simulate(PROBLEM, optimizer, values, np.full(cells, noise), delay=spec, seed=5, config=config,
-                          record={name: diagnostics.RECORDERS[name] for name in record})
+    out = engine.simulate(PROBLEM, engine.Cells(optimizer, values, np.full(cells, noise), delay=spec, seed=5), config,
+                          [engine.Trace({name: diagnostics.RECORDERS[name] for name in record})])
     return out
 
 
@@ -187,9 +187,9 @@ def test_a_noisy_adam_cell_reaches_the_target_when_a_numpy_adam_on_its_noise_doe
              "eps": np.array([1e-8, 1e-8]), "eps_root": np.zeros(2)}
     config = dataclasses.replace(CONFIG, target=0.01, max_steps=3000, x64=False)
     optimizer = make("adam", delay=delay)
-    out = engine.simulate(PROBLEM, optimizer, hyper, np.full(2, 0.5), delay=delay, seed=5, config=config,
-                          record={"g": lambda view: view.g, "w": lambda view: view.w})
-    quiet = engine.simulate(PROBLEM, optimizer, hyper, np.zeros(2), delay=delay, seed=5, config=config)
+    out = engine.simulate(PROBLEM, engine.Cells(optimizer, hyper, np.full(2, 0.5), delay=delay, seed=5), config,
+                          [engine.Trace({"g": lambda view: view.g, "w": lambda view: view.w})])
+    quiet = engine.simulate(PROBLEM, engine.Cells(optimizer, hyper, np.zeros(2), delay=delay, seed=5), config)
     assert (out.status == nqm.REACHED).all() and (out.steps > quiet.steps + 5).all()  # the noise matters
     for i in range(2):
         g, w = (np.asarray(out.trace[k][i], np.float64) for k in ("g", "w"))  # at steps 0, 1, …

@@ -64,8 +64,8 @@ def test_power_half_follows_a_numpy_loop(rotate, dampening):
     prob, delay = problem(rotate), 2
     optimizer = make("precond", delay=delay, problem=prob, dampening=dampening)
     values = {"lr": [0.12], "momentum": [0.7], "power": [0.5]}
-    got = engine.simulate(prob, optimizer, values, [0.0], delay=delay, config=CONFIG,
-                          record={"loss": diagnostics.loss}).trace["loss"][0]
+    got = engine.simulate(prob, engine.Cells(optimizer, values, [0.0], delay=delay), CONFIG,
+                          [engine.Trace({"loss": diagnostics.loss})]).trace["loss"][0]
     want = numpy_losses(LAM, 0.12, 0.7, 0.5, delay, prob.rotation, dampening)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-300)
     plain = numpy_losses(LAM, 0.12, 0.7, 0.0, delay, prob.rotation, dampening)
@@ -76,12 +76,13 @@ def test_without_its_problem_it_cannot_step():
     optimizer = make("precond", delay=1)  # its hyperparameters are known without a problem ...
     assert optimizer.hyper._fields == ("lr", "momentum", "power")
     with pytest.raises(NqmError, match="problem="):  # ... but it cannot step
-        engine.simulate(problem(False), optimizer, {"lr": [0.1], "momentum": [0.5], "power": [0.5]}, [0.0],
-                        delay=1, config=CONFIG)
+        engine.simulate(problem(False),
+                        engine.Cells(optimizer, {"lr": [0.1], "momentum": [0.5], "power": [0.5]}, [0.0], delay=1),
+                        CONFIG)
     other = make("precond", delay=1, problem=nqm.explicit([1.0, 0.5]))
     with pytest.raises(NqmError, match="dimension 2"):
-        engine.simulate(problem(False), other, {"lr": [0.1], "momentum": [0.5], "power": [0.5]}, [0.0],
-                        delay=1, config=CONFIG)
+        engine.simulate(problem(False),
+                        engine.Cells(other, {"lr": [0.1], "momentum": [0.5], "power": [0.5]}, [0.0], delay=1), CONFIG)
 
 
 @pytest.mark.parametrize("power", [0.5, 1.0])
@@ -174,10 +175,9 @@ def test_the_exact_steady_state_is_the_closed_form_and_the_curve_the_monte_carlo
                                        steps=300)
     cells = 400
     config = engine.RunConfig(target=1e-30, max_steps=300, independent_noise=True, progress=False)
-    runs = engine.simulate(p, make("precond", problem=p), {"lr": np.full(cells, lr), "momentum": np.zeros(cells),
-                                                           "power": np.full(cells, power)},
-                           np.full(cells, sigma), delay=2, uids=np.arange(cells), config=config,
-                           record={"loss": record.loss}).trace["loss"].astype(np.float64)
+    hyper = {"lr": np.full(cells, lr), "momentum": np.zeros(cells), "power": np.full(cells, power)}
+    batch = engine.Cells(make("precond", problem=p), hyper, np.full(cells, sigma), delay=2, uids=np.arange(cells))
+    runs = engine.simulate(p, batch, config, [engine.Trace({"loss": record.loss})]).trace["loss"].astype(np.float64)
     mean, error = runs.mean(0), runs.std(0, ddof=1) / np.sqrt(cells)
     assert (np.abs(mean - curve) <= 3 * error + 1e-6 * curve).mean() > 0.99  # 3 SE: a few of 300 steps may stray
     assert np.abs(mean - curve).max() <= 5 * error.max()

@@ -61,15 +61,15 @@ def test_sgd_without_delay_scales_as_its_closed_form_says(exact):
 def test_the_exact_steps_are_those_of_the_monte_carlo_mean_loss(exact):
     """At each batch size's best point, the mean loss of 400 independent runs first passes the target
     where the exact expected loss does, within three standard errors of that mean."""
-    from nqm.engine import RunConfig, record, simulate
+    from nqm.engine import Cells, RunConfig, Trace, record, simulate
     from nqm.optimizers import make
 
     cells = 400
     for b, lr, steps in zip(SIZES[:4], exact.lr.values, exact.steps.values):
         config = RunConfig(target=1e-30, max_steps=int(2 * steps), independent_noise=True, progress=False)
         hyper = {"lr": np.full(cells, lr), "momentum": np.zeros(cells)}
-        loss = simulate(PROBLEM, make("sgdm"), hyper, np.full(cells, 1.0 / np.sqrt(b)), uids=np.arange(cells),
-                        config=config, record={"loss": record.loss}).trace["loss"].astype(np.float64)
+        loss = simulate(PROBLEM, Cells(make("sgdm"), hyper, np.full(cells, 1.0 / np.sqrt(b)), uids=np.arange(cells)),
+                        config, [Trace({"loss": record.loss})]).trace["loss"].astype(np.float64)
         mean, error = loss.mean(0), loss.std(0, ddof=1) / np.sqrt(cells)
         early = np.flatnonzero(mean - 3 * error < 0.01)[0] + 1  # steps 1, 2, …
         late = np.flatnonzero(mean + 3 * error < 0.01)[0] + 1

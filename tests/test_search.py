@@ -268,7 +268,7 @@ def test_bad_input_is_one_line_before_any_work(kwargs, words, monkeypatch):
 def test_decay_rates_are_searched_like_momentum_on_log_one_minus_x():
     """Adam's b1 spans (0, 0.999) as momentum does: on log(1 − b1), its nudges on 1 − b1. A box from
     0 is accepted (a log scale on b1 itself would refuse it) and every point lies inside it."""
-    from nqm.search.api import Axis
+    from nqm.search.refine import Axis
 
     for name in ("b1", "b2", "decay"):
         axis, momentum = Axis(name, 0.0, 0.999), Axis("momentum", 0.0, 0.999)

@@ -133,7 +133,7 @@ def test_a_settling_cell_samples_the_losses_a_separate_run_to_its_horizon_would_
     the first-passage run's."""
     import dataclasses
 
-    from nqm import delays, jobs
+    from nqm import delays, engine, jobs
     from nqm.engine import record
     from nqm.engine.step import settle_window
 
@@ -141,7 +141,7 @@ def test_a_settling_cell_samples_the_losses_a_separate_run_to_its_horizon_would_
     lr, m = (x.ravel() for x in np.meshgrid(np.geomspace(0.1, 2, 6), [0.0, 0.5, 0.9]))
     values = dict(lr=lr, momentum=m, noise=np.full(lr.size, noise), **{k: np.full(lr.size, v) for k, v in grids.items()})
     process = delays.process(delay)
-    settled, literal = task.run(process, values, 3, settle=True), task.run(process, values, 3)
+    settled, literal = task.run(process, values, 3, [engine.Settle()]), task.run(process, values, 3)
     np.testing.assert_array_equal(settled.steps, literal.steps)
     np.testing.assert_array_equal(settled.loss, literal.loss)
     reached = literal.status == SETTLED
@@ -151,7 +151,7 @@ def test_a_settling_cell_samples_the_losses_a_separate_run_to_its_horizon_would_
         horizon, stride, n0, n1 = (int(x) for x in settle_window(settled.steps[i]))
         config = dataclasses.replace(task.config, target=-1.0, max_steps=horizon)
         rerun = task._replace(config=config).run(process, {k: v[[i]] for k, v in values.items()}, 3,
-                                                 record={"loss": record.loss}, stride=1)
+                                                 [engine.Trace({"loss": record.loss})])
         np.testing.assert_array_equal(settled.window[i, :n1 - n0 + 1], rerun.trace["loss"][0, stride * n0 - 1:
                                                                                            stride * n1:stride])
         assert np.isnan(settled.window[i, n1 - n0 + 1:]).all()

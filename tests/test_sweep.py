@@ -42,8 +42,9 @@ def test_each_cell_equals_a_direct_engine_run(ab_result):
     config = engine.RunConfig(max_steps=2000, progress=False)
     for delay in (0, 2):
         cell = ab_result.sel(delay=delay, noise=0.02, rho=0.5, seed=0, momentum=0.9)
-        out = engine.simulate(PROBLEM, make("ab", delay=delay), {"lr": GRID["lr"], "momentum": np.full(5, 0.9),
-                              "rho": np.full(5, 0.5)}, np.full(5, 0.02), delay=delay, config=config)
+        out = engine.simulate(PROBLEM,
+                              engine.Cells(make("ab", delay=delay), {"lr": GRID["lr"], "momentum": np.full(5, 0.9),
+                              "rho": np.full(5, 0.5)}, np.full(5, 0.02), delay=delay), config)
         np.testing.assert_array_equal(cell.steps.values, out.steps)
         np.testing.assert_array_equal(cell.status.values, out.status)
 
@@ -85,7 +86,7 @@ def test_interrupted_sweep_resumes_without_lost_or_repeated_cells(tmp_path, monk
 
     simulated = []
     original_simulate = engine.simulate
-    monkeypatch.setattr(engine, "simulate", lambda *a, **k: simulated.append(len(a[3])) or original_simulate(*a, **k))
+    monkeypatch.setattr(engine, "simulate", lambda *a, **k: simulated.append(len(a[1].sigma)) or original_simulate(*a, **k))
     resumed = nqm.sweep("sgdm", checkpoint=path, **kw)
     assert sum(simulated) == saved.status.size - finished  # only the missing cells ran
     assert resumed.drop_attrs().identical(uninterrupted.drop_attrs())

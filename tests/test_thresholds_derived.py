@@ -185,8 +185,8 @@ def test_almost_sure_threshold_is_where_long_runs_start_to_diverge():
     config = engine.RunConfig(target=1e-300, diverge_factor=1e300, max_steps=60_000, x64=True, progress=False)
     optimizer = base.make("sgdm", delay="uniform:1:4")
     for seed in range(1, 17):
-        out = engine.simulate(nqm.explicit([1.0]), optimizer, {"lr": lrs, "momentum": [0.0, 0.0]}, [0.0, 0.0],
-                              delay="uniform:1:4", seed=seed, config=config)
+        cells = engine.Cells(optimizer, {"lr": lrs, "momentum": [0.0, 0.0]}, [0.0, 0.0], delay="uniform:1:4", seed=seed)
+        out = engine.simulate(nqm.explicit([1.0]), cells, config)
         grew = (out.status == engine.DIVERGED) | (out.loss > 0.5)
         assert list(grew) == [False, True]
 

@@ -144,7 +144,7 @@ def _exact_mode(args) -> None:
 
 def _first_grid(box: dict, args) -> None:
     """Refuse a --max-cells below the first grid, in the command's words (it has no --coarse)."""
-    from nqm.search.api import COARSE
+    from nqm.search.setup import COARSE
 
     searched = sum(isinstance(v, tuple) for v in box.values())
     cells = COARSE.get(searched, 4) ** searched * max(args.seeds, 1)

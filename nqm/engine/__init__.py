@@ -9,9 +9,10 @@ process and one seed. All cells of a run advance in lock-step ``t = 0, 1, …``:
 
 where ``(τ_t, k_t)`` — the delay of the gradient applied at step ``t`` and the worker that
 computed it — come from a delay process (:mod:`nqm.delays`), and
-``ctx_t = StepContext(t, τ_t, k_t, w_{t−τ_t})``. With ``settle=True`` a cell that reaches the
-target steps on through its settling window (to at least 2T + 1000, its loss sampled on the way)
-in the same run, for the settled test of :mod:`nqm.settling`.
+``ctx_t = StepContext(t, τ_t, k_t, w_{t−τ_t})``. What a run does besides stepping — recording
+diagnostics, continuing a reached cell through its settling window for the settled test of
+:mod:`nqm.settling`, showing progress, checkpointing — is done by its *observers*
+(:mod:`~nqm.engine.observers`), which the host loop calls at fixed points.
 
 Three parts, one file each (``docs/architecture.md`` follows a sweep through them):
 
@@ -31,9 +32,11 @@ depends on its grid, batch, chunking, devices or budget.
 """
 
 from nqm.config import RunConfig
+from nqm.engine.observers import Checkpoint, Observer, Progress, Settle, Trace
 from nqm.engine.record import KINDS, First, GeometricMean, Histogram, Last, Mean, StepView, Summary
-from nqm.engine.run import Outcome, Snapshot, check, simulate
+from nqm.engine.run import Cells, Outcome, Snapshot, check, simulate
 from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
 
-__all__ = ["BUDGET", "DIVERGED", "REACHED", "RUNNING", "KINDS", "First", "GeometricMean", "Histogram", "Last", "Mean",
-           "Outcome", "RunConfig", "Snapshot", "StepView", "Summary", "check", "simulate"]
+__all__ = ["BUDGET", "DIVERGED", "REACHED", "RUNNING", "KINDS", "Cells", "Checkpoint", "First", "GeometricMean",
+           "Histogram", "Last", "Mean", "Observer", "Outcome", "Progress", "RunConfig", "Settle", "Snapshot", "StepView",
+           "Summary", "Trace", "check", "simulate"]

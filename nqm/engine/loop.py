@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from nqm.engine import record
-from nqm.engine.step import Cells, Inputs, Model, Spec, cell_step, normal, settle_block
+from nqm.engine.step import CellState, Inputs, Model, Spec, cell_step, normal, settle_block
 from nqm.status import active
 
 CELLS = "cells"  # the mesh axis over which cells are sharded
@@ -35,7 +35,7 @@ def common_noise(seed, t0, model: Model, steps: int, mesh: Mesh):
 
 
 @functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
-def advance(spec: Spec, cells: Cells, inputs: Inputs, model: Model, noise, schedule, row, t0, length, seed, limits) -> Cells:
+def advance(spec: Spec, cells: CellState, inputs: Inputs, model: Model, noise, schedule, row, t0, length, seed, limits) -> CellState:
     """Advance a batch of cells by up to ``length ≤ spec.chunk_steps`` steps from step ``t0``,
     step ``t0 + k`` taking the common noise ``noise[row + k]`` (``None``: independent noise) and
     the delay and worker ``schedule[i][row + k]``."""
@@ -66,7 +66,7 @@ def advance(spec: Spec, cells: Cells, inputs: Inputs, model: Model, noise, sched
     )(cells, inputs, model, noise, schedule, row, t0, length, seed, limits)
 
 
-def advance_block(spec: Spec, cells: Cells, inputs: Inputs, model, noise, schedule, row, t0, length, key, limits) -> Cells:
+def advance_block(spec: Spec, cells: CellState, inputs: Inputs, model, noise, schedule, row, t0, length, key, limits) -> CellState:
     """At most ``length`` steps of a block of cells, leaving when all are done."""
     # λ as one materialised row per cell: XLA would otherwise broadcast it afresh at every step
     # for the loss's reduction (a full extra pass over the block).

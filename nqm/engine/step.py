@@ -41,7 +41,7 @@ WINDOW_POINTS = 256  # its loss is sampled every horizon // WINDOW_POINTS steps
 WINDOW_SLOTS = 168  # the most samples a window holds (at T = 2; every T is checked in the tests)
 
 
-class Cells(NamedTuple):
+class CellState(NamedTuple):
     """The carried state of a set of cells (leading axis = cells)."""
 
     history: Any  # (cells, slots, N): the ring of past weights, or each worker's snapshot
@@ -123,7 +123,7 @@ def normal(key, t, like):
         return jax.random.normal(jax.random.fold_in(key, t), like.shape, like.dtype)
 
 
-def cell_step(spec: Spec, t, source, cell: Cells, inputs: Inputs, model: Model, noise, key, limits):
+def cell_step(spec: Spec, t, source, cell: CellState, inputs: Inputs, model: Model, noise, key, limits):
     """One step of one cell; returns the new cell, the traced recorders' values and, with
     ``spec.settle``, the step's ``(loss, diverged)`` for the block's :func:`settle_block` (else
     ``None``)."""
@@ -160,7 +160,7 @@ def cell_step(spec: Spec, t, source, cell: Cells, inputs: Inputs, model: Model, 
     ).astype(jnp.int8)
     live = cell.status == RUNNING
     status = jnp.where(live, status, cell.status)
-    return Cells(
+    return CellState(
         history=history,
         w=None if cell.w is None else w_next,
         opt=opt,
@@ -174,7 +174,7 @@ def cell_step(spec: Spec, t, source, cell: Cells, inputs: Inputs, model: Model, 
     ), values, (loss, diverged) if spec.settle else None
 
 
-def settle_block(u, before: Cells, after: Cells, loss, diverged, span) -> Cells:
+def settle_block(u, before: CellState, after: CellState, loss, diverged, span) -> CellState:
     """A block's settling cells after their step to ``u``: each ends ``TRANSIENT`` if it diverged,
     ``REACHED`` at its horizon; its loss is sampled into its window when due, and its window's peak
     follows every step. Done for the block, and only at a step where one of its cells settles: per
@@ -236,12 +236,12 @@ def settling_span(optimizer: Optimizer, hyper: dict) -> np.ndarray:
     return np.minimum(np.ceil(MEMORIES * memory), MAX_STEPS).astype(np.int64)
 
 
-def init_cells(spec: Spec, model: Model, w0, active) -> Cells:
+def init_cells(spec: Spec, model: Model, w0, active) -> CellState:
     """Initial state of ``active.size`` cells, on the host (numpy)."""
     count = active.size
     w0 = np.asarray(w0)
     traces, totals = record.value_shapes(model, spec.optimizer, w0, spec.record, spec.summaries)
-    return Cells(
+    return CellState(
         history=np.broadcast_to(w0, (count, spec.slots, w0.size)),
         w=np.broadcast_to(w0, (count, w0.size)) if spec.keeps_weights else None,
         opt=jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (count,) + x.shape), spec.optimizer.init(w0)),

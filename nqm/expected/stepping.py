@@ -239,68 +239,110 @@ def step(lags: tuple, coefficients: Callable, cells: list, admit: Callable, reco
         if not going:
             return
         cells, admit = [c for c, _ in going], dict(going).get
-    p, comps, levels = max(max(lags) + 1, 2), lam.size, sigma2.size
-    u = min(p, UNROLL)
+    comps = lam.size
     devices = jax.devices()[: 1 if len(cells) * comps < ONE_DEVICE else None]
-    queue, lock, stop = collections.deque(cells), threading.Lock(), threading.Event()
     # A power of two, at least 8: a few compiled shapes however many cells a run steps (the bits do
     # not depend on the slots), so that a search's many small lists of points compile a few times.
     slots = max(1, min(slot_size // comps, 1 << (max(8, -(-len(cells) // len(devices))) - 1).bit_length()))
     if trace_steps:  # a curve is traced from the loop's step 0: every cell starts then, in a slot of its own
         slots = 1 << (max(8, len(cells)) - 1).bit_length()
-
-    def take(from_back: bool) -> Iterator:
-        while True:
-            with lock:
-                if not queue:
-                    return
-                c = queue.pop() if from_back else queue.popleft()
-            if (entry := admit(c)) is not None:
-                yield c, entry
-
-    def worker(device):
-        # The last device takes the queue from its end, where cells need no closed form (unstable
-        # ones, in a run of ``nqm expected``): it compiles the loop while the others compile and
-        # run the closed form, rather than all of them compiling the loop after it.
-        from_back = len(devices) > 1 and device == devices[-1]
-        with jax.enable_x64(True), jax.default_device(device):
-            owner = [None] * slots  # the cell in each slot
-            a = np.zeros((len(lags), slots, comps))
-            noise, first, origin = np.zeros((slots, 2)), np.zeros(slots), np.zeros(slots, np.int64)
-            status = np.full((slots, levels), BUDGET, np.int8)  # of the slots that start
-            empty = np.zeros((2, slots, comps))  # a slot's ring is set as it takes a cell
-            loop = Loop(np.int64(0), (empty,) * p, np.zeros(slots), status, np.zeros((slots, levels), np.int64),
-                        np.zeros((slots, levels)), np.zeros((slots, levels, -(-trace_steps // u) * u)))
-            slot_levels = np.ones((slots, levels), bool)  # the noise levels each slot steps
-            free, incoming, t = list(range(slots)), take(from_back), 0
-            args = (lam, weight, initial, sigma2, Limits(*(np.asarray(x) for x in limits)))
-            while not stop.is_set():
-                starts = Starts(np.zeros(slots, bool), np.zeros((p, 2, slots, comps)), np.zeros(slots), status)
-                for i, (c, entry) in zip(free, incoming):  # a new cell in each free slot, from now
-                    owner[i], starts.mask[i], slot_levels[i] = c, True, entry.levels
-                    a_c, noise[i], first[i] = coefficients(c)
-                    a[:, i], origin[i] = a_c[:, list(lags)].T, t - entry.start
-                    status[i] = np.where(entry.levels, RUNNING, BUDGET)
-                    if entry.start:  # from where the cell can first end
-                        starts.ring[:, :, i], starts.v[i] = entry.ring, entry.v
-                    else:  # μ = 1 before and at step 0, h = 1 at it, 0 before
-                        starts.ring[:, 0, i], starts.ring[0, 1, i] = 1.0, 1.0
-                if not starts.mask.any() and all(c is None for c in owner):
-                    return
-                loop = _advance(lags, -(-chunk_steps // u), loop, Cells(tuple(a), noise, first, origin), starts, *args)
-                t, now = int(loop.t), np.asarray(loop.status)
-                free = [i for i, c in enumerate(owner) if c is None or ((now[i] != RUNNING).all() and t >= trace_steps)]
-                done = [i for i in free if owner[i] is not None]
-                if done:
-                    done_at, loss, curve = (np.asarray(x) for x in (loop.done_at, loop.loss, loop.curve))
-                    for i in done:
-                        o = slot_levels[i]
-                        record(owner[i], o, done_at[i, o], now[i, o], loss[i, o], curve[i, :, :trace_steps])
-                        owner[i] = None
-
+    shared = _Shared(lags, coefficients, admit, record, (lam, weight, initial, sigma2, limits), trace_steps,
+                     chunk_steps, slots, collections.deque(cells), threading.Lock(), threading.Event())
     with ThreadPoolExecutor(len(devices)) as pool:
         try:
-            list(pool.map(worker, devices))
+            # The last device takes the queue from its end, where cells need no closed form (unstable
+            # ones, in a run of ``nqm expected``): it compiles the loop while the others compile and
+            # run the closed form, rather than all of them compiling the loop after it.
+            list(pool.map(lambda d: _Worker(shared, d, len(devices) > 1 and d == devices[-1]).run(), devices))
         except BaseException:  # Ctrl-C: the workers leave at their next chunk, not after every cell
-            stop.set()
+            shared.stop.set()
             raise
+
+
+class _Shared(NamedTuple):
+    """What the devices' workers share: the recursion, the queue of cells and how to stop."""
+
+    lags: tuple
+    coefficients: Callable
+    admit: Callable
+    record: Callable
+    spectrum: tuple  # lam, weight, initial, sigma2, limits
+    trace_steps: int
+    chunk_steps: int
+    slots: int
+    queue: collections.deque
+    lock: threading.Lock
+    stop: threading.Event
+
+
+class _Worker:
+    """One device's slots: which cell each holds, their coefficients, and the loop they step."""
+
+    def __init__(self, shared: _Shared, device, from_back: bool):
+        self.shared, self.device, self.from_back = shared, device, from_back
+        lam, sigma2 = shared.spectrum[0], shared.spectrum[3]
+        slots, comps, levels = shared.slots, lam.size, sigma2.size
+        self.p = max(max(shared.lags) + 1, 2)
+        self.u = min(self.p, UNROLL)
+        self.owner = [None] * slots  # the cell in each slot
+        self.a = np.zeros((len(shared.lags), slots, comps))
+        self.noise, self.first, self.origin = np.zeros((slots, 2)), np.zeros(slots), np.zeros(slots, np.int64)
+        self.status = np.full((slots, levels), BUDGET, np.int8)  # of the slots that start
+        self.levels = np.ones((slots, levels), bool)  # the noise levels each slot steps
+        empty = np.zeros((2, slots, comps))  # a slot's ring is set as it takes a cell
+        self.loop = Loop(np.int64(0), (empty,) * self.p, np.zeros(slots), self.status,
+                         np.zeros((slots, levels), np.int64), np.zeros((slots, levels)),
+                         np.zeros((slots, levels, -(-shared.trace_steps // self.u) * self.u)))
+
+    def run(self) -> None:
+        shared = self.shared
+        lam, weight, initial, sigma2, limits = shared.spectrum
+        args = (lam, weight, initial, sigma2, Limits(*(np.asarray(x) for x in limits)))
+        with jax.enable_x64(True), jax.default_device(self.device):
+            free, incoming, t = list(range(shared.slots)), self._take(), 0
+            while not shared.stop.is_set():
+                starts = self._fill(free, incoming, t)
+                if not starts.mask.any() and all(c is None for c in self.owner):
+                    return
+                cells = Cells(tuple(self.a), self.noise, self.first, self.origin)
+                self.loop = _advance(shared.lags, -(-shared.chunk_steps // self.u), self.loop, cells, starts, *args)
+                t, free = int(self.loop.t), self._harvest()
+
+    def _take(self) -> Iterator:
+        shared = self.shared
+        while True:
+            with shared.lock:
+                if not shared.queue:
+                    return
+                c = shared.queue.pop() if self.from_back else shared.queue.popleft()
+            if (entry := shared.admit(c)) is not None:
+                yield c, entry
+
+    def _fill(self, free: list, incoming: Iterator, t: int) -> Starts:
+        """A new cell in each free slot, from step ``t``: where it starts."""
+        comps = self.shared.spectrum[0].size
+        starts = Starts(np.zeros(self.shared.slots, bool), np.zeros((self.p, 2, self.shared.slots, comps)),
+                        np.zeros(self.shared.slots), self.status)
+        for i, (c, entry) in zip(free, incoming):
+            self.owner[i], starts.mask[i], self.levels[i] = c, True, entry.levels
+            a_c, self.noise[i], self.first[i] = self.shared.coefficients(c)
+            self.a[:, i], self.origin[i] = a_c[:, list(self.shared.lags)].T, t - entry.start
+            self.status[i] = np.where(entry.levels, RUNNING, BUDGET)
+            if entry.start:  # from where the cell can first end
+                starts.ring[:, :, i], starts.v[i] = entry.ring, entry.v
+            else:  # μ = 1 before and at step 0, h = 1 at it, 0 before
+                starts.ring[:, 0, i], starts.ring[0, 1, i] = 1.0, 1.0
+        return starts
+
+    def _harvest(self) -> list:
+        """Record the cells whose every noise level ended (and whose curve is traced); their slots are free."""
+        t, now, trace_steps = int(self.loop.t), np.asarray(self.loop.status), self.shared.trace_steps
+        free = [i for i, c in enumerate(self.owner) if c is None or ((now[i] != RUNNING).all() and t >= trace_steps)]
+        done = [i for i in free if self.owner[i] is not None]
+        if done:
+            done_at, loss, curve = (np.asarray(x) for x in (self.loop.done_at, self.loop.loss, self.loop.curve))
+            for i in done:
+                o = self.levels[i]
+                self.shared.record(self.owner[i], o, done_at[i, o], now[i, o], loss[i, o], curve[i, :, :trace_steps])
+                self.owner[i] = None
+        return free

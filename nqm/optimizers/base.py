@@ -31,7 +31,7 @@ import numpy as np
 from nqm.conventions import convention, momentum_coefficient  # noqa: F401  (part of this API)
 from nqm.delays import process
 from nqm.errors import NqmError
-from nqm.validate import flag
+from nqm.validate import did_you_mean, flag
 
 
 class StepContext(NamedTuple):
@@ -263,7 +263,8 @@ def options(method: str) -> dict[str, inspect.Parameter]:
       NqmError: ``method`` is not registered.
     """
     if method not in _REGISTRY:
-        raise NqmError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
+        raise NqmError(f"unknown method {method!r}{did_you_mean(method, methods())}; choose one of "
+                       f"{', '.join(methods())}")
     parameters = inspect.signature(_REGISTRY[method]).parameters
     return {name: p for name, p in parameters.items() if name not in SUPPLIED}
 

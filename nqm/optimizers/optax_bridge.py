@@ -96,6 +96,41 @@ def bridge(factory: Callable[..., Any], *, brake: bool = False, momentum: str | 
     Raises:
       NqmError: as :func:`from_optax`.
     """
+    label, parameters = _checked_factory(factory, fixed)
+    names, defaults = _swept(label, parameters, fixed, momentum)
+    if brake and "rho" in names:
+        raise NqmError(f"{label} has its own rho, which braking's ρ would shadow")
+    moment = MOMENTS.get(factory) if moment is None else moment
+    if brake and moment is None:
+        raise NqmError(f"{label} keeps no first moment nqm knows of to brake against: brake one that does (adam, "
+                       "lion, sgd with momentum) or give moment=, a function of its state that returns it "
+                       "(e.g. lambda state: state[0].mu)")
+    switches = {k: p.default for k, p in parameters.items() if k not in fixed and isinstance(p.default, bool)}
+    options = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=v, annotation="bool")
+               for k, v in switches.items()] + (list(_BRAKE_OPTIONS) if brake else [])
+    typename = "".join(c for c in label.title() if c.isalnum())
+    hyper = collections.namedtuple(f"{typename}Hyper", [*(k for k in ("lr", "momentum") if k in names), *defaults],
+                                   defaults=list(defaults.values()))
+
+    def family(**given):
+        settings = {**switches, **fixed, **{k: v for k, v in given.items() if k in switches}}
+        optimizer = _optimizer(factory, label, hyper, names, settings, moment)
+        if not brake:
+            return optimizer
+        return braked(optimizer, eps=BRAKE_EPS, eps_name="brake_eps",
+                      **{p.name: given.get(p.name, p.default) for p in _BRAKE_OPTIONS})
+
+    family.__signature__ = inspect.Signature(options)
+    family.__name__ = label.replace(".", "_")
+    family.__doc__ = (f"{label} through nqm's optax bridge{', braked' if brake else ''}.\n\n"
+                      + ("Args:\n" + "".join(f"  {p.name}: {_OPTION_DOCS.get(p.name, f'{label} {p.name}')}\n"
+                                             for p in options) if options else ""))
+    return family
+
+
+def _checked_factory(factory, fixed: dict) -> tuple[str, dict]:
+    """``factory``'s label and parameters, refused (one line) if it is no optax optimizer factory
+    with a learning rate, or ``fixed`` names what it does not take."""
     if isinstance(factory, optax.GradientTransformation):
         raise NqmError("give the optax factory (e.g. optax.adam), not a GradientTransformation it built "
                        "(optax.adam(1e-3)): nqm sweeps its hyperparameters")
@@ -114,45 +149,21 @@ def bridge(factory: Callable[..., Any], *, brake: bool = False, momentum: str | 
     unknown = sorted(set(fixed) - set(parameters))
     if unknown:
         raise NqmError(f"{label} has no parameter(s) {', '.join(unknown)}; it takes {', '.join(parameters)}")
+    return label, parameters
+
+
+def _swept(label: str, parameters: dict, fixed: dict, momentum: str | None) -> tuple[dict, dict]:
+    """What a cell sweeps: nqm's names of optax's (lr, the momentum axis, the other numbers) and the
+    defaults of those beyond lr and momentum (optax's, which are the sweep's)."""
     if momentum is None and "momentum" in parameters and "momentum" not in fixed:
         momentum = "momentum"
     numeric = {k: p.default for k, p in parameters.items() if k not in fixed and _number(p.default)}
     if momentum is not None and momentum not in numeric and momentum != "momentum":
         raise NqmError(f"momentum={momentum!r} names none of {label}'s numeric hyperparameters "
                        f"({', '.join(numeric) or 'none'})")
-    # Swept: lr, the momentum axis, the other numbers (optax's defaults are the sweep's), and ρ.
     names = {"lr": LEARNING_RATE, **({"momentum": momentum} if momentum else {}),
              **{k: k for k in numeric if k not in (LEARNING_RATE, momentum)}}
-    defaults = {k: numeric[v] for k, v in names.items() if k not in ("lr", "momentum")}
-    if brake and "rho" in names:
-        raise NqmError(f"{label} has its own rho, which braking's ρ would shadow")
-    moment = MOMENTS.get(factory) if moment is None else moment
-    if brake and moment is None:
-        raise NqmError(f"{label} keeps no first moment nqm knows of to brake against: brake one that does (adam, "
-                       "lion, sgd with momentum) or give moment=, a function of its state that returns it "
-                       "(e.g. lambda state: state[0].mu)")
-    switches = {k: p.default for k, p in parameters.items() if k not in fixed and isinstance(p.default, bool)}
-    options = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=v, annotation="bool")
-               for k, v in switches.items()] + (list(_BRAKE_OPTIONS) if brake else [])
-    typename = "".join(c for c in label.title() if c.isalnum())
-    hyper = collections.namedtuple(f"{typename}Hyper",
-                                   [*(k for k in ("lr", "momentum") if k in names), *defaults],
-                                   defaults=list(defaults.values()))
-
-    def family(**given):
-        settings = {**switches, **fixed, **{k: v for k, v in given.items() if k in switches}}
-        optimizer = _optimizer(factory, label, hyper, names, settings, moment)
-        if not brake:
-            return optimizer
-        return braked(optimizer, eps=BRAKE_EPS, eps_name="brake_eps",
-                      **{p.name: given.get(p.name, p.default) for p in _BRAKE_OPTIONS})
-
-    family.__signature__ = inspect.Signature(options)
-    family.__name__ = label.replace(".", "_")
-    family.__doc__ = (f"{label} through nqm's optax bridge{', braked' if brake else ''}.\n\n"
-                      + ("Args:\n" + "".join(f"  {p.name}: {_OPTION_DOCS.get(p.name, f'{label} {p.name}')}\n"
-                                             for p in options) if options else ""))
-    return family
+    return names, {k: numeric[v] for k, v in names.items() if k not in ("lr", "momentum")}
 
 
 _OPTION_DOCS = {

@@ -108,30 +108,41 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool |
                              squeeze=False, sharex=True, sharey=True, layout="constrained")
     norm = steps_norm(ds)
     mesh, drawn = None, False
+    overlay = threshold is not False and threshold is not None
     for ax, key in zip(axes.flat, keys):
         panel = ds.sel(key)
         mesh = draw_heatmap(ax, panel, norm, cmap)
-        if threshold is not False and threshold is not None:
+        if overlay:
             drawn = overlay_threshold(ax, ds, key, None if threshold is True else threshold) or drawn
-        ts = t_star(panel)
-        label = ", ".join(_format(k, v) for k, v in key.items())
-        if spread is not None:
-            rng = spread.sel({k: v for k, v in key.items() if k in spread.dims})
-            ts_range = f"T* in [{float(rng.t_star_min):,.0f}, {float(rng.t_star_max):,.0f}]"
-            label += "\n" + ts_range.replace("[nan, nan]", "— (none converged)")
-        ax.set_title(f"{label}\n{format_t_star(ts)}{transient_count(panel)}", fontsize=10)
-    for ax in axes.flat[len(keys):]:
-        ax.set_visible(False)
-    for ax in axes[-1]:
-        ax.set_xlabel("learning rate η")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("momentum m")
+        ax.set_title(_panel_title(panel, key, spread), fontsize=10)
+    _label_axes(axes, len(keys))
     steps_colorbar(fig, mesh, axes, shrink=min(0.9, 2.0 / nrows))
     status_legend(fig, star=False, transient=bool((ds.status == TRANSIENT).any()))
     missing = "" if drawn or threshold is False or threshold is None else \
         f" — no derived threshold ({ds.attrs.get('method')} is not linear, or no pmf): see nqm threshold --simulate"
     suptitle(fig, (title or default_title(ds, seeds)) + missing, fontsize=11)
     return fig
+
+
+def _panel_title(panel: xr.Dataset, key: dict, spread: xr.Dataset | None) -> str:
+    """A panel's title: its coordinates, T*'s range over seeds and perturbations (with ``spread``),
+    T* and the count of transient cells."""
+    label = ", ".join(_format(k, v) for k, v in key.items())
+    if spread is not None:
+        rng = spread.sel({k: v for k, v in key.items() if k in spread.dims})
+        ts_range = f"T* in [{float(rng.t_star_min):,.0f}, {float(rng.t_star_max):,.0f}]"
+        label += "\n" + ts_range.replace("[nan, nan]", "— (none converged)")
+    return f"{label}\n{format_t_star(t_star(panel))}{transient_count(panel)}"
+
+
+def _label_axes(axes, panels: int) -> None:
+    """The axes' labels on the outer panels; the panels left over hidden."""
+    for ax in axes.flat[panels:]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("learning rate η")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("momentum m")
 
 
 def steps_norm(*datasets: xr.Dataset) -> mcolors.LogNorm:

@@ -34,6 +34,7 @@ import xarray as xr
 from nqm.errors import NqmError
 from nqm.io import json_plain, write_bytes
 from nqm.search.answered import misses
+from nqm.search.refine import Axis
 from nqm.status import REACHED
 
 __all__ = ["REGIME", "answer", "answered", "describe", "outcome", "run", "seed_bars", "value", "which_t"]
@@ -124,44 +125,58 @@ def outcome(ds, points: bool = False) -> dict:
     Returns:
       The outcome, a dict of the keys listed in the module docstring.
     """
-    from nqm.search.api import Axis  # here: reading answers needs no JAX, searching does
 
     found, a = answer(ds), ds.attrs
-    names = a["parameters"].split(",")
-    searched = a["searched"].split(",")
-    box = dict(part.split("=") for part in a["box"].split(", "))
-    t = np.where(ds.status.values == REACHED, ds.steps.values, np.inf)  # (seed, point)
-    rows = {tuple(float(ds[n].values[i]) for n in names): i for i in range(ds.sizes["point"])}
-
-    def spread(values):
-        values = np.asarray(values, np.float64)
-        return {"median": _number(np.median(values)), "min": _number(values.min()), "max": _number(values.max())}
-
     out = {k: found.get(k) for k in ("t_star", "point", "robust_t_star", "robust_point", "seeds")}
-    if out["seeds"] is None and found["point"] is not None:
-        row = rows[tuple(found["point"][n] for n in names)]
-        out["seeds"] = spread(t[:, row])
-    out["robust_seeds"] = None
-    if found.get("robust_point"):
-        delta = float(a["robust"])
-        x = found["robust_point"]
-        options = [(x[n],) + Axis(n, 0.0, 1.0).nudged(x[n], delta) if n in searched else (x[n],) for n in names]
-        around = [rows[y] for y in dict.fromkeys(itertools.product(*options))]
-        out["robust_seeds"] = spread(t[:, around].max(axis=1))
+    out.update(_spreads(ds, found))
     at = found.get("robust_point") or found["point"]
-    out["edges"] = [] if at is None else [f"{n}={side}" for n in searched for side, end in
-                                          zip(("lo", "hi"), box[n].split(":")) if _on(at[n], float(end))]
-    out.update(cells=int(a["cells"]), rounds=int(a["rounds"]), stopped=a["stopped"])
+    out["edges"] = [] if at is None else _edges(a, at)
     reasons = misses(ds)
-    out.update(answered=not reasons, miss="; ".join(reasons), attempts=int(a.get("attempts", 1)),
+    out.update(cells=int(a["cells"]), rounds=int(a["rounds"]), stopped=a["stopped"], answered=not reasons,
+               miss="; ".join(reasons), attempts=int(a.get("attempts", 1)),
                cells_total=int(a.get("cells_total", a["cells"])))
     out["regime"] = {k: json_plain(a[k]) for k in REGIME if k in a}
     if points:
-        search = ds.nudge.values == 0
-        out["points"] = {n: [float(v) for v in ds[n].values[search]] for n in searched}
-        out["points"]["t"] = [_number(v) for v in ds.median_steps.values[search]]
-        if "robust_steps" in ds:
-            out["points"]["robust_t"] = [_number(v) for v in ds.robust_steps.values[search]]
+        out["points"] = _points(ds)
+    return out
+
+
+def _spreads(ds, found: dict) -> dict:
+    """The seeds' spread at the plain point (where the answer did not give it) and of each seed's
+    own robust T at the robust point."""
+    names, searched = ds.attrs["parameters"].split(","), ds.attrs["searched"].split(",")
+    t = np.where(ds.status.values == REACHED, ds.steps.values, np.inf)  # (seed, point)
+    rows = {tuple(float(ds[n].values[i]) for n in names): i for i in range(ds.sizes["point"])}
+    out = {"robust_seeds": None}
+    if found.get("seeds") is None and found["point"] is not None:
+        out["seeds"] = _spread(t[:, rows[tuple(found["point"][n] for n in names)]])
+    if found.get("robust_point"):
+        delta, x = float(ds.attrs["robust"]), found["robust_point"]
+        options = [(x[n],) + Axis(n, 0.0, 1.0).nudged(x[n], delta) if n in searched else (x[n],) for n in names]
+        around = [rows[y] for y in dict.fromkeys(itertools.product(*options))]
+        out["robust_seeds"] = _spread(t[:, around].max(axis=1))
+    return out
+
+
+def _spread(values) -> dict:
+    values = np.asarray(values, np.float64)
+    return {"median": _number(np.median(values)), "min": _number(values.min()), "max": _number(values.max())}
+
+
+def _edges(attrs, at: dict) -> list[str]:
+    """The searched parameters whose answer ``at`` lies on its box's edge (``"lr=hi"``, …)."""
+    box = dict(part.split("=") for part in attrs["box"].split(", "))
+    return [f"{n}={side}" for n in attrs["searched"].split(",") for side, end in zip(("lo", "hi"), box[n].split(":"))
+            if _on(at[n], float(end))]
+
+
+def _points(ds) -> dict:
+    """Every evaluated search point (not the nudges): its values, T and robust T."""
+    search = ds.nudge.values == 0
+    out = {n: [float(v) for v in ds[n].values[search]] for n in ds.attrs["searched"].split(",")}
+    out["t"] = [_number(v) for v in ds.median_steps.values[search]]
+    if "robust_steps" in ds:
+        out["robust_t"] = [_number(v) for v in ds.robust_steps.values[search]]
     return out
 
 

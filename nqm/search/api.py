@@ -60,54 +60,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
-from typing import NamedTuple
+import functools
 
 import numpy as np
 import xarray as xr
 
-import nqm.expected
-from nqm import delays, engine, jobs, optimizers, sweeps
+from nqm import jobs
 from nqm.checkpoint import checked, discard_checkpoint, resume_search
-from nqm.config import checked_config
-from nqm.conventions import BATCH_NOISE, DECAYS, batch_noise, family
 from nqm.errors import NqmError
 from nqm.io import lock, save
-from nqm.results import attribute
+from nqm.search import setup
 from nqm.search.refine import Refinement
-from nqm.settling import cannot_settle
-from nqm.status import REACHED, SKIPPED, SKIPPED_MEANING, TRANSIENT, meaning
-from nqm.validate import coordinates, count, representable
-
-COARSE = {1: 16, 2: 8, 3: 5}  # default coarse points per axis for k searched axes (else 4)
-# power: precond's p, one value (the exact mode takes it fixed, not searched)
-_EXPECTED_OPTIONS = ("bins", "dampening", "target", "max_steps", "diverge_factor", "first_passage", "progress", "power")
-
-
-
-class Axis(NamedTuple):
-    """A searched parameter and its box ``[lo, hi]`` (log scale; ``log(1 − x)`` for a decay rate such
-    as momentum)."""
-
-    name: str
-    lo: float
-    hi: float
-
-    def at(self, q: int, size: int) -> float:
-        """The value at lattice coordinate ``q`` of ``0 … size`` (the box's ends exactly)."""
-        if q in (0, size):
-            return self.lo if q == 0 else self.hi
-        z = q / size
-        if self.name in DECAYS:
-            return 1.0 - math.exp(math.log1p(-self.lo) * (1 - z) + math.log1p(-self.hi) * z)
-        return math.exp(math.log(self.lo) * (1 - z) + math.log(self.hi) * z)
-
-    def nudged(self, value: float, delta: float) -> tuple[float, float]:
-        """The two nudges of ``value``: ``v(1 ± δ)``, or ``1 − (1 − x)(1 ± δ)`` ≥ 0 for a decay rate."""
-        if self.name in DECAYS:
-            return tuple(max(0.0, 1.0 - (1.0 - value) * (1.0 + s * delta)) for s in (-1, 1))
-        return tuple(value * (1.0 + s * delta) for s in (-1, 1))
-
+from nqm.status import SKIPPED_MEANING, meaning
 
 def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_size=None, seeds: int = 1, seed: int = 0,
          robust: float | None = None, tol: float = 0.01, max_cells: int = 2000, expected: bool = False,
@@ -204,137 +168,20 @@ class _Search:
     @classmethod
     def create(cls, method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected, problem,
                coarse, width, patience, options, objective="first", batch_size=None):
-        """Check every argument (one-line errors, before any work) and set the evaluator up."""
-        if objective not in ("first", "stay"):
-            raise NqmError(f"objective must be 'first' (the first passage) or 'stay' (the step after which the loss "
-                           f"stays below the target), got {objective!r}")
-        seeds = count(seeds, "seeds")
-        if np.ndim(seed) != 0:
-            raise NqmError("seed is the first seed, one integer: give seeds=K for seeds seed … seed+K-1")
-        seed = int(coordinates(seed=seed)["seed"][0])
-        if robust is not None and not (_real(robust) and 0 < robust < 1):
-            raise NqmError(f"robust must be a nudge δ with 0 < δ < 1 (e.g. 0.05 for ±5 %), got {robust!r}")
-        if not (_real(tol) and np.isfinite(tol) and tol > 0):
-            raise NqmError(f"tol must be a relative improvement > 0 (e.g. 0.01), got {tol!r}")
-        width, patience = count(width, "width"), count(patience, "patience")
-        if np.ndim(noise) != 0:
-            raise NqmError("noise takes one value in nqm.best (it is not searched); call it once per value")
-        noise = float(coordinates(noise=noise)["noise"][0])
+        """Check every argument (one-line errors, before any work) and set the evaluator up
+        (:mod:`nqm.search.setup`)."""
+        options = {k: v for k, v in options.items() if v is not None}
+        asked = setup.settings(objective, seeds, seed, robust, tol, width, patience, noise, expected, options)
         problem = jobs.checked_problem(problem)
         momentum = jobs.momentum_of(method, momentum)
-        settings = {k: v for k, v in options.items() if v is not None}
-        progress = bool(settings.get("progress", True))
-        if expected:
-            if method not in nqm.expected.methods():
-                raise NqmError(f"expected=True needs a linear method ({', '.join(nqm.expected.methods())}), not {method!r}; "
-                               "drop expected=True to search it with the engine")
-            if np.ndim(delay) != 0 or delays.pmf(delay) is None:
-                raise NqmError(f"expected=True needs one constant or iid delay (one with a pmf), got {delay!r}; "
-                               "drop expected=True to search under a worker pool")
-            if seeds != 1:
-                raise NqmError("expected=True has no seeds (the expectation is exact): use seeds=1")
-            unknown = sorted(set(settings) - set(_EXPECTED_OPTIONS))
-            if unknown:
-                raise NqmError(f"option(s) {', '.join(unknown)} do not apply with expected=True; "
-                               f"it takes {', '.join(_EXPECTED_OPTIONS)}")
-            process = delays.process(delay)
-            delay = int(process.delay) if isinstance(process, delays.Constant) else process.label
-            run = {k: v for k, v in settings.items() if k != "progress"}
-            config = checked_config(**{k: v for k, v in run.items()
-                                       if k in ("target", "max_steps", "diverge_factor", "first_passage")})
-            if run.get("bins") is not None:
-                count(run["bins"], "bins")
-            given = {"lr": lr, "momentum": momentum}
-            dtype, noise_mode, label = "float64", "exact expected loss", process.label
-            method_config = [("dampening", bool(run.get("dampening", False))), ("bins", run.get("bins"))] + \
-                ([("power", run["power"])] if "power" in run else [])
-        else:
-            process = delays.process(delay)
-            grids, opt_options, run_settings = jobs.split(method, settings)
-            config = checked_config(**run_settings)
-            optimizer = optimizers.make(method, delay=process, problem=problem, **opt_options)
-            engine.check(problem, optimizer)
-            method_config = [(k, v) for k, v in optimizer.config if k != "workers"]
-            run = {**opt_options, **run_settings}
-            given = {"lr": lr, "momentum": momentum, **grids}
-            dtype = "float64" if config.x64 else "float32"
-            noise_mode = "independent per cell" if config.independent_noise else "common random numbers"
-            label = process.label
-        batch = {}  # a batch size: the points run with the batch's noise σ/√B
-        if batch_size is not None:
-            if np.ndim(batch_size) != 0:
-                raise NqmError("batch_size takes one value in nqm.best (it is not searched); call it once per value")
-            size = int(jobs.batch_sizes(batch_size, np.array([noise]), dtype)[0])
-            batch = {"batch_size": size, "batch_noise": BATCH_NOISE}
-        run_noise = noise if batch_size is None else float(batch_noise(noise, batch["batch_size"]))
-        parsed = {name: _parameter(name, v) for name, v in given.items()}
-        axes = tuple(v for v in parsed.values() if isinstance(v, Axis))
-        if not axes:
-            raise NqmError("nothing to search: give at least one parameter as a pair (lo, hi), e.g. lr=(0.01, 2)")
-        _held(parsed, None if robust is None else float(robust), dtype)
-        box = parsed["momentum"]
-        family(method, [box.lo, box.hi] if isinstance(box, Axis) else box)  # sgd: momentum 0
-        coarse = count(COARSE.get(len(axes), 4) if coarse is None else coarse, "coarse", low=2)
-        max_cells = count(max_cells, "max_cells")
-        if coarse ** len(axes) * seeds > max_cells:
-            raise NqmError(f"max_cells={max_cells} is too small for the coarse grid ({coarse}^{len(axes)} points x "
-                           f"{seeds} seed(s) = {coarse ** len(axes) * seeds} cells); raise it or lower coarse")
-        seed_list = coordinates(seed=np.arange(seed, seed + seeds))["seed"]
-        names = tuple(parsed)
-
-        if objective == "stay" and not expected and noise != 0:
-            raise NqmError("objective='stay' is defined for noiseless runs of the engine (a single noisy run keeps "
-                           "crossing the target of its stationary level) and for the exact mode: give noise=0, "
-                           "expected=True, or objective='first'")
-
-        def ranked(ds):  # the T a point is ranked by, and its status
-            if objective == "first":
-                return ds.steps.values, ds.status.values
-            stay = ds.steps_stay.values
-            # a settled run with no step after which it stays (its loss keeps coming back) does not count
-            status = np.where((ds.status.values == REACHED) & np.isnan(stay), TRANSIENT, ds.status.values)
-            return np.where(np.isfinite(stay), stay, ds.steps.values).astype(np.int64), status.astype(np.int8)
-
-        if expected:
-            def evaluate(points):
-                ds = nqm.expected.evaluate(method, lr=points[:, 0], momentum=points[:, 1], delay=delay, noise=run_noise,
-                                           problem=problem, stay=objective == "stay", **run)
-                steps, status = ranked(ds)
-                return steps[None], status[None], ds.loss.values[None]
-        else:
-            task = jobs.Job(method, opt_options, problem, config)
-
-            def evaluate(points):
-                # A method without momentum (Adam) has momentum 0 fixed here and takes none in evaluate.
-                hyper = {n: points[:, i] for i, n in enumerate(names) if n in optimizer.hyper._fields}
-                # Points known not to settle are not run (a linear method's exact test, or what it ends as).
-                skip = cannot_settle(task, process, {"lr": hyper["lr"], "momentum": points[:, names.index("momentum")],
-                                                     "noise": np.full(len(points), run_noise)})
-                steps = np.zeros((seed_list.size, len(points)), np.int64)
-                status = np.full(steps.shape, SKIPPED, np.int8)
-                loss = np.full(steps.shape, np.nan)
-                run_points = np.flatnonzero(~skip)
-                if run_points.size:
-                    ds = sweeps.evaluate(method, delay=process, noise=run_noise, seed=seed_list, problem=problem,
-                                         stay=objective == "stay", **{n: v[run_points] for n, v in hyper.items()},
-                                         **run, **_layout(run_points.size, run))
-                    (steps[:, run_points], status[:, run_points]), loss[:, run_points] = ranked(ds), ds.loss.values
-                return steps, status, loss
-
-        attrs = {"method": method, "delay": label, "noise": noise, **batch, **problem.describe(),
-                 "target": config.target, "max_steps": config.max_steps, "diverge_factor": config.diverge_factor,
-                 "first_passage": int(config.first_passage), "objective": objective,
-                 "dtype": dtype, "noise_mode": noise_mode, "seeds": seeds, "seed": seed,
-                 "robust": "none" if robust is None else float(robust), "tol": float(tol), "max_cells": max_cells,
-                 "coarse": coarse, "width": width, "patience": patience, "parameters": ",".join(names),
-                 "searched": ",".join(a.name for a in axes),
-                 "box": ", ".join(f"{n}={v.lo:g}:{v.hi:g}" if isinstance(v, Axis) else f"{n}={v:g}"
-                                  for n, v in parsed.items()),
-                 **{k: attribute(v) for k, v in method_config},
-                 "nqm_version": nqm.__version__}
-        return cls(method, names, {n: v for n, v in parsed.items() if not isinstance(v, Axis)}, axes, seed_list,
-                   None if robust is None else float(robust), float(tol), max_cells, coarse, width, patience,
-                   evaluate, attrs, progress)
+        dtype = "float64" if expected or options.get("x64") is True else "float32"
+        batch = setup.batch_of(batch_size, asked.noise, dtype)
+        how = setup.evaluator(method, lr, momentum, delay, problem, asked, options, expected, batch)
+        grid = setup.box(method, how.given, asked.delta, how.dtype, coarse, max_cells, asked.seeds.size)
+        attrs = setup.regime(method, problem, asked, grid, how, batch)
+        evaluate = functools.partial(_points, how.evaluate, grid.names)
+        return cls(method, grid.names, grid.fixed, grid.axes, asked.seeds, asked.delta, asked.tol, grid.max_cells,
+                   grid.coarse, asked.width, asked.patience, evaluate, attrs, asked.progress)
 
     def run(self, checkpoint=None) -> xr.Dataset:
         from tqdm import tqdm
@@ -405,58 +252,5 @@ class _Search:
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def _held(parsed: dict, delta: float | None, dtype: str) -> None:
-    """Refuse, before any work, a value the search would evaluate that the run's precision does not
-    hold: a fixed value, a box's ends and, with a nudge δ, the ends' nudges (outside the box: the
-    farthest any point's nudge reaches), and a δ so small that a nudge rounds to its point."""
-    for name, given in parsed.items():
-        below = 1.0 if name == "momentum" else None
-        for end in (given.lo, given.hi) if isinstance(given, Axis) else (given,):
-            representable(end, name, dtype, below=below)
-            for nudge in given.nudged(end, delta) if isinstance(given, Axis) and delta is not None else ():
-                hint = "" if dtype == "float64" else ", or run in float64 (x64=True, --x64)"
-                try:
-                    representable(nudge, name, dtype, below=below)
-                except NqmError:
-                    raise NqmError(f"the nudge by 1 ± δ (δ = {delta:g}) of the box end {name}={end!r} is {nudge!r}, "
-                                   f"which {dtype} (the run's precision) does not hold: narrow the box or take a "
-                                   f"smaller δ{hint}") from None
-                if nudge != 0 and np.dtype(dtype).type(nudge) == np.dtype(dtype).type(end):  # 0: m = 0 nudged down
-                    raise NqmError(f"the nudge δ = {delta:g} is too small: {name}={end!r} nudged by 1 ± δ is "
-                                   f"{name}={end!r} again in {dtype} (the run's precision); take a larger δ "
-                                   f"(e.g. 0.05){hint}")
-
-
-def _real(value) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-
-
-def _parameter(name: str, given):
-    """One value (fixed) or an :class:`Axis` from a pair ``(lo, hi)``."""
-    if isinstance(given, (tuple, list, np.ndarray)) and np.ndim(given) == 1:
-        if len(given) != 2:
-            raise NqmError(f"{name}: give one value (fixed) or a pair (lo, hi) (searched), got {len(given)} values")
-        lo, hi = (float(v) for v in coordinates(distinct=False, **{name: given})[name])
-        if not lo < hi:
-            raise NqmError(f"the {name} box ({lo:g}, {hi:g}) is empty: give lo < hi")
-        if name not in DECAYS and lo <= 0:
-            raise NqmError(f"{name} is searched on a log scale: its box must lie above 0, got lo={lo:g}")
-        return Axis(name, lo, hi)
-    if np.ndim(given) != 0:
-        raise NqmError(f"{name}: give one value (fixed) or a pair (lo, hi) (searched)")
-    return float(coordinates(**{name: given})[name][0])
-
-
-def _layout(points: int, run: dict) -> dict:
-    """Layout settings that keep a search to a few compiled shapes (results do not depend on them).
-    On CPU the engine's block is fixed but a batch holds min(cells, 64): batches of 16 cells (whole
-    blocks per device) give one shape for every round of 16 points or more. On accelerators the
-    block holds a device's whole share: a power of two gives one shape per octave of round sizes."""
-    import jax
-
-    if run.get("block_cells") or run.get("batch_cells"):
-        return {}
-    if jax.default_backend() == "cpu":
-        return {"batch_cells": 16}
-    devices = run.get("devices") or jax.device_count()
-    return {"block_cells": 1 << (max(1, math.ceil(points / devices)) - 1).bit_length()}
+def _points(evaluate, names, points):
+    return evaluate(points, names)

@@ -9,10 +9,37 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
+from nqm.conventions import DECAYS
 from nqm.status import DIVERGED, REACHED, SKIPPED
+
+
+class Axis(NamedTuple):
+    """A searched parameter and its box ``[lo, hi]`` (log scale; ``log(1 − x)`` for a decay rate such
+    as momentum)."""
+
+    name: str
+    lo: float
+    hi: float
+
+    def at(self, q: int, size: int) -> float:
+        """The value at lattice coordinate ``q`` of ``0 … size`` (the box's ends exactly)."""
+        if q in (0, size):
+            return self.lo if q == 0 else self.hi
+        z = q / size
+        if self.name in DECAYS:
+            return 1.0 - math.exp(math.log1p(-self.lo) * (1 - z) + math.log1p(-self.hi) * z)
+        return math.exp(math.log(self.lo) * (1 - z) + math.log(self.hi) * z)
+
+    def nudged(self, value: float, delta: float) -> tuple[float, float]:
+        """The two nudges of ``value``: ``v(1 ± δ)``, or ``1 − (1 − x)(1 ± δ)`` ≥ 0 for a decay rate."""
+        if self.name in DECAYS:
+            return tuple(max(0.0, 1.0 - (1.0 - value) * (1.0 + s * delta)) for s in (-1, 1))
+        return tuple(value * (1.0 + s * delta) for s in (-1, 1))
+
 
 LEVELS = 8  # halvings of a coarse gap: a 9-point lr box of 200x refines down to steps of ~0.3 %
 
@@ -70,7 +97,7 @@ class Refinement:
     """The coarse grid, then each round's new points, and the answer.
 
     ``search`` gives ``names`` (every parameter), ``fixed`` (name → value), ``axes`` (the searched
-    :class:`nqm.search.Axis`), ``delta`` (the nudge, or ``None``), ``seeds``, ``tol``,
+    :class:`Axis`), ``delta`` (the nudge, or ``None``), ``seeds``, ``tol``,
     ``max_cells``, ``coarse``, ``width`` and ``patience``. The box is an integer lattice of
     ``unit = 2**LEVELS`` units per coarse gap, so every search point has exact values.
     """

@@ -32,6 +32,8 @@ from nqm.errors import NqmError
 from nqm.search.answered import ATTEMPTS, GROWTH, answered_best
 from nqm.search.answers import answer
 
+REGIME = ("method", "delay", "noise", "target", "max_steps", "spectrum", "dim", "seeds", "seed", "robust", "objective",
+          "first_passage", "tol", "max_cells", "box", "searched")  # the searches' attributes a curve keeps
 FACTOR = 2.0  # the critical batch size: where steps reach this many times perfect scaling
 DEFINITION = ("critical_batch_size: the smallest B where the best steps S(B) reach 2 x perfect scaling "
               "S(B1) B1 / B (B1 the smallest batch size whose search converged), log-log interpolated between "
@@ -163,6 +165,33 @@ def scaling(method: str = "sgdm", *, batch_size, noise: float, delay=0, expected
       >>> round(ds.attrs["critical_batch_size"], 1)
       331.1
     """
+    sigma, sizes = _checked(noise, batch_size)
+    if expected is None:
+        expected = exact_applies(method, delay, search.get("seeds", 1), search.get("x64"), search.get("independent_noise"))
+    asked = [dict(batch_size=int(b), noise=sigma, delay=delay, expected=expected,
+                  **({} if expected else {"progress": False}), **search) for b in sizes]
+    results = [answered_best(method, **kwargs) for kwargs in
+               tqdm.tqdm(asked, desc=f"{method} batch sizes", unit="B", disable=None if progress else True)]
+    return _curve(sizes, _consistent(method, asked, results), search.get("robust") is not None, expected)
+
+
+def _where(answers: list, names: list, robust: bool) -> dict:
+    """Each batch size's answer: the point's parameters, and with seeds the spread of their steps."""
+    points = [a["robust_point" if robust else "point"] or {} for a in answers]
+    out = {name: ("batch_size", np.array([p.get(name, np.nan) for p in points])) for name in names}
+    if "seeds" in answers[0]:
+        spread = [a["robust_seeds" if robust else "seeds"] or {} for a in answers]
+        for k in ("min", "max"):
+            out[f"steps_{k}"] = ("batch_size", np.array([_or_inf(s.get(k)) for s in spread], np.float64))
+    return out
+
+
+def _or_inf(value) -> float:
+    return np.inf if value is None else value
+
+
+def _checked(noise, batch_size) -> tuple[float, np.ndarray]:
+    """The single-example noise scale and the batch sizes, sorted (one-line errors)."""
     sigma = validate.number(noise, "noise")
     if not (np.isfinite(sigma) and sigma > 0):
         raise NqmError(f"noise must be the single-example noise scale sigma > 0, got {noise!r}: without noise every "
@@ -170,44 +199,29 @@ def scaling(method: str = "sgdm", *, batch_size, noise: float, delay=0, expected
     sizes = jobs.batch_sizes(batch_size, np.array([sigma]), "float64")
     if sizes.size < 2:
         raise NqmError(f"give at least two batch sizes to scale over, got {sizes.tolist()}")
-    sizes = np.sort(sizes)
-    if expected is None:
-        expected = exact_applies(method, delay, search.get("seeds", 1), search.get("x64"), search.get("independent_noise"))
-    asked = [dict(batch_size=int(b), noise=sigma, delay=delay, expected=expected,
-                  **({} if expected else {"progress": False}), **search) for b in sizes]
-    results = [answered_best(method, **kwargs) for kwargs in
-               tqdm.tqdm(asked, desc=f"{method} batch sizes", unit="B", disable=None if progress else True)]
-    results = _consistent(method, asked, results)
+    return sigma, np.sort(sizes)
+
+
+def _curve(sizes: np.ndarray, results: list, robust: bool, expected: bool) -> xr.Dataset:
+    """Steps against batch size from each batch size's search (see :func:`scaling`'s Returns)."""
     answers = [answer(ds) for ds in results]
-    robust = search.get("robust") is not None
-    key = "robust_t_star" if robust else "t_star"
-    steps = np.array([np.nan if a[key] is None or not ds.attrs["answered"] else a[key]
-                      for a, ds in zip(answers, results)], np.float64)
+    answered = np.array([ds.attrs["answered"] for ds in results], np.int8)
+    found = [a["robust_t_star" if robust else "t_star"] for a in answers]
+    steps = np.array([np.nan if t is None or not ok else t for t, ok in zip(found, answered)], np.float64)
     anchor = np.flatnonzero(np.isfinite(steps))
     perfect = np.full(sizes.size, np.nan) if anchor.size == 0 else steps[anchor[0]] * sizes[anchor[0]] / sizes
     out = xr.Dataset({"steps": ("batch_size", steps, {"long_name": ("robust T*_best" if robust else "T*_best")
                                                      + " (NaN: no answer, see miss)"}),
                       "perfect": ("batch_size", perfect, {"long_name": "perfect scaling: S(B1) B1 / B"}),
-                      "answered": ("batch_size", np.array([ds.attrs["answered"] for ds in results], np.int8),
+                      "answered": ("batch_size", answered,
                                    {"long_name": "1: the search answered (nqm.search.answered); 0: no answer"}),
                       "miss": ("batch_size", np.array([ds.attrs["miss"] for ds in results], object),
                                {"long_name": "why a search gave no answer (empty where it did)"})},
                      coords={"batch_size": sizes})
-    names = results[0].attrs["parameters"].split(",")
-    for name in names:
-        point = [a["robust_point" if robust else "point"] for a in answers]
-        out[name] = ("batch_size", np.array([np.nan if p is None else p[name] for p in point]))
-    if "seeds" in answers[0]:
-        spread = [a["robust_seeds" if robust else "seeds"] for a in answers]
-        for k in ("min", "max"):
-            out[f"steps_{k}"] = ("batch_size", np.array([np.inf if s is None or s[k] is None else s[k] for s in spread],
-                                                        np.float64))
+    out = out.assign(_where(answers, results[0].attrs["parameters"].split(","), robust))
     first = results[0].attrs
-    out.attrs.update({k: first[k] for k in first if k in ("method", "delay", "noise", "target", "max_steps", "spectrum",
-                                                           "dim", "seeds", "seed", "robust", "objective", "first_passage",
-                                                           "tol", "max_cells", "box", "searched")},
-                     evaluation="exact expected dynamics" if expected else "Monte Carlo (nqm.sweep's engine)",
-                     critical_batch_size=critical_batch_size(sizes, steps) if all(ds.attrs["answered"] for ds in results)
-                     else float("nan"), critical_definition=DEFINITION,
-                     batch_noise="a batch of B runs with noise sigma/sqrt(B), sigma the single-example scale")
-    return out
+    critical = critical_batch_size(sizes, steps) if answered.all() else float("nan")
+    return out.assign_attrs({k: first[k] for k in REGIME if k in first},
+                            evaluation="exact expected dynamics" if expected else "Monte Carlo (nqm.sweep's engine)",
+                            critical_batch_size=critical, critical_definition=DEFINITION,
+                            batch_noise="a batch of B runs with noise sigma/sqrt(B), sigma the single-example scale")

@@ -19,6 +19,7 @@ grows too slowly to diverge within any reasonable budget, but its growth shows: 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 
 import numpy as np
@@ -27,7 +28,7 @@ import xarray as xr
 from nqm import delays, jobs
 from nqm.errors import NqmError
 from nqm.problem import Problem, explicit
-from nqm.engine import record
+from nqm.engine import Progress, Trace, record
 from nqm.status import DIVERGED, grows
 from nqm.validate import coordinates, count, number
 
@@ -82,90 +83,118 @@ def simulated_threshold(method: str = "sgdm", *, momentum=None, delay=0, seeds: 
       True
     """
     problem = explicit([1.0]) if problem is None else problem
+    steps, seeds, seed = _checked(steps, seeds, tol, seed, hyper_and_options)
+    task, grids = jobs.job(method, problem, dict(hyper_and_options, max_steps=steps, progress=progress))
+    # Never stop at a target; unstable means growing, so a stable run's excursions (large under random
+    # delays: its log-loss is a random walk) must not count as divergence — only a non-finite loss
+    # does, in float64's range, unless the caller sets the rule.
+    rule = {name: value for name, value in {"diverge_factor": np.inf, "x64": True}.items()
+            if name not in hyper_and_options}
+    task = task._replace(config=dataclasses.replace(task.config, target=-1.0, **rule))
+    coords = coordinates(momentum=jobs.momentum_of(method, momentum), noise=noise, seed=np.arange(seed, seed + seeds),
+                         **grids)
+    if coords["noise"].size != 1:
+        raise NqmError("noise takes one value for a threshold; call it once per noise level")
+    coords["delay"], processes = delays.coordinate(delay)
+    _below_budget(processes, steps)
+    extra = list(grids)
+    cases = [dict(zip(["momentum", *extra], combo)) for combo in
+             itertools.product(coords["momentum"], *(coords[name] for name in extra))]
+    unstable = _Instability(task, method, cases, coords["noise"][0], steps)
+    shape = (coords["delay"].size, len(cases), seeds)
+    lo, hi = np.full(shape, np.nan), np.full(shape, np.nan)
+    for d, (i, s) in itertools.product(range(len(processes)), enumerate(coords["seed"])):
+        lo[d, :, i], hi[d, :, i] = _bracketed(functools.partial(unstable, processes[d], s), len(cases),
+                                              problem.lam_max, tol)
+    return _dataset(lo, hi, coords, extra, processes, problem, task,
+                    {"method": method, "criterion": "simulated", "steps": steps, "tol": tol, "seeds": seeds,
+                     "seed": seed})
+
+
+def _dataset(lo, hi, coords: dict, extra: list, processes, problem, task, attrs: dict) -> xr.Dataset:
+    """The thresholds x* (median, min and max over seeds) and the brackets' upper ends, over the grid."""
+    dims = ["delay", "momentum", *extra]
+    grid_shape = (coords["delay"].size, coords["momentum"].size, *(coords[name].size for name in extra))
+    x = lo * problem.lam_max
+    with np.errstate(invalid="ignore"):
+        data = {
+            "threshold": (dims, np.median(x, -1).reshape(grid_shape), {"long_name": "simulated x* = lam_max * eta*"}),
+            "threshold_min": (dims, x.min(-1).reshape(grid_shape)),
+            "threshold_max": (dims, x.max(-1).reshape(grid_shape)),
+            "threshold_hi": (dims, np.median(hi * problem.lam_max, -1).reshape(grid_shape),
+                             {"long_name": "upper end of the final bracket (unstable there)"}),
+        }
+    return xr.Dataset(
+        data, coords={"delay": coords["delay"], "momentum": coords["momentum"], **{n: coords[n] for n in extra},
+                      "mean_delay": ("delay", [p.mean for p in processes])},
+        attrs={**attrs, "noise": float(coords["noise"][0]), **problem.describe(),
+               "diverge_factor": task.config.diverge_factor,
+               "delay_processes": ", ".join(p.label for p in processes),
+               **{k: int(v) if isinstance(v, bool) else v for k, v in task.options.items() if np.isscalar(v)}},
+    )
+
+
+def _checked(steps, seeds, tol, seed, hyper_and_options: dict) -> tuple[int, int, int]:
+    """The budget, the number of seeds and the first seed (one-line errors)."""
     steps = count(steps, "steps", high=10**8)
     seeds = count(seeds, "seeds", high=1000)
     if not (np.isfinite(number(tol, "tol")) and 0 < tol < 1):
         raise NqmError(f"tol must be a number in (0, 1), got {tol}")
     if np.ndim(seed) != 0:
         raise NqmError("seed is the first seed, one integer: give seeds=K for seeds seed … seed+K-1")
-    seed = int(coordinates(seed=seed)["seed"][0])
     # Every case runs its whole budget `steps` and never stops at a target: these would be ignored.
     ignored = sorted({"target", "max_steps"} & set(hyper_and_options))
     if ignored:
         raise NqmError(f"simulated_threshold takes no {' or '.join(ignored)}: each run goes on for steps=N steps "
                        "(give steps) and never stops at a target")
-    task, grids = jobs.job(method, problem, dict(hyper_and_options, max_steps=steps, progress=progress))
-    # Never stop at a target; unstable means growing, so a stable run's excursions (large under random
-    # delays: its log-loss is a random walk) must not count as divergence — only a non-finite loss
-    # does, in float64's range, unless the caller sets the rule.
-    rule = {"diverge_factor": np.inf, "x64": True}
-    rule = {name: value for name, value in rule.items() if name not in hyper_and_options}
-    task = task._replace(config=dataclasses.replace(task.config, target=-1.0, **rule))
-    momentum = jobs.momentum_of(method, momentum)
-    coords = coordinates(momentum=momentum, noise=noise, seed=np.arange(seed, seed + seeds), **grids)
-    if coords["noise"].size != 1:
-        raise NqmError("noise takes one value for a threshold; call it once per noise level")
-    coords["delay"], processes = delays.coordinate(delay)
+    return steps, seeds, int(coordinates(seed=seed)["seed"][0])
+
+
+def _below_budget(processes, steps: int) -> None:
+    """Refuse a delay never below the budget: every gradient would be taken at w₀, nothing could diverge."""
     for process in processes:
         support = np.flatnonzero(process.pmf()) if process.pmf() is not None else np.zeros(1, int)
-        if support[0] >= steps:  # every gradient of the budget would be taken at w₀: nothing can diverge
+        if support[0] >= steps:
             raise NqmError(f"delay {process.label} is never below the budget of {steps:,} steps, so every gradient "
                            f"would be taken at w0 and no run could diverge; give more steps than the delay "
                            f"(steps=, --steps), several times it")
-    extra = list(grids)
-    cases = [dict(zip(["momentum", *extra], combo)) for combo in
-             itertools.product(coords["momentum"], *(coords[name] for name in extra))]
-    lam_max = problem.lam_max
-    shape = (coords["delay"].size, len(cases), seeds)
-    lo, hi = np.full(shape, np.nan), np.full(shape, np.nan)
 
-    stride = max(1, steps // TRACE_POINTS)
-    t = stride * np.arange(1, steps // stride + 1)
-    window = t > steps / 2
 
-    def diverged(d, s, lr, which):
-        """Whether each case ``which`` is unstable at ``lr`` under delay ``d`` and seed ``s``: it
-        diverged, or its loss's envelope grows over the second half of the budget."""
-        values = {name: np.array([cases[c][name] for c in which]) for name in ["momentum", *extra]}
-        values.update(lr=np.asarray(lr, np.float64), noise=np.full(len(which), coords["noise"][0]))
+class _Instability:
+    """Whether cases are unstable at a rate: they diverged, or their loss's envelope grows over the
+    second half of the budget (one engine run per call, whatever the cases)."""
+
+    def __init__(self, task, method: str, cases: list, noise: float, steps: int):
+        self.task, self.method, self.cases, self.noise = task, method, cases, noise
+        self.stride = max(1, steps // TRACE_POINTS)
+        self.t = self.stride * np.arange(1, steps // self.stride + 1)
+        self.window = self.t > steps / 2
+
+    def __call__(self, process, seed, lr, which) -> np.ndarray:
+        values = {name: np.array([self.cases[c][name] for c in which]) for name in self.cases[0]}
+        values.update(lr=np.asarray(lr, np.float64), noise=np.full(len(which), self.noise))
         coordinates(distinct=False, lr=values["lr"])
-        out = task.run(processes[d], values, s, description=f"{method} threshold", record={"loss": record.loss},
-                       stride=stride)
-        growing = [grows(row[window], t[window], blocks=BLOCKS) for row in out.trace["loss"]]
+        observers = [Progress(f"{self.method} threshold", enabled=self.task.config.progress),
+                     Trace({"loss": record.loss}, self.stride)]
+        out = self.task.run(process, values, seed, observers)
+        growing = [grows(row[self.window], self.t[self.window], blocks=BLOCKS) for row in out.trace["loss"]]
         return (out.status == DIVERGED) | np.array(growing, bool)
 
-    every = np.arange(len(cases))
-    for d, (i, s) in itertools.product(range(len(processes)), enumerate(coords["seed"])):
-        # The scan, in one call: the first diverging rate and the one below it bracket the boundary.
-        scan = diverged(d, s, np.repeat(SCAN / lam_max, len(cases)), np.tile(every, SCAN.size)).reshape(SCAN.size, -1)
-        first = np.where(scan.any(0), scan.argmax(0), SCAN.size)
-        inside = (first > 0) & (first < SCAN.size)
-        lo[d, inside, i] = SCAN[first[inside] - 1] / lam_max
-        hi[d, inside, i] = SCAN[first[inside]] / lam_max
-        lo[d, first == SCAN.size, i] = np.inf
-        open_ = np.flatnonzero(inside)
-        while open_.size:
-            mid = np.sqrt(lo[d, open_, i] * hi[d, open_, i])
-            unstable = diverged(d, s, mid, open_)
-            hi[d, open_[unstable], i], lo[d, open_[~unstable], i] = mid[unstable], mid[~unstable]
-            open_ = open_[hi[d, open_, i] / lo[d, open_, i] > 1 + tol]
-    dims = ["delay", "momentum", *extra]
-    grid_shape = (coords["delay"].size, coords["momentum"].size, *(coords[name].size for name in extra))
-    x = lo * lam_max
-    with np.errstate(invalid="ignore"):
-        data = {
-            "threshold": (dims, np.median(x, -1).reshape(grid_shape), {"long_name": "simulated x* = lam_max * eta*"}),
-            "threshold_min": (dims, x.min(-1).reshape(grid_shape)),
-            "threshold_max": (dims, x.max(-1).reshape(grid_shape)),
-            "threshold_hi": (dims, np.median(hi * lam_max, -1).reshape(grid_shape),
-                             {"long_name": "upper end of the final bracket (unstable there)"}),
-        }
-    return xr.Dataset(
-        data, coords={"delay": coords["delay"], "momentum": coords["momentum"], **{n: coords[n] for n in extra},
-                      "mean_delay": ("delay", [p.mean for p in processes])},
-        attrs={"method": method, "criterion": "simulated", "steps": steps, "tol": tol, "seeds": seeds,
-               "seed": seed, "noise": float(coords["noise"][0]), **problem.describe(),
-               "diverge_factor": task.config.diverge_factor,
-               "delay_processes": ", ".join(p.label for p in processes),
-               **{k: int(v) if isinstance(v, bool) else v for k, v in task.options.items() if np.isscalar(v)}},
-    )
+
+def _bracketed(unstable, cases: int, lam_max: float, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each case's bracket ``(lo, hi)`` of the stable rate: the scan, in one call (the first diverging
+    rate and the one below it), then bisection to ``hi / lo ≤ 1 + tol``; ``lo`` ∞ where no scanned
+    rate diverged, NaN where the smallest did."""
+    lo, hi, every = np.full(cases, np.nan), np.full(cases, np.nan), np.arange(cases)
+    scan = unstable(np.repeat(SCAN / lam_max, cases), np.tile(every, SCAN.size)).reshape(SCAN.size, -1)
+    first = np.where(scan.any(0), scan.argmax(0), SCAN.size)
+    inside = (first > 0) & (first < SCAN.size)
+    lo[inside], hi[inside] = SCAN[first[inside] - 1] / lam_max, SCAN[first[inside]] / lam_max
+    lo[first == SCAN.size] = np.inf
+    open_ = np.flatnonzero(inside)
+    while open_.size:
+        mid = np.sqrt(lo[open_] * hi[open_])
+        grew = unstable(mid, open_)
+        hi[open_[grew]], lo[open_[~grew]] = mid[grew], mid[~grew]
+        open_ = open_[hi[open_] / lo[open_] > 1 + tol]
+    return lo, hi
