@@ -1,4 +1,4 @@
-"""precond: SGDM preconditioned by H^(−p). At p = 0 it is SGDM bit for bit; at p = 1/2 it follows an
+"""precond: SGDM preconditioned by H^(−p). At p = 0 it is SGDM (the same steps, the loss to float32 rounding); at p = 1/2 it follows an
 independent numpy loop, axis-aligned and rotated; its simulated threshold is SGDM's mapped by
 x = η λ^(1−p); bad powers are one line at the API and the CLI."""
 
@@ -26,7 +26,7 @@ def problem(rotate: bool):
 
 @pytest.mark.parametrize("rotate", [False, True])
 @pytest.mark.parametrize("delay", [3, "uniform:0:5"])
-def test_power_zero_is_sgdm_bit_for_bit(delay, rotate):
+def test_power_zero_is_sgdm(delay, rotate):
     """Steps, status and loss, with noise (common random numbers), under constant and iid delays.
 
     The status compared is the first passage's: whether a run that reached the target stays there
@@ -37,8 +37,11 @@ def test_power_zero_is_sgdm_bit_for_bit(delay, rotate):
     for first_passage in (False, True):
         ds = nqm.sweep("precond", power=0.0, delay=delay, first_passage=first_passage, **kw).squeeze("power", drop=True)
         want = nqm.sweep("sgdm", delay=delay, first_passage=first_passage, **kw)
-        for name in ("steps", "loss") + (("status",) if first_passage else ()):
+        for name in ("steps",) + (("status",) if first_passage else ()):
             np.testing.assert_array_equal(ds[name].values, want[name].values, err_msg=name)
+        # The same arithmetic in two programs: the compiler may contract a multiply-add into one
+        # rounding in one of them (a noisy momentum-0 cell differs in its last bit on some CPUs)
+        np.testing.assert_allclose(ds.loss.values, want.loss.values, rtol=4 * np.finfo(np.float32).eps)
     assert set(np.unique(want.status.values)) >= {-1, 1}  # the grid holds reached and diverged cells
 
 

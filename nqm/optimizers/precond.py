@@ -7,7 +7,8 @@ Adam (p ≈ 1/2, a diagonal preconditioner of the square root of the curvature) 
 ``η λ^(−p)``, that is at ``x = η λ^(1−p)``: its threshold is SGDM's, ``η* = x*_sgdm(m, D) / λ_max^(1−p)``
 (:func:`nqm.thresholds.derived.precond_threshold`). The update reads the problem's spectrum (and its
 rotation), which :func:`nqm.optimizers.make` gives the factory (its ``problem`` parameter); at p = 0
-it is SGDM bit for bit, rotated or not.
+it is SGDM, rotated or not: the same first passages, losses equal to float32 rounding (the compiler
+may contract a multiply-add differently in the two programs).
 
 It is not registered as linear: the derived thresholds and the exact mode build the transition of
 one eigencomponent from the method's own step at a curvature λ, where this step reads the whole
@@ -60,9 +61,12 @@ def precond(*, dampening: bool = False, problem=None) -> Optimizer:
                            f"{g.shape[-1]}: build it with make('precond', problem=...) for the problem it runs on")
         scale = jnp.exp(-hyper.power * jnp.asarray(log_lam, g.dtype))  # λ^(−p), exactly 1 at p = 0
         if rotation is None:
-            return scale * g
-        q = jnp.asarray(rotation, g.dtype)
-        return jnp.where(hyper.power == 0, g, q @ (scale * (q.T @ g)))  # p = 0: g itself, not Q Qᵀ g
+            preconditioned = scale * g
+        else:
+            q = jnp.asarray(rotation, g.dtype)
+            preconditioned = q @ (scale * (q.T @ g))
+        # p = 0: g itself, not Q Qᵀ g nor 1 · g, which the compiler may fuse into another rounding
+        return jnp.where(hyper.power == 0, g, preconditioned)
 
     optimizer = heavy_ball(PrecondHyper, dampening=dampening, gradient=gradient)
     return optimizer._replace(config=optimizer.config + (("preconditioner", "H^(-power)"),))
