@@ -31,7 +31,7 @@ from nqm import delays, engine, jobs, validate
 from nqm.engine import First, GeometricMean, Histogram, Mean, Trace
 from nqm.engine.record import loss
 from nqm.errors import NqmError
-from nqm.optimizers.base import momentum_coefficient
+from nqm.conventions import momentum_coefficient
 from nqm.problem import Problem
 from nqm.results import attribute
 

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import itertools
 import os
-import warnings
 
 import numpy as np
 import xarray as xr
@@ -233,13 +231,3 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
 
 # Names this module held before the job machinery moved to nqm.jobs (and its re-exports were
 # dropped), kept for one version as deprecated aliases: they go in nqm 0.3.0.
-_MOVED = {"cell": "nqm.jobs", "cell_uids": "nqm.jobs", "hyper_dims": "nqm.jobs", "all_hyper_dims": "nqm.jobs",
-          "load": "nqm.io", "save": "nqm.io", "t_star": "nqm.status"}
-
-
-def __getattr__(name):
-    if name in _MOVED:
-        warnings.warn(f"nqm.sweeps.{name} is {_MOVED[name]}.{name}; the old name goes in nqm 0.3.0",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module 'nqm.sweeps' has no attribute {name!r}")

@@ -21,7 +21,7 @@ import nqm  # noqa: E402
 
 # The command's entry module (importing it runs the command) and the deprecated aliases of renamed
 # modules (importing them warns).
-SKIP = {"nqm.__main__", "nqm.stability", "nqm.linear", "nqm.boundary", "nqm.plots.searches"}
+SKIP = {"nqm.__main__"}
 # Each must have an example.
 ENTRY_POINTS = [
     "nqm.sweeps.sweep", "nqm.search.api.best", "nqm.diagnostics.trajectory", "nqm.expected.api.sweep",

@@ -29,7 +29,7 @@ def test_fig11_geometry_matches_the_engine_step_by_step(rho):
 def test_element_wise_alpha_is_one_minus_rho_sign_of_g_times_v():
     from nqm.optimizers import make
     from nqm.optimizers.base import StepContext
-    from nqm.optimizers.base import VelocityState
+    from nqm.optimizers.momentum import VelocityState
 
     ab = make("ab", group="element")
     g = np.array([1.0, -2.0, 3.0, 0.0, 1.0])

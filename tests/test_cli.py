@@ -292,7 +292,6 @@ def test_best_refuses_in_the_commands_words(extra, message, tmp_path, monkeypatc
 
 import argparse
 import dataclasses
-import os
 import re
 
 from nqm import engine

@@ -293,3 +293,23 @@ def test_a_cell_does_not_depend_on_the_budget_under_random_delays(spec):
     assert done.sum() >= 3
     for field in ("steps", "status", "loss"):
         np.testing.assert_array_equal(getattr(short, field)[done], getattr(long, field)[done])
+
+
+def test_the_observers_watch_without_changing_a_cell():
+    """A run with a checkpoint and a progress bar gives the same cells as a bare one; the checkpoint
+    is handed every cell exactly once and a snapshot between chunks, the bare run hands nothing on."""
+    problem = nqm.zhang(24)
+    hyper = {"lr": np.geomspace(0.05, 3.0, 12), "momentum": np.full(12, 0.7), "rho": np.full(12, 0.5)}
+    cells = engine.Cells(make("ab", delay=2), hyper, np.full(12, 0.01), delay=2, seed=1)
+    config = dataclasses.replace(QUIET, target=1e-3, max_steps=1500, chunk_steps=64, batch_cells=4)
+    bare = engine.simulate(problem, cells, config)
+    handed, snapshots = [], []
+    observers = [engine.Checkpoint(on_finished=lambda ids, part: handed.extend(np.asarray(ids).tolist()),
+                                   between_chunks=lambda snapshot: snapshots.append(snapshot().t)),
+                 engine.Progress(enabled=False)]
+    watched = engine.simulate(problem, cells, config, observers)
+    for name in ("steps", "status", "loss"):
+        np.testing.assert_array_equal(getattr(watched, name), getattr(bare, name))
+    assert sorted(handed) == list(range(12))
+    assert snapshots and snapshots == sorted(snapshots)
+    assert set(bare.status.tolist()) >= {-1, 1}  # cells that finish both ways were handed on

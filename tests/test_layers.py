@@ -4,6 +4,7 @@ wrong import is caught — so the next change that breaks the layering fails the
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -92,36 +93,46 @@ def test_the_polynomials_may_not_reach_jax(tmp_path):
     assert result.returncode == 1 and "nqm.thresholds.polynomials is not allowed to import jax" in result.stdout
 
 
-def test_the_contract_names_every_module():
-    """Every module of nqm sits in a layer (or is a package, or an alias kept for one version), so
-    a new module cannot slip past the contract unplaced."""
+def _layers():
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]["layers"]
 
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
-    layers = [name.strip() for layer in config["layers"] for name in layer.split("|")]
-    aliases = {line.split(" -> ")[0] for line in config["ignore_imports"]}
+
+def test_the_contract_names_every_module_in_at_most_twelve_layers():
+    """Every module of nqm sits in a layer (or is a package), so a new module cannot slip past the
+    contract unplaced; and the layers stay few enough to read."""
+    layers = _layers()
+    assert len(layers) <= 12, f"{len(layers)} layers: join neighbours that are one concern"
+    names = [name.strip() for layer in layers for name in re.split(r"[|:]", layer)]
     graph = grimp.build_graph("nqm")
-    placed = lambda m: any(m == layer or m.startswith(layer + ".") for layer in layers)
+    placed = lambda m: any(m == name or m.startswith(name + ".") for name in names)
     packages = {"nqm", "nqm.__main__", "nqm.thresholds"}
-    assert sorted(m for m in graph.modules if not placed(m) and m not in packages | aliases) == []
+    assert sorted(m for m in graph.modules if not placed(m) and m not in packages) == []
 
 
-def test_the_old_names_still_work_for_one_version_and_say_so():
+def test_the_aliases_of_0_2_are_gone():
+    """0.3.0 dropped the names 0.2.0 kept for one version (CHANGELOG): an old import fails loudly."""
     import importlib
-    import sys
 
-    for old, new, name in (("nqm.stability", "nqm.thresholds.polynomials", "threshold"),
-                           ("nqm.linear", "nqm.thresholds.derived", "threshold_table"),
-                           ("nqm.boundary", "nqm.thresholds.simulated", "simulated_threshold"),
-                           ("nqm.plots.searches", "nqm.search.answers", "run")):
-        sys.modules.pop(old, None)
-        with pytest.warns(DeprecationWarning, match=new):
-            module = importlib.import_module(old)
-        assert getattr(module, name) is getattr(importlib.import_module(new), name)
     import nqm.sweeps
-    from nqm import jobs, status
 
-    with pytest.warns(DeprecationWarning, match="nqm.status.t_star"):
-        assert nqm.sweeps.t_star is status.t_star
-    with pytest.warns(DeprecationWarning, match="nqm.jobs.cell_uids"):
-        assert nqm.sweeps.cell_uids is jobs.cell_uids
+    for old in ("nqm.stability", "nqm.linear", "nqm.boundary", "nqm.plots.searches"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(old)
+    for name in ("t_star", "cell_uids", "load", "save"):
+        assert not hasattr(nqm.sweeps, name)
+
+
+def test_the_architecture_guide_names_every_module():
+    """docs/architecture.md's map of the layers names every module: a top-level one by its dotted
+    name, one inside a package by its file's name, so a reader finds every file there."""
+    guide = (ROOT / "docs" / "architecture.md").read_text()
+    unnamed = []
+    for path in sorted((ROOT / "nqm").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] in ("__init__", "__main__"):
+            continue
+        named = ".".join(parts) in guide if len(parts) == 2 else re.search(rf"\b{parts[-1]}\b", guide)
+        if not named:
+            unnamed.append(".".join(parts))
+    assert unnamed == []

@@ -10,7 +10,7 @@ import xarray as xr
 
 from nqm import io
 from nqm.cli import main
-from nqm.optimizers import base
+from nqm.optimizers import base, momentum
 
 
 class QuasiHyperbolicHyper(NamedTuple):
@@ -26,14 +26,14 @@ def quasi_hyperbolic(*, nu: float = 0.7) -> base.Optimizer:
     """
 
     def init(w0):
-        return base.VelocityState(0.0 * w0)
+        return momentum.VelocityState(0.0 * w0)
 
     def step(hyper, state, w, g, ctx):
         del ctx
         v = hyper.momentum * state.velocity + g
-        return w - hyper.lr * ((1.0 - nu) * g + nu * v), base.VelocityState(v), {}
+        return w - hyper.lr * ((1.0 - nu) * g + nu * v), momentum.VelocityState(v), {}
 
-    return base.Optimizer(QuasiHyperbolicHyper, init, step, (("nu", nu),), velocity=base.velocity, linear=True)
+    return base.Optimizer(QuasiHyperbolicHyper, init, step, (("nu", nu),), velocity=momentum.velocity, linear=True)
 
 
 @pytest.fixture

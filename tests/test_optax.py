@@ -11,7 +11,7 @@ import pytest
 import nqm
 from nqm import engine, diagnostics, io
 from nqm.cli import main
-from nqm.optimizers import base, from_optax, make
+from nqm.optimizers import base, from_optax, make, momentum
 
 LAM = np.array([1.0, 0.5, 0.2, 0.05])
 PROBLEM = nqm.explicit(LAM)
@@ -99,7 +99,7 @@ def test_one_braked_optax_sgd_step_is_one_ab_step_to_the_rounding_of_its_sum(bri
         return w_next, state.inner_state[0].trace, info["cosine"]
 
     def ab_step(h, w, g, v):
-        w_next, state, info = b.step(b.hyper(**h), base.VelocityState(v), w, g, ctx)
+        w_next, state, info = b.step(b.hyper(**h), momentum.VelocityState(v), w, g, ctx)
         return w_next, state.velocity, info["cosine"]
 
     with jax.enable_x64(True):

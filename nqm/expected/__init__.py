@@ -30,14 +30,15 @@ Modules, by responsibility:
 - :mod:`~nqm.expected.api` — ``sweep``, ``evaluate``, ``expected_loss``, ``steady_state_loss``.
 
 An evaluator turns (method, delay, cells, spectrum, noise levels, limits) into steps, status,
-loss, curve and ``V_∞`` per cell; :func:`nqm.expected.api._evaluate` picks it. Constant delays (a
+loss, curve and ``V_∞`` per cell; :func:`nqm.expected.reduced.evaluate_process` picks it. Constant delays (a
 one-hot pmf included) of the methods written out have the autoregression; every other linear method
 (:func:`methods`: any registered with ``linear=True``) and every iid delay (``uniform:A:B``,
 ``gaussian:MU``, ``pmf:…``) have the second-moment map ``E[s sᵀ] ↦ Σ_d p_d A_d E[s sᵀ] A_dᵀ`` plus the noise, on the state
 of :mod:`nqm.thresholds.derived` (:mod:`~nqm.expected.second_moment`). Worker pools have no pmf: no exact mode.
 """
 
-from nqm.expected.api import DEFAULT_BINS, evaluate, expected_loss, methods, steady_state_loss, sweep
+from nqm.expected.api import evaluate, expected_loss, steady_state_loss, sweep
+from nqm.expected.reduced import DEFAULT_BINS, methods
 from nqm.expected.recursion import METHODS, Recursion, recursion
 from nqm.expected.steady import stable
 

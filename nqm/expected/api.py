@@ -6,14 +6,12 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-import nqm
-from nqm import delays, jobs, optimizers, validate
+from nqm import jobs, validate
 from nqm.config import RunConfig, checked_config
-from nqm.conventions import ALIASES, batch_noise, family
+from nqm.conventions import batch_noise, family
 from nqm.errors import NqmError
-from nqm.expected import autoregression, second_moment, steady
-from nqm.expected.recursion import METHODS, recursion
-from nqm.optimizers.precond import PrecondHyper
+from nqm.expected import autoregression, reduced, second_moment, steady
+from nqm.expected.recursion import recursion
 from nqm.problem import Problem
 from nqm.engine.step import CONTINUE, WINDOW_POINTS
 from nqm.status import REACHED, SETTLED, TRANSIENT, meaning, stays_below
@@ -22,130 +20,8 @@ STAY_EXPECTED = ("steps_stay: the first step after which the expected loss stays
                  "its last exit); NaN where it does not settle")
 CURVE_VALUES = 2**25  # expected losses held at once when stepping curves for steps_stay (256 MiB)
 TRACED_VALUES = 2**21  # cells × components stepped at once when tracing (every one in its own slot)
-PRECOND = "precond"  # SGDM preconditioned by H^(-p): SGDM on a transformed spectrum (_reduce)
-DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (docs/expected.md: the T error it causes)
 STEADY_MEANING = ("E[L] as t → ∞; inf: no steady state (a constant delay: a root of the recursion on or outside "
                   "the unit circle; iid delays: the mean-square map's spectral radius >= 1), so E[L_t] does not settle")
-
-
-def _delays(delay) -> tuple[np.ndarray, list]:
-    """The ``delay`` coordinate and its processes (:func:`nqm.delays.coordinate`): constant delays and
-    iid ones, whose pmf the exact dynamics need; a worker pool has none."""
-    labels, processes = delays.coordinate(delay)
-    for p in processes:
-        if p.pmf() is None:
-            raise NqmError(f"delay {p.label} is a worker pool, whose delays are not iid (no pmf), so it has no exact "
-                           "expected dynamics; simulate it with nqm sweep")
-    return labels, processes
-
-
-def _constant(process) -> int | None:
-    """The delay D of a process whose pmf is one-hot at D (``constant:D``, ``pmf:0,…,0,1``), else None."""
-    support = np.flatnonzero(process.pmf())
-    return int(support[0]) if support.size == 1 else None
-
-
-def _autoregression(process, method) -> int | None:
-    """The constant delay D that takes the autoregression's closed form, else None (the second-moment map)."""
-    constant = _constant(process)
-    return constant if constant is not None and family(method) in METHODS else None
-
-
-def _check_cost(problem, method, processes, bins, dampening, steady=False) -> None:
-    """Refuse, before any work, a second-moment map that would not fit in memory (one line that says
-    what fits). ``steady``: only the steady state is asked, which a constant delay gets from its
-    n × n state (:func:`second_moment.steady_state`), not the map."""
-    components, method = _spectrum(problem, bins)[0].size, _stepped(method)
-    for process in processes:
-        if _autoregression(process, method) is None and not (steady and np.count_nonzero(process.pmf()) == 1):
-            second_moment.check_size(method, process, dampening, components)
-
-
-def _spectrum(problem, bins):
-    """``(λ, weight)``: every eigenvalue with weight 1, or B log-spaced bins (count, mean λ)."""
-    lam = problem.eigenvalues
-    if bins is None:
-        return lam, np.ones_like(lam)
-    edges = np.geomspace(lam.min(), lam.max() * (1 + 1e-12), bins + 1)
-    which = np.clip(np.searchsorted(edges, lam, side="right") - 1, 0, bins - 1)
-    count = np.bincount(which, minlength=bins).astype(float)
-    total = np.bincount(which, weights=lam, minlength=bins)
-    keep = count > 0
-    return total[keep] / count[keep], count[keep]
-
-
-def methods() -> tuple[str, ...]:
-    """Every method the exact mode takes: the linear ones of the registry, ``"sgd"``, and
-    ``"precond"`` (SGDM on a transformed spectrum, :func:`_reduce`).
-
-    Returns:
-      The names.
-    """
-    linear = (m for m in optimizers.methods() if optimizers.make(m).linear)
-    return tuple(dict.fromkeys((*sorted(ALIASES), *linear, PRECOND)))
-
-
-def _power(method: str, power) -> float | None:
-    """``precond``'s exponent p, checked (default its optimizer's, 0.5); ``None`` for every other method."""
-    if method != PRECOND:
-        if power is not None:
-            raise NqmError(f"power is precond's hyperparameter (the p of H^(-p)); {method!r} takes none")
-        return None
-    p = PrecondHyper._field_defaults["power"] if power is None else validate.number(power, "power")
-    if not 0 <= p <= 1:
-        raise NqmError(f"power must be a number in [0, 1] (the p of H^(-p)), got {power!r}")
-    return float(p)
-
-
-def _reduce(method: str, problem, bins, power):
-    """What the evaluators step: ``(method, λ, weight, initial)`` (``initial``: each component's
-    squared initial weight, ``None`` for the model's w₀ = 1). ``precond`` at power p is SGDM in the
-    coordinates ``u = λ^(p/2) w``: per component ``v ← m v + λ^(−p) g`` becomes SGDM on the curvature
-    λ^(1−p), with noise N(0, λ^(1−p)), loss ½ λ^(1−p) u² and ``u₀ = λ^(p/2)`` — exactly, under any
-    delay (a delayed w is a delayed u). Every other method is itself."""
-    lam, weight = _spectrum(problem, bins)
-    if power is None:
-        return method, lam, weight, None
-    return _stepped(method), lam ** (1.0 - power), weight, lam ** power
-
-
-def _power_attrs(power) -> dict:
-    """The ``power`` attribute of a precond result (none for the other methods)."""
-    return {} if power is None else {"power": power}
-
-
-def _stepped(method: str) -> str:
-    """The method the evaluators step for ``method`` (:func:`_reduce`)."""
-    return "sgdm" if method == PRECOND else method
-
-
-def _checked(method, momentum, problem, bins, dampening):
-    """The method, problem, bins and dampening, checked; ``momentum`` is the checked momenta."""
-    validate.flag(dampening, "dampening")
-    if method not in methods():
-        raise NqmError(f"exact expected dynamics exist for the linear methods {', '.join(methods())}, not "
-                       f"{method!r}; use nqm sweep for the others")
-    family(method, momentum)  # sgd: momentum 0
-    problem = nqm.zhang() if problem is None else problem
-    if not isinstance(problem, Problem):
-        raise NqmError(f"problem must be an nqm.Problem (e.g. nqm.zhang(1000)), got {problem!r}")
-    if isinstance(bins, (bool, np.bool_)):
-        raise NqmError(f"bins must be an integer >= 1, got {bins!r}")
-    return problem, None if bins is None else validate.count(bins, "bins")
-
-
-def _evaluate(problem, method, delay, lr, momentum, sigma, *, dampening, bins, target, max_steps, diverge_factor,
-              trace_steps=0, power=None):
-    """``(steps, status, loss, curve, V_∞)`` of one delay process: the autoregression's evaluator for a
-    constant delay (a one-hot pmf included: the same numbers), the second-moment map's for iid delays."""
-    method, lam, weight, initial = _reduce(method, problem, bins, power)
-    bound = diverge_factor * 0.5 * float(weight @ (lam if initial is None else lam * initial))  # L(w₀)·factor
-    process = delays.process(delay)
-    kw = dict(target=target, bound=bound, max_steps=max_steps, trace_steps=trace_steps, initial=initial)
-    with np.errstate(over="ignore", invalid="ignore"):  # a diverging loss overflows to ∞: how divergence shows
-        if (constant := _autoregression(process, method)) is not None:
-            return autoregression.run(method, constant, lr, momentum, dampening, lam, weight, sigma, **kw)
-        return second_moment.run(method, process, lr, momentum, dampening, lam, weight, sigma, **kw)
 
 
 def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma, *, dampening=False,
@@ -178,13 +54,13 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
     except ValueError:
         raise NqmError("lr, momentum and sigma must be numbers of shapes that broadcast") from None
     flat = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel(), noise=sigma.ravel())
-    process = _one_delay(delay)
-    problem, bins = _checked(method, flat["momentum"], problem, bins, dampening)
-    power = _power(method, power)
-    _check_cost(problem, method, [process], bins, dampening, steady=True)
-    method, lam, weight, _ = _reduce(method, problem, bins, power)  # the steady state has no memory of w₀
+    process = reduced.one_delay(delay)
+    problem, bins = reduced.checked(method, flat["momentum"], problem, bins, dampening)
+    power = reduced.checked_power(method, power)
+    reduced.check_cost(problem, method, [process], bins, dampening, steady=True)
+    method, lam, weight, _ = reduced.reduce(method, problem, bins, power)  # the steady state has no memory of w₀
     with np.errstate(over="ignore", invalid="ignore"):  # no steady state overflows to ∞: what it means
-        if (constant := _autoregression(process, method)) is not None:
+        if (constant := reduced.autoregressive_delay(process, method)) is not None:
             rows = recursion(method, constant, flat["lr"], flat["momentum"], dampening)
             _, unit = steady.analyse(rows, lam, weight)
         else:
@@ -192,13 +68,6 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
                                               level=flat["noise"] > 0)
     with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
         return np.where(np.isinf(unit), np.inf, unit * flat["noise"] ** 2).reshape(lr.shape)
-
-
-def _one_delay(delay):
-    """The one delay process that ``delay`` gives (an integer or a spec)."""
-    if isinstance(delay, (list, tuple, range, np.ndarray)) and len(delay) != 1:
-        raise NqmError("give one delay (an integer or a spec such as uniform:1:4), not a list")
-    return _delays(delay)[1][0]
 
 
 def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, noise: float = 0.0,
@@ -225,12 +94,12 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
     point = validate.coordinates(lr=lr, momentum=momentum, noise=noise)
     if any(v.size != 1 for v in point.values()):
         raise NqmError("expected_loss takes one lr, momentum, delay and noise; use sweep for grids")
-    process = _one_delay(delay)
+    process = reduced.one_delay(delay)
     steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
-    problem, bins = _checked(method, point["momentum"], problem, bins, dampening)
-    power = _power(method, power)
-    _check_cost(problem, method, [process], bins, dampening)
-    _, _, _, curve, _ = _evaluate(problem, method, process, point["lr"], point["momentum"], point["noise"],
+    problem, bins = reduced.checked(method, point["momentum"], problem, bins, dampening)
+    power = reduced.checked_power(method, power)
+    reduced.check_cost(problem, method, [process], bins, dampening)
+    _, _, _, curve, _ = reduced.evaluate_process(problem, method, process, point["lr"], point["momentum"], point["noise"],
                                   dampening=dampening, bins=bins, target=-1.0, max_steps=steps,
                                   diverge_factor=np.inf, trace_steps=steps, power=power)
     # The curve is a loss (>= 0): NaN in it is where it overflowed (∞ − ∞ in its terms) or stepped no
@@ -275,13 +144,13 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
         raise NqmError("the points' lr and momentum must be numbers of one length (or single values)") from None
     values = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel())
     coords = validate.coordinates(noise=noise)
-    labels, processes = _delays(delay)
+    labels, processes = reduced.delay_processes(delay)
     if labels.size != 1 or coords["noise"].size != 1:
         raise NqmError("evaluate takes one delay and one noise level; call it once per value")
-    problem, bins = _checked(method, values["momentum"], problem, bins, dampening)
-    power = _power(method, power)
-    _check_cost(problem, method, processes, bins, dampening)
-    steps, status, loss, _, unit = _evaluate(problem, method, processes[0], values["lr"], values["momentum"],
+    problem, bins = reduced.checked(method, values["momentum"], problem, bins, dampening)
+    power = reduced.checked_power(method, power)
+    reduced.check_cost(problem, method, processes, bins, dampening)
+    steps, status, loss, _, unit = reduced.evaluate_process(problem, method, processes[0], values["lr"], values["momentum"],
                                              coords["noise"], dampening=dampening, bins=bins, target=target,
                                              max_steps=max_steps, diverge_factor=diverge_factor, power=power)
     if not first_passage:
@@ -294,7 +163,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
                               {"long_name": STAY_EXPECTED})
     result = xr.Dataset(data, coords={k: ("point", v) for k, v in values.items()},
                         attrs={"method": method, "delay": labels[0].item(), "noise": float(coords["noise"][0]),
-                               "evaluation": "exact expected dynamics", **_power_attrs(power)})
+                               "evaluation": "exact expected dynamics", **reduced.power_attrs(power)})
     result.status.attrs["meaning"] = meaning(first_passage)
     return result
 
@@ -316,7 +185,7 @@ def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampe
         per_call = max(1, min(CURVE_VALUES // budget, TRACED_VALUES // problem.dim))
         for start in range(0, cells.size, per_call):
             chunk = cells[start:start + per_call]
-            curve = _evaluate(problem, method, process, lr[chunk], momentum[chunk], sigma[[level]],
+            curve = reduced.evaluate_process(problem, method, process, lr[chunk], momentum[chunk], sigma[[level]],
                               dampening=dampening, bins=bins, target=-1.0, max_steps=budget,
                               diverge_factor=diverge_factor, trace_steps=budget, power=power)[3][:, 0]
             yield from zip(chunk, curve)
@@ -370,16 +239,16 @@ def stays_from(problem: Problem, method: str, delay, lr, momentum, *, target: fl
     """
     lr, momentum = (np.asarray(x, np.float64).ravel() for x in (lr, momentum))
     status = np.full((lr.size, 1), SETTLED, np.int8)
-    return _stays_from(problem, method, _one_delay(delay), lr, momentum, np.zeros(1), status, dampening=dampening,
-                       bins=None, target=target, power=_power(method, power))[:, 0]
+    return _stays_from(problem, method, reduced.one_delay(delay), lr, momentum, np.zeros(1), status, dampening=dampening,
+                       bins=None, target=target, power=reduced.checked_power(method, power))[:, 0]
 
 
 def _stays_from(problem, method, process, lr, momentum, sigma, status, *, dampening, bins, target, power):
     """Per cell and noise level, the step from which the closed form proves the expected loss below
     the target for good (0: it proves nothing, or the delay is not constant; only settled cells)."""
     out = np.zeros(status.shape, np.int64)
-    stepped, lam, weight, initial = _reduce(method, problem, bins, power)
-    constant = _autoregression(process, stepped)
+    stepped, lam, weight, initial = reduced.reduce(method, problem, bins, power)
+    constant = reduced.autoregressive_delay(process, stepped)
     rows = np.flatnonzero((status == SETTLED).any(1))
     if constant is None or rows.size == 0:
         return out
@@ -454,16 +323,16 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     coords = validate.coordinates(lr=lr, momentum=momentum, noise=noise, seed=0)
     if batch_size is not None:
         coords["batch_size"] = jobs.batch_sizes(batch_size, coords["noise"], "float64")
-    coords["delay"], processes = _delays(delay)
+    coords["delay"], processes = reduced.delay_processes(delay)
     validate.grid_size(coords)
-    problem, bins = _checked(method, coords["momentum"], problem, bins, dampening)
-    power = _power(method, power)
-    _check_cost(problem, method, processes, bins, dampening)
-    stepped = family(_stepped(method))
+    problem, bins = reduced.checked(method, coords["momentum"], problem, bins, dampening)
+    power = reduced.checked_power(method, power)
+    reduced.check_cost(problem, method, processes, bins, dampening)
+    stepped = family(reduced.stepped(method))
     job = jobs.Job(stepped, second_moment.optimizer_options(stepped, dampening), problem, config)
     result = jobs.empty(job, coords, processes)
     result.attrs.update(method=method, evaluation="exact expected dynamics", bins=-1 if bins is None else bins,
-                        **_power_attrs(power))
+                        **reduced.power_attrs(power))
     steady_loss, stay_steps = np.empty(result.steps.shape), np.full(result.steps.shape, np.nan)
     m, lr_ = (x.ravel() for x in np.meshgrid(coords["momentum"], coords["lr"], indexing="ij"))
     # Every noise level the grid runs: σ, or σ/√B per (noise, batch size) in that order.
@@ -473,7 +342,7 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     # → noise, [batch_size,] seed, momentum, lr
     order = lambda x: np.moveaxis(x.reshape(shape), (0, 1), (-2, -1))[..., None, :, :]
     for i, process in enumerate(processes):
-        steps, status, loss, _, unit = _evaluate(problem, method, process, lr_, m, sigma, dampening=dampening, bins=bins,
+        steps, status, loss, _, unit = reduced.evaluate_process(problem, method, process, lr_, m, sigma, dampening=dampening, bins=bins,
                                                  target=target, max_steps=max_steps, diverge_factor=diverge_factor,
                                                  power=power)
         level = _level(unit, sigma)

@@ -1,6 +1,7 @@
 """Optimizer families, one file each, registered by name: ``make("ab", delay=4, group="element")``."""
 
-from nqm.optimizers.base import Optimizer, convention, make, methods
+from nqm.conventions import convention
+from nqm.optimizers.base import Optimizer, make, methods
 from nqm.optimizers.sgdm import sgd, sgdm
 from nqm.optimizers.ab import adaptive_braking
 from nqm.optimizers.shifted import shifted
@@ -13,5 +14,5 @@ from nqm.optimizers.ormo import ormo, ormo_da
 from nqm.optimizers.optax_bridge import from_optax
 from nqm.optimizers.precond import precond
 
-__all__ = ["Optimizer", "convention", "make", "methods", "sgdm", "adaptive_braking", "shifted", "nesterov",
+__all__ = ["Optimizer", "convention", "make", "methods", "sgd", "sgdm", "adaptive_braking", "shifted", "nesterov",
            "staleness", "restart", "dc_asgd", "dana", "ormo", "ormo_da", "from_optax", "precond"]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from nqm.errors import NqmError
-from nqm.optimizers.base import NearZero, Optimizer, VelocityState, heavy_ball, momentum_coefficient, register
+from nqm.conventions import momentum_coefficient
+from nqm.optimizers.base import NearZero, Optimizer, register
+from nqm.optimizers.momentum import VelocityState, heavy_ball
 from nqm.optimizers.braking import EPS, braked, checked_clamps, factor, grouping
 
 MODES = ("both", "vel-only", "weight-only")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from nqm.optimizers.base import Optimizer, register, worker_momentum
+from nqm.optimizers.base import Optimizer, register
+from nqm.optimizers.momentum import worker_momentum
 
 
 def _look_ahead(hyper, state, w_next):

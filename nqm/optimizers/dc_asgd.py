@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from nqm.optimizers.base import NearZero, Optimizer, heavy_ball, register
+from nqm.optimizers.base import NearZero, Optimizer, register
+from nqm.optimizers.momentum import heavy_ball
 
 
 class CompensationHyper(NamedTuple):

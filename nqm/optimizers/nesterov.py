@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from nqm.optimizers.base import Optimizer, heavy_ball, register
+from nqm.optimizers.base import Optimizer, register
+from nqm.optimizers.momentum import heavy_ball
 
 
 @register("nesterov", title="Nesterov momentum", reductions=[({"momentum": 0.0}, "sgdm", {"momentum": 0.0}, 2)])

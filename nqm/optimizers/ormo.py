@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from nqm.optimizers.base import MomentumHyper, Optimizer, register
-from nqm.optimizers.base import VelocityState, velocity
+from nqm.optimizers.momentum import VelocityState, velocity
 
 
 def _ormo(workers: int, adaptive: bool) -> Optimizer:

@@ -23,7 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqm.errors import NqmError
-from nqm.optimizers.base import Optimizer, heavy_ball, register
+from nqm.optimizers.base import Optimizer, register
+from nqm.optimizers.momentum import heavy_ball
 
 
 class PrecondHyper(NamedTuple):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from nqm.optimizers.base import Optimizer, heavy_ball, register
+from nqm.optimizers.base import Optimizer, register
+from nqm.optimizers.momentum import heavy_ball
 
 
 def _kept(g, v):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from nqm.optimizers.base import Optimizer, heavy_ball, register
+from nqm.optimizers.base import Optimizer, register
+from nqm.optimizers.momentum import heavy_ball
 
 
 @register("sgdm", title="SGDM", reductions=[({"momentum": 0.0}, "nesterov", {"momentum": 0.0}, 2)])

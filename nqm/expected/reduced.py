@@ -1,0 +1,147 @@
+"""What the exact mode steps for a method, a problem and a delay, checked: the delay processes it
+takes (constant or iid), the spectrum (every eigenvalue or log-spaced bins), ``precond`` reduced to
+SGDM on a transformed spectrum, and the evaluator each process takes (the autoregression's closed
+form for a constant delay, the second-moment map for iid delays)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import nqm
+from nqm import delays, optimizers, validate
+from nqm.conventions import ALIASES, family
+from nqm.errors import NqmError
+from nqm.expected import autoregression, second_moment
+from nqm.expected.recursion import METHODS
+from nqm.optimizers.precond import PrecondHyper
+from nqm.problem import Problem
+
+PRECOND = "precond"  # SGDM preconditioned by H^(-p): SGDM on a transformed spectrum (reduce)
+DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (docs/expected.md: the T error it causes)
+
+
+def delay_processes(delay) -> tuple[np.ndarray, list]:
+    """The ``delay`` coordinate and its processes (:func:`nqm.delays.coordinate`): constant delays and
+    iid ones, whose pmf the exact dynamics need; a worker pool has none."""
+    labels, processes = delays.coordinate(delay)
+    for p in processes:
+        if p.pmf() is None:
+            raise NqmError(f"delay {p.label} is a worker pool, whose delays are not iid (no pmf), so it has no exact "
+                           "expected dynamics; simulate it with nqm sweep")
+    return labels, processes
+
+
+def constant_delay(process) -> int | None:
+    """The delay D of a process whose pmf is one-hot at D (``constant:D``, ``pmf:0,…,0,1``), else None."""
+    support = np.flatnonzero(process.pmf())
+    return int(support[0]) if support.size == 1 else None
+
+
+def autoregressive_delay(process, method) -> int | None:
+    """The constant delay D that takes the autoregression's closed form, else None (the second-moment map)."""
+    constant = constant_delay(process)
+    return constant if constant is not None and family(method) in METHODS else None
+
+
+def check_cost(problem, method, processes, bins, dampening, steady=False) -> None:
+    """Refuse, before any work, a second-moment map that would not fit in memory (one line that says
+    what fits). ``steady``: only the steady state is asked, which a constant delay gets from its
+    n × n state (:func:`second_moment.steady_state`), not the map."""
+    components, method = spectrum(problem, bins)[0].size, stepped(method)
+    for process in processes:
+        if autoregressive_delay(process, method) is None and not (steady and np.count_nonzero(process.pmf()) == 1):
+            second_moment.check_size(method, process, dampening, components)
+
+
+def spectrum(problem, bins):
+    """``(λ, weight)``: every eigenvalue with weight 1, or B log-spaced bins (count, mean λ)."""
+    lam = problem.eigenvalues
+    if bins is None:
+        return lam, np.ones_like(lam)
+    edges = np.geomspace(lam.min(), lam.max() * (1 + 1e-12), bins + 1)
+    which = np.clip(np.searchsorted(edges, lam, side="right") - 1, 0, bins - 1)
+    count = np.bincount(which, minlength=bins).astype(float)
+    total = np.bincount(which, weights=lam, minlength=bins)
+    keep = count > 0
+    return total[keep] / count[keep], count[keep]
+
+
+def methods() -> tuple[str, ...]:
+    """Every method the exact mode takes: the linear ones of the registry, ``"sgd"``, and
+    ``"precond"`` (SGDM on a transformed spectrum, :func:`reduce`).
+
+    Returns:
+      The names.
+    """
+    linear = (m for m in optimizers.methods() if optimizers.make(m).linear)
+    return tuple(dict.fromkeys((*sorted(ALIASES), *linear, PRECOND)))
+
+
+def checked_power(method: str, power) -> float | None:
+    """``precond``'s exponent p, checked (default its optimizer's, 0.5); ``None`` for every other method."""
+    if method != PRECOND:
+        if power is not None:
+            raise NqmError(f"power is precond's hyperparameter (the p of H^(-p)); {method!r} takes none")
+        return None
+    p = PrecondHyper._field_defaults["power"] if power is None else validate.number(power, "power")
+    if not 0 <= p <= 1:
+        raise NqmError(f"power must be a number in [0, 1] (the p of H^(-p)), got {power!r}")
+    return float(p)
+
+
+def reduce(method: str, problem, bins, power):
+    """What the evaluators step: ``(method, λ, weight, initial)`` (``initial``: each component's
+    squared initial weight, ``None`` for the model's w₀ = 1). ``precond`` at power p is SGDM in the
+    coordinates ``u = λ^(p/2) w``: per component ``v ← m v + λ^(−p) g`` becomes SGDM on the curvature
+    λ^(1−p), with noise N(0, λ^(1−p)), loss ½ λ^(1−p) u² and ``u₀ = λ^(p/2)`` — exactly, under any
+    delay (a delayed w is a delayed u). Every other method is itself."""
+    lam, weight = spectrum(problem, bins)
+    if power is None:
+        return method, lam, weight, None
+    return stepped(method), lam ** (1.0 - power), weight, lam ** power
+
+
+def power_attrs(power) -> dict:
+    """The ``power`` attribute of a precond result (none for the other methods)."""
+    return {} if power is None else {"power": power}
+
+
+def stepped(method: str) -> str:
+    """The method the evaluators step for ``method`` (:func:`reduce`)."""
+    return "sgdm" if method == PRECOND else method
+
+
+def checked(method, momentum, problem, bins, dampening):
+    """The method, problem, bins and dampening, checked; ``momentum`` is the checked momenta."""
+    validate.flag(dampening, "dampening")
+    if method not in methods():
+        raise NqmError(f"exact expected dynamics exist for the linear methods {', '.join(methods())}, not "
+                       f"{method!r}; use nqm sweep for the others")
+    family(method, momentum)  # sgd: momentum 0
+    problem = nqm.zhang() if problem is None else problem
+    if not isinstance(problem, Problem):
+        raise NqmError(f"problem must be an nqm.Problem (e.g. nqm.zhang(1000)), got {problem!r}")
+    if isinstance(bins, (bool, np.bool_)):
+        raise NqmError(f"bins must be an integer >= 1, got {bins!r}")
+    return problem, None if bins is None else validate.count(bins, "bins")
+
+
+def evaluate_process(problem, method, delay, lr, momentum, sigma, *, dampening, bins, target, max_steps, diverge_factor,
+              trace_steps=0, power=None):
+    """``(steps, status, loss, curve, V_∞)`` of one delay process: the autoregression's evaluator for a
+    constant delay (a one-hot pmf included: the same numbers), the second-moment map's for iid delays."""
+    method, lam, weight, initial = reduce(method, problem, bins, power)
+    bound = diverge_factor * 0.5 * float(weight @ (lam if initial is None else lam * initial))  # L(w₀)·factor
+    process = delays.process(delay)
+    kw = dict(target=target, bound=bound, max_steps=max_steps, trace_steps=trace_steps, initial=initial)
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging loss overflows to ∞: how divergence shows
+        if (constant := autoregressive_delay(process, method)) is not None:
+            return autoregression.run(method, constant, lr, momentum, dampening, lam, weight, sigma, **kw)
+        return second_moment.run(method, process, lr, momentum, dampening, lam, weight, sigma, **kw)
+
+
+def one_delay(delay):
+    """The one delay process that ``delay`` gives (an integer or a spec)."""
+    if isinstance(delay, (list, tuple, range, np.ndarray)) and len(delay) != 1:
+        raise NqmError("give one delay (an integer or a spec such as uniform:1:4), not a list")
+    return delay_processes(delay)[1][0]
