@@ -41,7 +41,6 @@ definition), and no cell is 2.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 
@@ -54,7 +53,7 @@ from nqm.expected import steady_state_loss
 from nqm.expected.api import stays_from
 from nqm.jobs import Job
 from nqm.optimizers import make
-from nqm.optimizers.base import near_zero, options
+from nqm.optimizers.base import near_zero, options, registry_cache
 from nqm.problem import explicit
 from nqm.status import DIVERGED, REACHED, TRANSIENT, slope, stays_below
 from nqm.thresholds.derived import threshold
@@ -310,7 +309,7 @@ def _exactly(task: Job, process, cells: dict) -> np.ndarray:
     return stays
 
 
-@functools.lru_cache(maxsize=256)
+@registry_cache(maxsize=256)
 def _almost_sure(method: str, momentum: float, delay: str, dampening: bool) -> float:
     """The almost-sure threshold x* (a Lyapunov exponent's first crossing), once per setting, over a
     schedule of :data:`LYAPUNOV_STEPS` steps (a fifth of ``nqm threshold``'s: the cells that need it sit
@@ -426,7 +425,7 @@ def _exact(task: Job, process) -> bool:
     return _exact_for(task.method, tuple(sorted(task.options.items())), process.label)
 
 
-@functools.lru_cache(maxsize=64)
+@registry_cache(maxsize=64)
 def _exact_for(method: str, options: tuple, delay: str) -> bool:
     """Whether the exact test applies: a linear method with no option but its momentum convention
     and no hyperparameter beyond lr and momentum, under a delay with a pmf, whose steady state the

@@ -10,7 +10,6 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import time
 import zlib
 
 import pytest
@@ -87,16 +86,13 @@ def missing_claims(out: pathlib.Path) -> list[str]:
 def test_the_site_builds_with_warnings_as_errors_and_holds_every_public_name(tmp_path):
     # One test (not one per check): under pytest-xdist, two builds of docs/ at once would both write
     # its generated pages.
-    start = time.perf_counter()
     result = build(ROOT / "docs", tmp_path)
-    seconds = time.perf_counter() - start
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     for page in ("index", "getting-started", "cli", "api", "gallery/index", "notebooks/01_heatmaps", "changelog"):
         assert (tmp_path / f"{page}.html").is_file(), page
     assert not missing_names(tmp_path), f"not in the API reference: {missing_names(tmp_path)}"
     assert not missing_options(tmp_path), f"not in the CLI reference: {missing_options(tmp_path)}"
     assert not missing_claims(tmp_path), f"not in the gallery: {missing_claims(tmp_path)}"
-    assert seconds < 60, f"the documentation took {seconds:.0f} s to build"
 
 
 def test_a_warning_fails_the_build(tmp_path):

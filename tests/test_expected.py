@@ -135,8 +135,8 @@ def test_cells_and_noise_levels_are_independent_of_the_grid_and_the_slots(monkey
         monkeypatch.setattr(stepping, "HEAD_WORK", work)
         handed.clear()
         compiled = expected.sweep("sgdm", **grid, **kw)
-        took, going = handed[0]
-        assert 0 < going < took if work else going == took
+        taken, going = handed[0]
+        assert 0 < going < taken if work else going == taken
         np.testing.assert_array_equal(compiled.steps.values, full.steps.values)
         np.testing.assert_array_equal(compiled.status.values, full.status.values)
         np.testing.assert_allclose(compiled.loss.values, full.loss.values, rtol=1e-12)

@@ -72,3 +72,28 @@ def test_its_exact_expected_loss_is_the_simulated_loss(qhm, tmp_path):
 def test_it_leaves_the_registry_as_it_found_it(qhm):
     assert qhm in base.methods() and base.title(qhm) == "quasi-hyperbolic momentum"
     assert base.make(qhm).name == qhm and "nu" in base.options(qhm)
+
+
+def test_a_method_registered_again_is_the_new_one_everywhere():
+    """A notebook re-runs the cell that registers its method with changed code: the sweep, the
+    derived threshold and the settling test use the new code, not what was built from the old."""
+    import nqm
+    from nqm.thresholds.derived import threshold
+
+    def as_sgdm() -> base.Optimizer:  # the "edited" method: plain SGDM under another name
+        return momentum.heavy_ball(linear=True)
+
+    grid = dict(lr=[0.1, 0.6, 1.2], momentum=[0.0, 0.8], delay=2, max_steps=600, target=0.01, progress=False,
+                problem=nqm.zhang(20))
+    try:
+        base.register("toy")(quasi_hyperbolic)
+        first = nqm.sweep("toy", **grid), threshold("toy", momentum=0.8, delay=2)
+        base.register("toy")(as_sgdm)
+        second = nqm.sweep("toy", **grid), threshold("toy", momentum=0.8, delay=2)
+    finally:
+        base.unregister("toy")
+    want = nqm.sweep("sgdm", **grid), threshold("sgdm", momentum=0.8, delay=2)
+    np.testing.assert_array_equal(second[0].steps.values, want[0].steps.values)
+    np.testing.assert_array_equal(second[0].status.values, want[0].status.values)
+    np.testing.assert_allclose(second[1], want[1], rtol=1e-12)
+    assert not np.array_equal(first[0].steps.values, second[0].steps.values) and first[1] != second[1]

@@ -58,13 +58,12 @@ def test_a_second_sweep_to_the_same_output_is_refused_at_once(through, tmp_path,
         second.symlink_to(out)
     first = subprocess.Popen([sys.executable, "-m", "nqm", *SWEEP, "--out", str(out)], stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600  # a hang, not a slow machine
         while not pathlib.Path(str(out) + ".lock").exists():
             assert first.poll() is None and time.monotonic() < deadline, first.stderr.read() if first.poll() else "timeout"
             time.sleep(0.1)
-        start = time.monotonic()
         assert main([*SWEEP, "--out", str(second)]) == 2
-        assert time.monotonic() - start < 10
+        assert first.poll() is None  # refused while the first still runs: it did not wait for it
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "another nqm run is writing" in err[0]
     finally:
@@ -387,7 +386,7 @@ def test_sigterm_ends_a_command_as_ctrl_c_does_in_one_line_and_removes_its_lock(
                               "--steps", "20000000", "--stride", "1000", "--out", str(out)],
                              stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600  # a hang, not a slow machine
         while not pathlib.Path(str(out) + ".lock").exists():
             assert child.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)

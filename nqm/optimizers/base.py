@@ -155,6 +155,7 @@ def register(name: str, *, title: str | None = None, reductions=(), near_zero: N
         _TITLES[name] = title or name
         _REDUCTIONS[name] = tuple(Reduction(*r) for r in reductions)
         _NEAR_ZERO[name], _BRAKING_OF[name] = near_zero, braking_of
+        _changed()
         return factory
 
     return deco
@@ -171,7 +172,7 @@ def unregister(name: str) -> None:
     """
     options(name)  # an unknown method is an error
     del _REGISTRY[name], _TITLES[name], _REDUCTIONS[name], _NEAR_ZERO[name], _BRAKING_OF[name]
-    _build.cache_clear()
+    _changed()
 
 
 def reductions(method: str) -> tuple[Reduction, ...]:
@@ -336,7 +337,35 @@ def make(method: str, *, delay=0, problem=None, **given) -> Optimizer:
     return _build(method, workers, problem, tuple(sorted((k, _frozen(v)) for k, v in given.items())))
 
 
-@functools.lru_cache(maxsize=256)
+_CACHES: list = []  # the caches of what is built from a method's name (registry_cache)
+
+
+def registry_cache(maxsize: int = 64):
+    """``functools.lru_cache`` for what is built from a method's name: emptied whenever a name is
+    registered or unregistered, so a notebook that re-registers a method with changed code gets the
+    new method everywhere (its optimizer, thresholds, settling tests), never a stale one.
+
+    Args:
+      maxsize: the cache's size.
+
+    Returns:
+      The decorator.
+    """
+
+    def deco(function):
+        cached = functools.lru_cache(maxsize=maxsize)(function)
+        _CACHES.append(cached)
+        return cached
+
+    return deco
+
+
+def _changed() -> None:
+    for cache in _CACHES:
+        cache.cache_clear()
+
+
+@registry_cache(maxsize=256)
 def _build(method: str, workers: int, problem, options: tuple) -> Optimizer:
     # Memoized: the same settings give the same (hashable) functions, so jit never recompiles (a
     # problem is its own key: Problem compares by identity).

@@ -20,7 +20,7 @@ import numpy as np
 from nqm import delays
 from nqm.errors import NqmError
 from nqm.optimizers import make
-from nqm.optimizers.base import StepContext
+from nqm.optimizers.base import StepContext, registry_cache
 from nqm.validate import BOUNDS, format_bytes
 
 COPIES = 3  # copies of the step's columns systems() holds at once: the columns, A and its affine parts
@@ -210,7 +210,7 @@ def check_footprint(name: str, options: tuple, process, average: bool = False) -
                        "grow like its cube, an iid delay's like its fourth power)")
 
 
-@functools.lru_cache(maxsize=16)
+@registry_cache(maxsize=16)
 def systems(name: str, options: tuple, process, lam: float, rows: tuple, rotate: bool = True,
             average: bool = False) -> tuple:
     """One :class:`System` per hyperparameter row of method ``name`` (a registry name, with its
