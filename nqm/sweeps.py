@@ -21,9 +21,9 @@ import os
 
 import numpy as np
 import xarray as xr
-import tqdm
 
 from nqm import delays, results
+from nqm.progress import bar as progress_bar
 from nqm.checkpoint import Checkpointer, checked, discard_checkpoint, resume
 from nqm.errors import NqmError
 from nqm.io import lock
@@ -139,9 +139,7 @@ def _stay(task: Job, result, coords, processes) -> xr.DataArray:
 
 def _run(task: Job, result, coords, processes, writer: Checkpointer):
     todo = int((result.status.values == results.NOT_RUN).sum())
-    # One bar over every cell of the sweep (disable=None: none when stderr is not a terminal).
-    bar = tqdm.tqdm(total=todo, desc=task.method, unit="cell", dynamic_ncols=True,
-               disable=None if task.config.progress else True)
+    bar = progress_bar(task.config.progress, total=todo, desc=task.method, unit="cell")  # over every cell
     with bar, writer.interruptible():
         for (delay_value, process), seed_value in itertools.product(zip(coords["delay"], processes), coords["seed"]):
             _run_part(task, result, coords, delay_value, process, seed_value, writer, bar)

@@ -29,6 +29,7 @@ from nqm.engine import step
 from nqm.engine.layout import fetch
 from nqm.engine.record import Summary, value_shapes
 from nqm.errors import NqmError
+from nqm.progress import bar as progress_bar
 from nqm.validate import BOUNDS, MAX_STEPS, format_bytes
 
 
@@ -166,11 +167,7 @@ class Progress(Observer):
     def begin(self, run) -> None:
         self.total, self.cells = run.config.max_steps, run.cells
         if self.bar is None:
-            from tqdm import tqdm
-
-            # disable=None: no bar when stderr is not a terminal (logs, CI).
-            self.bar = tqdm(total=self.total, desc=self.description, unit="step", dynamic_ncols=True, leave=False,
-                            disable=None if self.enabled else True)
+            self.bar = progress_bar(self.enabled, total=self.total, desc=self.description, unit="step", leave=False)
 
     def group(self, number: int, groups: int, t: int) -> None:
         if self.by_step:

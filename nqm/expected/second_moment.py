@@ -30,9 +30,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tqdm
 
 from nqm import delays
+from nqm.progress import bar as progress_bar
 from nqm.conventions import family
 from nqm.errors import NqmError
 from nqm.optimizers import base
@@ -232,8 +232,8 @@ def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma,
     size = max(1, min(cells, BATCH_ENTRIES // (comps * m * m)))
     size = 1 << (size - 1).bit_length() if size < cells else cells  # a few shapes: a few compilations
     limits = (np.float64(target), np.float64(bound), np.int64(max_steps))
-    # A bar over the cells, its postfix the step (shown on a terminal only): one cell may run 10⁸ steps.
-    bar = tqdm.tqdm(total=cells, desc=f"exact mode, {process.label}", unit="cell", dynamic_ncols=True, disable=None)
+    # A bar over the cells, its postfix the step: one cell may run 10⁸ steps.
+    bar = progress_bar(total=cells, desc=f"exact mode, {process.label}", unit="cell")
     for start in range(0, cells, size):
         take = np.minimum(np.arange(start, start + size), cells - 1)
         real = np.arange(start, start + size) < cells

@@ -66,6 +66,7 @@ import numpy as np
 import xarray as xr
 
 from nqm import jobs
+from nqm.progress import bar as progress_bar
 from nqm.checkpoint import checked, discard_checkpoint, resume_search
 from nqm.errors import NqmError
 from nqm.io import lock, save
@@ -184,13 +185,9 @@ class _Search:
                    grid.coarse, asked.width, asked.patience, evaluate, attrs, asked.progress)
 
     def run(self, checkpoint=None) -> xr.Dataset:
-        from tqdm import tqdm
-
         refine = Refinement(self)
         kept = self._kept(checkpoint)
-        # One bar over the evaluated cells (disable=None: none when stderr is not a terminal).
-        bar = tqdm(desc=f"best {self.method}", unit="cell", dynamic_ncols=True,
-                   disable=None if self.progress else True)
+        bar = progress_bar(self.progress, desc=f"best {self.method}", unit="cell")  # over the evaluated cells
         with bar:
             points, nudges = refine.coarse_grid(), None
             while points:

@@ -23,11 +23,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import tqdm
 import xarray as xr
 
 import nqm.expected
 from nqm import delays, jobs, validate
+from nqm.progress import bar as progress_bar
 from nqm.errors import NqmError
 from nqm.search.answered import ATTEMPTS, GROWTH, answered_best
 from nqm.search.answers import answer
@@ -171,7 +171,7 @@ def scaling(method: str = "sgdm", *, batch_size, noise: float, delay=0, expected
     asked = [dict(batch_size=int(b), noise=sigma, delay=delay, expected=expected,
                   **({} if expected else {"progress": False}), **search) for b in sizes]
     results = [answered_best(method, **kwargs) for kwargs in
-               tqdm.tqdm(asked, desc=f"{method} batch sizes", unit="B", disable=None if progress else True)]
+               progress_bar(progress, iterable=asked, desc=f"{method} batch sizes", unit="B")]
     return _curve(sizes, _consistent(method, asked, results), search.get("robust") is not None, expected)
 
 

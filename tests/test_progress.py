@@ -1,0 +1,52 @@
+"""Progress wherever the user is: a sweep run in a real Jupyter kernel shows its bar in the cell's
+output (a widget, or text where ipywidgets is missing); a quiet run and a run whose stderr is a
+log show none."""
+
+import os
+import pathlib
+
+import pytest
+
+from nqm import progress
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SWEEP = ("import nqm\n"
+         "ds = nqm.sweep('sgdm', lr=[0.1, 0.5], momentum=[0.0, 0.5], max_steps=300, problem=nqm.zhang(20){quiet})\n"
+         "print('status', ds.status.values.ravel().tolist())")
+
+
+def _bars(outputs) -> list:
+    """The progress bars among a cell's outputs: tqdm's widget, or its text on stderr."""
+    widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    text = [o for o in outputs if o.get("name") == "stderr" and "cell" in o.get("text", "") and "%|" in o["text"]]
+    return widgets + text
+
+
+def _execute(source: str, tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)  # this checkout's nqm
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.setenv("NQM_CPU_DEVICES", "1")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    return notebook.cells[0].outputs
+
+
+def test_a_sweep_in_a_kernel_shows_its_bar_and_a_quiet_one_none(tmp_path, monkeypatch):
+    outputs = _execute(SWEEP.format(quiet="") + "\n" + SWEEP.format(quiet=", progress=False"), tmp_path, monkeypatch)
+    printed = [o["text"] for o in outputs if o.get("name") == "stdout"]
+    assert "status" in "".join(printed)  # the cell ran
+    assert len(_bars(outputs)) >= 1, outputs
+    # the quiet sweep printed after the first: no bar between its status line and the end
+    assert not _bars(outputs[[i for i, o in enumerate(outputs) if o.get("name") == "stdout"][0] + 1:])
+
+
+def test_outside_a_kernel_a_bar_is_shown_only_on_a_terminal(capsys):
+    assert not progress.in_kernel()
+    with progress.bar(total=3, desc="cells") as shown:  # stderr is captured: not a terminal
+        shown.update(3)
+    with progress.bar(False, total=3) as quiet:
+        quiet.update(3)
+    assert shown.disable and quiet.disable and capsys.readouterr().err == ""
