@@ -1,0 +1,42 @@
+"""The ρ explorer: its data is AB against SGDM on one cell (SGDM being AB at ρ = 0, bit for bit),
+its sliders rerun and redraw it, without a browser."""
+
+import numpy as np
+import pytest
+
+import nqm
+from nqm.plots.explore import DEFAULTS, draw_rho_view, rho_explorer, rho_view
+
+CELL = dict(lr=0.3, momentum=0.8, delay=2, noise=0.02)
+
+
+def test_the_view_is_ab_against_sgdm_from_the_same_noise():
+    problem = nqm.zhang(30)
+    view = rho_view(1.0, **CELL, problem=problem, steps=300, stride=5)
+    sgdm = nqm.trajectory("sgdm", **CELL, problem=problem, steps=300, stride=5, record=("loss", "energy"))
+    ab = nqm.trajectory("ab", rho=1.0, **CELL, problem=problem, steps=300, stride=5, summaries=True)
+    np.testing.assert_array_equal(view.loss.sel(rho=0.0), sgdm.loss)
+    np.testing.assert_array_equal(view.energy.sel(rho=0.0), sgdm.energy.isel(step=-1))
+    np.testing.assert_array_equal(view.loss.sel(rho=1.0), ab.loss)
+    np.testing.assert_array_equal(view.relative_energy_decay, ab.relative_energy_decay)
+    assert (view.relative_energy_decay < 1).any()  # braking damps some components faster
+    figure = draw_rho_view(view)
+    assert len(figure.axes) == 3 and len(figure.axes[0].lines) == 2
+
+
+def test_the_sliders_rerun_and_redraw():
+    pytest.importorskip("ipywidgets")
+    explorer = rho_explorer(nqm.zhang(30), steps=200, lr=0.2)
+    assert explorer.values() == {**DEFAULTS, "lr": pytest.approx(0.2)}
+    first = explorer.view
+    explorer.sliders["rho"].value = 1.5
+    assert list(explorer.view.rho.values) == [0.0, 1.5]
+    explorer.sliders["delay"].value = 0
+    assert explorer.view.attrs["delay"] == "0" and not np.array_equal(explorer.view.loss, first.loss)
+    assert "delay 0" in explorer.figure._suptitle.get_text() and len(explorer.figure.axes) == 3
+
+
+def test_a_slider_it_does_not_have_is_one_line():
+    pytest.importorskip("ipywidgets")
+    with pytest.raises(nqm.NqmError, match="sliders for rho, lr, momentum, delay, noise, not beta"):
+        rho_explorer(nqm.zhang(10), beta=0.5)
