@@ -261,8 +261,8 @@ def count(value, name: str, *, low: int = 1, high: int | None = None) -> int:
 
 
 def did_you_mean(name: str, choices) -> str:
-    """``"; did you mean 'rho'?"`` for the closest of ``choices`` to a mistyped ``name`` (empty if
-    none is close), for the end of an error line.
+    """``"; did you mean 'rho'?"`` for the closest of ``choices`` to a mistyped ``name`` (the two
+    closest where two are close; empty if none is), for the end of an error line.
 
     Args:
       name: what was given.
@@ -271,8 +271,10 @@ def did_you_mean(name: str, choices) -> str:
     Returns:
       The phrase, or ``""``.
     """
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    ratio = lambda c: difflib.SequenceMatcher(None, str(name), c).ratio()
+    close = difflib.get_close_matches(str(name), [str(c) for c in dict.fromkeys(choices)], n=2, cutoff=0.6)
+    close = close[:1] + [c for c in close[1:] if ratio(c) >= max(0.7, ratio(close[0]) - 0.15)]  # a near second
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
 
 
 def format_bytes(size: float) -> str:

@@ -4,11 +4,12 @@ once, and value lists (numbers, ``geom:START:STOP:NUM``, ``lin:START:STOP:NUM``)
 from __future__ import annotations
 
 import argparse
+import re
 
 import numpy as np
 
 from nqm.errors import NqmError
-from nqm.validate import MAX_VALUES
+from nqm.validate import MAX_VALUES, did_you_mean
 
 RANGES = "numbers, geom:START:STOP:NUM or lin:START:STOP:NUM"
 
@@ -26,7 +27,19 @@ class Parser(argparse.ArgumentParser):
             self.register("action", name, action)
 
     def error(self, message):  # one line instead of usage + message
-        raise NqmError(f"{message} (see '{self.prog} --help')")
+        raise NqmError(f"{message}{self._suggestion(message)} (see '{self.prog} --help')")
+
+    def _suggestion(self, message: str) -> str:
+        """What a mistyped choice or option was probably meant to be (``"; did you mean …?"``)."""
+        if match := re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message):
+            return did_you_mean(match.group(1), re.findall(r"'([^']*)'", match.group(2)))
+        if match := re.match(r"unrecognized arguments: (.*)", message):
+            # The command's parser is a subparser here: its options are what was meant.
+            parsers = [self] + [p for a in self._actions if isinstance(a, argparse._SubParsersAction)
+                                for p in a.choices.values()]
+            options = [s for p in parsers for s in p._option_string_actions]
+            return "".join(did_you_mean(t.split("=")[0], options) for t in match.group(1).split() if t.startswith("--"))
+        return ""
 
 
 class HelpFormatter(argparse.HelpFormatter):

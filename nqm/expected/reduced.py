@@ -115,8 +115,10 @@ def checked(method, momentum, problem, bins, dampening):
     """The method, problem, bins and dampening, checked; ``momentum`` is the checked momenta."""
     validate.flag(dampening, "dampening")
     if method not in methods():
+        known = method in optimizers.methods()  # a method the engine runs, not exactly
         raise NqmError(f"exact expected dynamics exist for the linear methods {', '.join(methods())}, not "
-                       f"{method!r}; use nqm sweep for the others")
+                       f"{method!r}" + ("; use nqm sweep for the others" if known
+                                         else validate.did_you_mean(method, optimizers.methods())))
     family(method, momentum)  # sgd: momentum 0
     problem = nqm.zhang() if problem is None else problem
     if not isinstance(problem, Problem):
