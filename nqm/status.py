@@ -82,15 +82,16 @@ def t_star(ds, percentile: float = 1.0) -> float:
 
 
 def format_t_star(value: float) -> str:
-    """T* as every summary and figure prints it: one decimal (it is interpolated), or why not.
+    """T* as every summary and figure prints it: in whole steps (a step count; the percentile
+    interpolates between two, a decimal would claim a precision T does not have), or why not.
 
     Args:
       value: ``T*`` in steps, or NaN.
 
     Returns:
-      ``"T* = 1,234.5"``, or ``"no cell reached the target"``.
+      ``"T* = 1,235"``, or ``"no cell reached the target"``.
     """
-    return f"T* = {value:,.1f}" if np.isfinite(value) else "no cell reached the target"
+    return f"T* = {value:,.0f}" if np.isfinite(value) else "no cell reached the target"
 
 
 def plural(count: int, noun: str) -> str:

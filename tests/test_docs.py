@@ -4,9 +4,11 @@ planted with a broken reference). The build took 12 s alone and 18 s in the suit
 one (AMD EPYC, 2 cores, 2026-11-25)."""
 
 import importlib
+import html
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -69,6 +71,31 @@ def missing_options(out: pathlib.Path) -> list[str]:
             for option in action.option_strings if option not in page]
 
 
+def missing_titles(out: pathlib.Path) -> list[str]:
+    """The guides whose built page does not hold their own title (a page shadowed by one Sphinx
+    makes, as its search page would shadow a guide named search)."""
+    missing = []
+    for guide in sorted((ROOT / "docs").glob("*.md")):
+        text = guide.read_text()
+        source = ROOT / "CHANGELOG.md" if "{include} ../CHANGELOG.md" in text else guide  # the changelog page
+        title = next(line[2:].strip() for line in source.read_text().splitlines() if line.startswith("# "))
+        page = out / f"{guide.stem}.html"
+        if not page.is_file() or html.escape(title, quote=False) not in page.read_text():
+            missing.append(f"{guide.name}: {title}")
+    return missing
+
+
+def synopsis_gaps(out: pathlib.Path) -> list[str]:
+    """The registered methods the CLI page's synopsis of nqm sweep does not offer."""
+    from nqm.optimizers import methods
+
+    synopsis = (ROOT / "docs" / "generated" / "cli_synopsis.txt").read_text()
+    sweep = synopsis.split("\nnqm ")[0]
+    page = html.unescape((out / "cli.html").read_text())
+    shown = all(line.strip() in page for line in sweep.splitlines())
+    return [m for m in methods() if m not in sweep] + ([] if shown else ["the synopsis is not on the page"])
+
+
 def missing_claims(out: pathlib.Path) -> list[str]:
     """The figures without a gallery page, and the claims their page does not show."""
     missing = []
@@ -93,6 +120,8 @@ def test_the_site_builds_with_warnings_as_errors_and_holds_every_public_name(tmp
     assert not missing_names(tmp_path), f"not in the API reference: {missing_names(tmp_path)}"
     assert not missing_options(tmp_path), f"not in the CLI reference: {missing_options(tmp_path)}"
     assert not missing_claims(tmp_path), f"not in the gallery: {missing_claims(tmp_path)}"
+    assert not missing_titles(tmp_path), f"guides not on their page: {missing_titles(tmp_path)}"
+    assert not synopsis_gaps(tmp_path), f"not in the CLI synopsis: {synopsis_gaps(tmp_path)}"
 
 
 def test_a_warning_fails_the_build(tmp_path):
@@ -138,3 +167,19 @@ def test_the_gallery_says_which_definition_of_converged_a_figures_runs_used(tmp_
     searches = tmp_path / "f.json"
     searches.write_text(json.dumps({"searches": {"a": {"regime": {"first_passage": 0}}}}))
     assert generated.definition(searches).startswith("**settled**")
+
+
+def test_the_your_own_method_page_runs_as_written(tmp_path):
+    """docs/your-method.md's code, run as a script: it registers its method, sweeps, derives a
+    threshold and searches, and prints each answer."""
+    page = (ROOT / "docs" / "your-method.md").read_text()
+    code = "\n".join(re.findall(r"```python\n(.*?)```", page, flags=re.S))
+    script = tmp_path / "qhm.py"
+    script.write_text(code)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900, cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=path, NQM_CPU_DEVICES="1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["T* of qhm", "qhm's threshold at m = 0.9, D = 4", "fastest qhm"]
+    assert "nan" not in result.stdout

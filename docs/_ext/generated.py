@@ -34,7 +34,18 @@ def _write(path: pathlib.Path, text: str) -> None:
 
 
 def _escape(text: str) -> str:
-    return re.sub(r"([*_\\<>\[\]])", r"\\\1", text)
+    """Markdown's special characters escaped outside code spans (inside one a backslash would show)."""
+    parts = re.split(r"(`[^`]*`)", text)
+    return "".join(part if part.startswith("`") else re.sub(r"([*_\\<>\[\]])", r"\\\1", part) for part in parts)
+
+
+def synopsis(target: pathlib.Path) -> None:
+    """Every command's usage line, as the parser that runs it prints it: the synopsis of the CLI page."""
+    from nqm.cli import full_parser
+
+    commands = next(a for a in full_parser()._actions if a.dest == "command").choices
+    lines = [sub.format_usage().removeprefix("usage: ").rstrip() for sub in commands.values()]
+    _write(target, "\n".join(lines) + "\nnqm --version\n")
 
 
 def _number(value) -> str:
@@ -175,6 +186,7 @@ def notebooks(target: pathlib.Path) -> None:
 
 
 def generate(app) -> None:
+    synopsis(DOCS / "generated" / "cli_synopsis.txt")
     gallery(DOCS / "gallery")
     notebooks(DOCS / "notebooks")
 
