@@ -126,7 +126,7 @@ def cell(method: str, *, lr, momentum=None, noise=0.0, seed=0, problem: Problem 
         raise NqmError(f"option(s) {', '.join(sorted(k for k in options if k in RUN_OPTIONS))} do not apply to a "
                        "single cell")
     coords = coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype="float64" if x64 else "float32",
-                          **grids)
+                         domains=base.domains(method), **grids)
     if any(v.size != 1 for v in coords.values()):
         raise NqmError("a trajectory is one cell: give one value each of lr, momentum, noise, seed, …")
     return task, {k: v for k, v in coords.items() if k != "seed"}

@@ -28,6 +28,7 @@ from nqm.checkpoint import Checkpointer, checked, discard_checkpoint, resume
 from nqm.errors import NqmError
 from nqm.io import lock
 from nqm.jobs import Job, batch_sizes, empty, job, momentum_of, per_batch
+from nqm.optimizers.base import domains
 from nqm.engine import Checkpoint, Progress
 from nqm.problem import Problem
 from nqm.settling import observers as settle_observers, settle, stay_steps, test_for
@@ -101,7 +102,8 @@ def sweep(
     task, grids = job(method, problem, options)
     stay = flag(stay, "stay")
     momentum = momentum_of(method, momentum)
-    coords = coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype=task.dtype, **grids)
+    coords = coordinates(lr=lr, momentum=momentum, noise=noise, seed=seed, dtype=task.dtype, domains=domains(method),
+                         **grids)
     if batch_size is not None:
         coords["batch_size"] = batch_sizes(batch_size, coords["noise"], task.dtype)
     coords["delay"], processes = delays.coordinate(delay)
@@ -208,7 +210,8 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
     except ValueError:
         raise NqmError("the points' lr, momentum, noise and hyperparameters must be numbers of one length "
                        f"(or single values): got lengths {[np.size(v) for v in given.values()]}") from None
-    values = coordinates(distinct=False, dtype=task.dtype, **{k: v.ravel() for k, v in zip(given, shaped)})
+    values = coordinates(distinct=False, dtype=task.dtype, domains=domains(method),
+                         **{k: v.ravel() for k, v in zip(given, shaped)})
     grid_size({"point": values["lr"], "seed": seeds})
     process = delays.process(delay)
     outcomes = [task.run(process, values, s, [Progress(f"{method} seed={s}", enabled=task.config.progress),

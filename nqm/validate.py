@@ -75,7 +75,6 @@ _DOMAINS = {
     "noise": Domain("a noise scale >= 0", 0.0),
     "batch_size": Domain(f"an integer batch size between 1 and {BOUNDS['batch']:,}", 1, BOUNDS["batch"], integer=True),
     "seed": Domain(f"an integer seed between 0 and {2**32 - 1:,}", 0, 2**32 - 1, integer=True),
-    "power": UNIT._replace(text="an exponent in [0, 1]"),  # precond's H^(−p)
 }
 _RUN_AXES = ("lr", "momentum", "delay", "noise", "batch_size", "seed")  # every entry point's: never left out
 

@@ -36,9 +36,11 @@ from nqm.delays.constant_delays import Constant, constant
 from nqm.delays.iid_delays import Iid, iid
 from nqm.delays.worker_pools import Workers, workers
 from nqm.errors import NqmError
+from nqm.pmfs import gaussian_pmf, uniform_pmf, validate_pmf  # the pmfs of the iid families, by name here too
 
 __all__ = ["Constant", "Family", "History", "Iid", "Process", "Workers", "constant", "coordinate", "families",
-           "identity", "iid", "pmf", "process", "register", "syntax", "workers"]
+           "gaussian_pmf", "identity", "iid", "pmf", "process", "register", "syntax", "uniform_pmf", "validate_pmf",
+           "workers"]
 
 
 def process(spec) -> Process:

@@ -28,7 +28,7 @@ import numpy as np
 
 from nqm.delays import process
 from nqm.errors import NqmError
-from nqm.validate import did_you_mean, flag
+from nqm.validate import NONNEGATIVE, did_you_mean, flag
 
 
 class StepContext(NamedTuple):
@@ -107,6 +107,7 @@ _TITLES: dict[str, str] = {}
 _REDUCTIONS: dict[str, tuple] = {}
 _NEAR_ZERO: dict[str, "NearZero | None"] = {}
 _BRAKING_OF: dict[str, str | None] = {}
+_DOMAINS: dict[str, dict] = {}
 
 
 class NearZero(NamedTuple):
@@ -127,7 +128,7 @@ class NearZero(NamedTuple):
 
 
 def register(name: str, *, title: str | None = None, reductions=(), near_zero: NearZero | None = None,
-             braking_of: str | None = None):
+             braking_of: str | None = None, domains: dict | None = None):
     """Decorator: make a factory ``f(**options) -> Optimizer`` available as ``name``, which
     :func:`make` gives the optimizer it builds (``title``: how figures and results name the method;
     default the name). A factory that keeps per-worker state declares a ``workers`` parameter and
@@ -137,7 +138,9 @@ def register(name: str, *, title: str | None = None, reductions=(), near_zero: N
     which the registry-wide tests check. ``near_zero``: what this method becomes as a noiseless
     run decays towards the minimum, where the settled test then judges it (:class:`NearZero`).
     ``braking_of``: the optimizer this method is the braking transform of
-    (:func:`nqm.optimizers.braking.braked`; AB is that of ``"sgdm"``).
+    (:func:`nqm.optimizers.braking.braked`; AB is that of ``"sgdm"``). ``domains``: where each of its
+    extra hyperparameters may lie (:class:`nqm.validate.Domain` by name; one not declared is a
+    number >= 0), which every entry point checks (:func:`domains`).
 
     Args:
       name: the method's registry name.
@@ -145,6 +148,7 @@ def register(name: str, *, title: str | None = None, reductions=(), near_zero: N
       reductions: :class:`Reduction` fields as tuples.
       near_zero: a :class:`NearZero`, or ``None``.
       braking_of: a method's name (or an optax factory's label), or ``None``.
+      domains: ``{hyperparameter: Domain}``, or ``None``.
 
     Returns:
       The decorator; it returns the factory unchanged.
@@ -154,7 +158,7 @@ def register(name: str, *, title: str | None = None, reductions=(), near_zero: N
         _REGISTRY[name] = factory
         _TITLES[name] = title or name
         _REDUCTIONS[name] = tuple(Reduction(*r) for r in reductions)
-        _NEAR_ZERO[name], _BRAKING_OF[name] = near_zero, braking_of
+        _NEAR_ZERO[name], _BRAKING_OF[name], _DOMAINS[name] = near_zero, braking_of, dict(domains or {})
         _changed()
         return factory
 
@@ -171,7 +175,7 @@ def unregister(name: str) -> None:
       NqmError: ``method`` is not registered.
     """
     options(name)  # an unknown method is an error
-    del _REGISTRY[name], _TITLES[name], _REDUCTIONS[name], _NEAR_ZERO[name], _BRAKING_OF[name]
+    del _REGISTRY[name], _TITLES[name], _REDUCTIONS[name], _NEAR_ZERO[name], _BRAKING_OF[name], _DOMAINS[name]
     _changed()
 
 
@@ -224,6 +228,24 @@ def braking_of(method: str) -> str | None:
     """
     options(method)  # an unknown method is an error
     return _BRAKING_OF[method]
+
+
+def domains(method: str) -> dict:
+    """Where each hyperparameter of ``method`` beyond lr and momentum may lie, as registered (one
+    not declared: a number >= 0); lr and momentum have the same domain in every method.
+
+    Args:
+      method: a registered method's name.
+
+    Returns:
+      ``{hyperparameter: nqm.validate.Domain}``.
+
+    Raises:
+      NqmError: ``method`` is not registered.
+    """
+    fields = hyperparameters(method)._fields
+    declared = _DOMAINS.get(method, {})  # a method put in the registry by hand declares none
+    return {f: declared.get(f, NONNEGATIVE) for f in fields if f not in ("lr", "momentum")}
 
 
 def title(method: str) -> str:

@@ -30,11 +30,20 @@ import optax
 from nqm.errors import NqmError
 from nqm.optimizers.base import NearZero, Optimizer, register
 from nqm.optimizers.braking import braked
+from nqm.validate import DECAY, NONNEGATIVE, Domain
 
 LEARNING_RATE = "learning_rate"  # optax's name of nqm's lr
 # optax's names of the decay rates of moment estimates (adam's, lion's and rmsprop's): their
 # forgetting time 1 / (1 − rate) is the method's memory, which the settled test waits out.
 MOMENT_DECAYS = ("b1", "b2", "decay")
+# The domains of the hyperparameter names the bridge knows; a factory's other numeric ones must be
+# declared (from_optax(domains=...)): a value outside is refused before any run.
+KNOWN_DOMAINS = {
+    "b1": DECAY, "b2": DECAY, "decay": DECAY,
+    "eps": Domain("an epsilon > 0 (it keeps a division finite)", 0.0, closed_low=False),
+    "eps_root": NONNEGATIVE, "weight_decay": NONNEGATIVE, "initial_scale": NONNEGATIVE,
+    "rho": NONNEGATIVE,  # braking's ρ
+}
 BRAKE_EPS = 1e-12  # the floor of ‖g‖‖u‖, AB's default (adam's own eps is a hyperparameter of that name)
 _BRAKE_OPTIONS = (
     inspect.Parameter("group", inspect.Parameter.KEYWORD_ONLY, default="global"),
@@ -45,7 +54,7 @@ _BRAKE_OPTIONS = (
 
 def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, momentum: str | None = None,
                moment: Callable[[Any], Any] | None = None, title: str | None = None, reductions=(),
-               near_zero: NearZero | None = None, **fixed) -> str:
+               near_zero: NearZero | None = None, domains: dict | None = None, **fixed) -> str:
     """Register the optax optimizer ``factory`` (e.g. ``optax.adam``, not ``optax.adam(1e-3)``) as
     the nqm method ``name``: its numeric hyperparameters are swept grid axes under optax's names
     and defaults (``learning_rate`` is nqm's ``lr``), its switches are method options.
@@ -66,6 +75,8 @@ def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, m
       title: how figures and results name it (default ``name``).
       reductions: what it equals at some settings, as :func:`nqm.optimizers.base.register` takes.
       near_zero: what it becomes near the minimum, as :func:`nqm.optimizers.base.register` takes.
+      domains: ``{hyperparameter: nqm.validate.Domain}`` for the numeric hyperparameters the bridge
+        does not know (:data:`KNOWN_DOMAINS`); each of them must have one.
       fixed: factory arguments held for every cell (neither swept nor options), e.g. ``mask=...``.
 
     Returns:
@@ -73,13 +84,26 @@ def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, m
 
     Raises:
       NqmError: ``factory`` is not an optax optimizer factory with a ``learning_rate``, ``momentum``
-        names none of its numeric hyperparameters, or ``brake`` has no first moment to brake against.
+        names none of its numeric hyperparameters, ``brake`` has no first moment to brake against, or
+        a numeric hyperparameter has no domain.
     """
     family = bridge(factory, brake=brake, momentum=momentum, moment=moment, **fixed)
     family()  # an unusable factory is refused now, not at the first run
     register(name, title=title or name, reductions=reductions, near_zero=near_zero,
-             braking_of=_label(factory) if brake else None)(family)
+             braking_of=_label(factory) if brake else None,
+             domains=_domains(_label(factory), family().hyper._fields, domains or {}))(family)
     return name
+
+
+def _domains(label: str, fields: tuple, declared: dict) -> dict:
+    """Every extra hyperparameter's domain: declared, else known by name; none is an error."""
+    extra = [f for f in fields if f not in ("lr", "momentum")]
+    unknown = [f for f in extra if f not in declared and f not in KNOWN_DOMAINS]
+    if unknown:
+        raise NqmError(f"{label}'s hyperparameter(s) {', '.join(unknown)} have no domain nqm knows: give "
+                       f"from_optax(..., domains={{{unknown[0]!r}: nqm.validate.Domain('a number >= 0', 0.0)}}) "
+                       "with where each may lie")
+    return {f: declared.get(f, KNOWN_DOMAINS.get(f)) for f in extra}
 
 
 def bridge(factory: Callable[..., Any], *, brake: bool = False, momentum: str | None = None,

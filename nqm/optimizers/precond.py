@@ -24,6 +24,7 @@ import numpy as np
 
 from nqm.errors import NqmError
 from nqm.optimizers.base import Optimizer, register
+from nqm.validate import UNIT
 from nqm.optimizers.momentum import heavy_ball
 
 
@@ -33,7 +34,8 @@ class PrecondHyper(NamedTuple):
     power: Any = 0.5  # the exponent p of H^(−p) (swept; 0 is SGDM, 1/2 Zhang et al.'s Adam, 1 K-FAC)
 
 
-@register("precond", title="Preconditioned SGDM", reductions=[({"power": 0.0}, "sgdm", {}, 2)])
+@register("precond", title="Preconditioned SGDM", reductions=[({"power": 0.0}, "sgdm", {}, 2)],
+          domains={"power": UNIT._replace(text="an exponent in [0, 1]")})
 def precond(*, dampening: bool = False, problem=None) -> Optimizer:
     """Heavy ball on the preconditioned gradient: ``v_{t+1} = m v_t + c H^(−p) g_t``,
     ``w_{t+1} = w_t − η v_{t+1}``, with ``H^(−p) = Q diag(λ^(−p)) Qᵀ`` and ``p = power``, a swept

@@ -17,6 +17,7 @@ import numpy as np
 
 import nqm.expected
 from nqm import __version__, delays, engine, jobs, optimizers, sweeps
+from nqm.optimizers.base import domains
 from nqm.config import RunConfig, checked_config
 from nqm.conventions import BATCH_NOISE, DECAYS, batch_noise, family
 from nqm.search.refine import Axis
@@ -97,7 +98,8 @@ def settings(objective, seeds, seed, robust, tol, width, patience, noise, expect
 
 def box(method: str, given: dict, delta: float | None, dtype: str, coarse, max_cells, seeds: int) -> Box:
     """Each parameter fixed or searched, every value the search can evaluate held by ``dtype``."""
-    parsed = {name: _parameter(name, v) for name, v in given.items()}
+    known = domains(method)
+    parsed = {name: _parameter(name, v, known) for name, v in given.items()}
     axes = tuple(v for v in parsed.values() if isinstance(v, Axis))
     if not axes:
         raise NqmError("nothing to search: give at least one parameter as a pair (lo, hi), e.g. lr=(0.01, 2)")
@@ -248,12 +250,13 @@ def _real(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
-def _parameter(name: str, given):
-    """One value (fixed) or an :class:`Axis` from a pair ``(lo, hi)``."""
+def _parameter(name: str, given, known: dict):
+    """One value (fixed) or an :class:`Axis` from a pair ``(lo, hi)``, in its domain (``known``:
+    the method's hyperparameters' domains; a box may not touch an open end)."""
     if isinstance(given, (tuple, list, np.ndarray)) and np.ndim(given) == 1:
         if len(given) != 2:
             raise NqmError(f"{name}: give one value (fixed) or a pair (lo, hi) (searched), got {len(given)} values")
-        lo, hi = (float(v) for v in coordinates(distinct=False, **{name: given})[name])
+        lo, hi = (float(v) for v in coordinates(distinct=False, domains=known, **{name: given})[name])
         if not lo < hi:
             raise NqmError(f"the {name} box ({lo:g}, {hi:g}) is empty: give lo < hi")
         if name not in DECAYS and lo <= 0:
@@ -261,7 +264,7 @@ def _parameter(name: str, given):
         return Axis(name, lo, hi)
     if np.ndim(given) != 0:
         raise NqmError(f"{name}: give one value (fixed) or a pair (lo, hi) (searched)")
-    return float(coordinates(**{name: given})[name][0])
+    return float(coordinates(domains=known, **{name: given})[name][0])
 
 
 def _layout(points: int, run: dict) -> dict:

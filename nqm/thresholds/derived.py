@@ -167,7 +167,7 @@ def _setup(method, momentum, delay, criterion, kw, *, steps=STEPS, seed=0):
     momenta = coordinates(momentum=momentum)["momentum"]
     family(method, momenta)  # sgd: momentum 0
     defaults = base.hyperparameters(name)._field_defaults
-    grids = coordinates(**{f: kw.get(f, defaults.get(f)) for f in fields})
+    grids = coordinates(domains=base.domains(name), **{f: kw.get(f, defaults.get(f)) for f in fields})
     labels, processes = coordinate(delay)
     for p in processes:
         if pmf(p) is None:
@@ -354,7 +354,7 @@ def precond_threshold(*, power, momentum=0.0, delay=0, problem: Problem | None =
       >>> round(float(precond_threshold(power=0.5, momentum=0.5, problem=explicit([4.0, 1.0]))), 12)
       1.5
     """
-    p = coordinates(power=power)["power"]
+    p = coordinates(domains=base.domains("precond"), power=power)["power"]
     if p.size != 1:
         raise NqmError("power takes one value for precond_threshold; call it once per power")
     problem = explicit([1.0]) if problem is None else problem
