@@ -149,6 +149,7 @@ def _main(argv) -> int:
         args = build_parser(command).parse_args(argv)
         module = next(m for m in COMMANDS if m.NAME == args.command)
         output.distinct_files(args)
+        output.check_results(args)
         with output.locked(args):  # every file the command writes, by the file it resolves to
             return module.run(args) or 0
     except NqmError as exc:

@@ -12,7 +12,7 @@ import dataclasses
 import inspect
 
 from nqm import validate
-from nqm.cli.parser import RANGES, InputFile, OutputFile, joined, positive
+from nqm.cli.parser import RANGES, InputFile, OutputFile, ResultFile, joined, positive
 from nqm.errors import NqmError
 
 GIB = 2**30
@@ -250,7 +250,9 @@ def settings(args) -> dict:
 
 def outputs(parser, out: str, *, required: bool = True, plot: str | None = None, threshold: str | None = None):
     """``--out`` (what it holds), and if described ``--plot FIGURE`` and ``--threshold``."""
-    parser.add_argument("--out", type=OutputFile, required=required, default=None, help=out)
+    parser.add_argument("--out", type=ResultFile, required=required, default=None, help=out + " (netCDF, .nc)")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite an existing --out file that is not a result of nqm (never done without it)")
     if plot:
         parser.add_argument("--plot", type=OutputFile, default=None, metavar="FIGURE", help=plot)
     if threshold:

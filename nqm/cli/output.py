@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from nqm.cli.parser import InputFile, OutputFile
+from nqm.cli.parser import InputFile, OutputFile, ResultFile
 from nqm.errors import NqmError
 
 
@@ -31,6 +31,42 @@ def distinct_files(args: argparse.Namespace) -> None:
                     raise NqmError(f"{other} and {label} name the same file ({path}); give each output its own file")
                 written, read = (label, other) if output else (other, label)
                 raise NqmError(f"{written} would overwrite the input {read} ({path}); write to another file")
+
+
+RESULT_SUFFIXES = (".nc", ".nc4")  # netCDF: what nqm writes, and reads back with nqm.load
+
+
+def check_results(args: argparse.Namespace) -> None:
+    """Refuse, before any work, a result output (:class:`~nqm.cli.parser.ResultFile`) that is not a
+    netCDF file name, or that exists and is not a result of nqm (unless ``--force``): a command
+    never writes a result over a figure, a table or anyone's notes."""
+    for dest, value in vars(args).items():
+        if not isinstance(value, ResultFile):
+            continue
+        label, path = "--" + dest.replace("_", "-"), os.fspath(value)
+        suffix = os.path.splitext(path)[1].lower()
+        if not path.strip() or os.path.basename(path) in ("", ".", ".."):
+            raise NqmError(f"{label} is empty: give a file name such as results.nc")
+        if suffix not in RESULT_SUFFIXES:
+            hint = (f"; to draw a figure, give --plot {path}" if suffix in (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+                    else "")
+            raise NqmError(f"{label} {path}: a result is a netCDF file, name it *.nc{hint}")
+        if os.path.isfile(path) and not getattr(args, "force", False) and not _is_result(path):
+            raise NqmError(f"{label} {path} exists and is not a result of nqm: choose another name, or give --force "
+                           "to overwrite it")
+
+
+def _is_result(path: str) -> bool:
+    """Whether ``path`` holds a result nqm wrote (its checksum attribute), read without loading it."""
+    import h5py
+
+    from nqm.io import CHECKSUM
+
+    try:
+        with h5py.File(path, "r") as f:
+            return CHECKSUM in f.attrs
+    except (OSError, ValueError):
+        return False
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -86,6 +86,11 @@ class OutputFile(str):
     of the command (use as an option's ``type``)."""
 
 
+class ResultFile(OutputFile):
+    """A netCDF result a command writes (``--out``): :func:`nqm.cli.output.check_results` refuses
+    another kind of file, and an existing file that is not a result of nqm unless ``--force``."""
+
+
 class InputFile(str):
     """A path a command reads (use as an option's ``type``)."""
 
