@@ -118,9 +118,11 @@ def _coordinate(name: str, array: np.ndarray, domain: Domain, distinct: bool, dt
         raise NqmError(f"{name} is empty: give at least one value")
     bad = array[~domain.holds(array)]
     if bad.size:
-        whole = np.isfinite(bad[0]) and bad[0] == np.round(bad[0])
+        whole = np.isfinite(bad[0]) and bad[0] == np.round(bad[0]) and abs(bad[0]) <= EXACT_INTEGERS
         # An integer's near miss in full (7.999999999999999, not "8"); other values as %g.
-        shown = (int(bad[0]) if whole else repr(float(bad[0]))) if domain.integer else f"{bad[0]:g}"
+        # An integer beyond 2^53 as %g (1e+300, not its 301 digits).
+        shown = (int(bad[0]) if whole else f"{bad[0]:g}" if abs(bad[0]) > EXACT_INTEGERS else repr(float(bad[0]))) \
+            if domain.integer else f"{bad[0]:g}"
         raise NqmError(f"{name}={shown} is invalid: each value must be {domain.text}")
     if distinct and np.unique(array).size != array.size:
         raise NqmError(f"{name} has repeated values: give each value once")
@@ -157,7 +159,32 @@ def floats(values, name: str) -> np.ndarray:
         array = None
     if array is None:
         raise NqmError(f"{name} must be numbers, got {values!r}")
+    exact(values, name)
     return array
+
+
+EXACT_INTEGERS = 2**53  # beyond it a float64 holds not every integer: 2**53 + 1 would run as 2**53
+
+
+def exact(values, name: str) -> None:
+    """Refuse an integer that a float64 cannot hold exactly (a value the run would silently change),
+    among ``values`` (one or a sequence, nested or not).
+
+    Args:
+      values: what was given.
+      name: the option's name, for the error message.
+
+    Raises:
+      NqmError: an integer beyond 2^53 that is not a float64 exactly.
+    """
+    items = values if isinstance(values, (list, tuple, np.ndarray)) else [values]
+    for given in items:
+        if isinstance(given, (list, tuple, np.ndarray)):
+            exact(given, name)
+        elif isinstance(given, (int, np.integer)) and not isinstance(given, (bool, np.bool_)) \
+                and abs(int(given)) > EXACT_INTEGERS and float(given) != int(given):
+            raise NqmError(f"{name}={int(given)} is beyond what a float holds exactly (2^53); give a float "
+                           f"such as {float(given):.6g}")
 
 
 def representable(value: float, name: str, dtype, *, below: float | None = None) -> float:
@@ -203,6 +230,7 @@ def number(value, name: str) -> float:
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise NqmError(f"{name} must be a number, got {value!r}")
+    exact(value, name)
     return float(value)
 
 

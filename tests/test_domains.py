@@ -83,3 +83,19 @@ def test_an_optax_factory_declares_what_the_bridge_does_not_know():
         _cell("scaled-sgd", gain=4.0)
     finally:
         base.unregister("scaled-sgd")
+
+
+@pytest.mark.parametrize("given", [{"noise": 2**53 + 1}, {"lr": [0.1, 2**60 + 1]}, {"target": 2**55 + 1}])
+def test_an_integer_a_float_cannot_hold_is_refused(given):
+    kw = {"lr": 0.1, "momentum": 0.5, "max_steps": 5, "progress": False, "problem": nqm.zhang(3), **given}
+    with pytest.raises(nqm.NqmError, match=r"beyond what a float holds exactly \(2\^53\)"):
+        nqm.sweep("sgdm", **kw)
+
+
+def test_the_command_line_refuses_it_too_and_prints_a_huge_value_short(capsys, tmp_path):
+    out = str(tmp_path / "r.nc")
+    assert main(["sweep", "--lr", "0.1", "--momentum", "0.5", "--noise", "9007199254740993", "--out", out]) == 2
+    assert main(["sweep", "--lr", "0.1", "--momentum", "0.5", "--batch-size", "1e300", "--out", out]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "beyond what a float holds exactly" in err[0]
+    assert "batch_size=1e+300 is invalid" in err[1] and len(err[1]) < 200

@@ -9,7 +9,7 @@ import re
 import numpy as np
 
 from nqm.errors import NqmError
-from nqm.validate import MAX_VALUES, did_you_mean
+from nqm.validate import MAX_VALUES, did_you_mean, exact
 
 RANGES = "numbers, geom:START:STOP:NUM or lin:START:STOP:NUM"
 
@@ -99,6 +99,8 @@ def values(text: str) -> list[float]:
     """One CLI value: a number, ``geom:START:STOP:NUM`` or ``lin:START:STOP:NUM``."""
     kind, _, rest = text.partition(":")
     if not rest:
+        if re.fullmatch(r"[+-]?\d+", text.strip()):  # an integer the float may not hold exactly
+            exact(int(text), "value")
         try:
             return [float(text)]
         except ValueError:
