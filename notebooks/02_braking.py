@@ -118,10 +118,10 @@ plt.show()
 # it is 0.25 at D = 1 (barely faster than SGDM), 0.75 at D = 4 and 16 (1.5× and 1.3× faster). Past
 # the optimum the curve rises fast at D ≤ 4. Where one seed has no robust T (a transient run in its
 # neighbourhood: "∞" in the table) the best's spread is unbounded, and "as good" then takes every ρ:
-# the seeds do not separate them. The same search at N = 1,000 with 5 seeds and rounds of bisection
-# over ρ (`scripts/fig_rho_landscape.py`, "How to choose ρ" in the results) puts the best ρ at about
-# 0.93–1 at D = 4 and 16 noiseless and with noise at D = 4, and a larger one with noise at D = 16.
-# A rule of thumb on this model: ρ ≈ 0.75–1 under delay, no braking without it.
+# the seeds do not separate them. `scripts/fig_rho_landscape.py` runs the same search at N = 1,000
+# with 5 seeds and rounds of bisection over ρ (being recomputed with the settled test that waits out
+# each method's memory). A rule of thumb from this notebook's size: ρ ≈ 0.75–1 under delay, no
+# braking without it.
 
 # %% [markdown]
 # ## 2. Grouping and micro-stepping

@@ -137,18 +137,23 @@ def draw(data):
         left.errorbar(xs + 0.06, plain, yerr=[plain - np.fmin(plain_low, plain), np.fmax(plain_high, plain) - plain],
                       fmt="o", mfc="none", color=color, capsize=3, ms=7,
                       label=f"{name}: plain T*_best (bars: its seeds' min–max)")
-        for xi, r in zip(xs, runs):
-            if r["robust_t_star"] is None:
-                left.annotate(f"{name}: no robust point\nfound in {r['cells']} cells", (xi, plain[0]),
-                              textcoords="offset points", xytext=(-45, -45), ha="right", fontsize=8, color=color)
+        for i, r in enumerate(runs):  # a search that missed: a line of text where its point would be
+            if not answers.answered(r):
+                left.text(x[i], 0.8 - 0.2 * j, f"{name.split(' (')[0]}: no answer\n(stopped at {r['cells']} cells)",
+                          transform=left.get_xaxis_transform(), ha="center", fontsize=9, color=color)
         for xi, value in zip(xs, robust):
             if np.isfinite(value):
                 left.annotate(f"{value:,.0f}", (xi, value), textcoords="offset points", xytext=(-6, 8), ha="right",
                               fontsize=8, color=color)
-    left.set(xticks=x, xticklabels=[f"σ = {s:g}" for s in sigmas], yscale="log" if len(sigmas) > 1 else "linear", xlim=(-0.6, len(sigmas) - 0.4),
+    drawn = any(answers.answered(r) for r in found.values())
+    left.set(xticks=x, xticklabels=[f"σ = {s:g}" for s in sigmas], xlim=(-0.6, len(sigmas) - 0.4),
+             yscale="log" if len(sigmas) > 1 and drawn else "linear",
              ylabel=f"steps to loss < {data['target']:g} ({answers.which_t(next(iter(found.values())))})",
              title="fastest trajectory found, per method and σ")
-    left.legend(fontsize=8, loc="center left")
+    if drawn:
+        left.legend(fontsize=8, loc="center left")
+    else:
+        left.set_yticks([])
     low_y, high_y = left.get_ylim()
     left.set_ylim(low_y, high_y * 1.25)  # room for the numbers above the markers
     for i, sigma in enumerate(sigmas):
@@ -157,10 +162,10 @@ def draw(data):
         t = np.array([np.nan if v is None else v for v in points["t"]], np.float64)
         color = f"C{i + 2}"
         right.scatter(points["rho"], t, s=6, alpha=0.35, color=color, label=f"AB points, σ = {sigma:g}")
-        if ab["robust_point"] is not None:
+        if ab["robust_point"] is not None and answers.answered(ab):
             right.plot(ab["robust_point"]["rho"], ab["robust_t_star"], "*", ms=14, color=color, mec="k",
                        label=f"AB robust answer, σ = {sigma:g} (ρ = {ab['robust_point']['rho']:.2g})")
-        if sgdm["robust_t_star"] is not None:
+        if sgdm["robust_t_star"] is not None and answers.answered(sgdm):
             right.axhline(sgdm["robust_t_star"], color=color, ls="--", lw=1.2,
                           label=f"SGDM robust T*_best, σ = {sigma:g}")
         if (pair := _matched_t(data, sigma)) is not None:
@@ -169,7 +174,7 @@ def draw(data):
             high = np.where(np.isfinite(high), high, median)  # a seed that did not settle: said in the text
             right.errorbar(rho[braked], median[braked], yerr=[median[braked] - low[braked], high[braked] - median[braked]],
                            fmt="D-", color=color, mfc="white", ms=6, capsize=3, lw=1,
-                           label=f"AB at SGDM's robust lr, σ = {sigma:g} (seeds' median, min–max)")
+                           label=f"AB at SGDM's search's last robust lr, σ = {sigma:g} (seeds' median, min–max)")
             right.axhline(median[~braked][0], color=color, ls=":", lw=1.2, label=f"ρ = 0 there (SGDM), σ = {sigma:g}")
     right.set(xscale="log", yscale="log", xlabel="ρ (braking coefficient)", ylabel="T (median over seeds)",
               title="every point AB's search evaluated (converged ones)")
@@ -192,6 +197,11 @@ def claims(data):
         for method in METHODS:
             found = data["searches"][f"{method}_s{sigma:g}"]
             key = f"{method}_s{sigma:g}"
+            out[f"{key}_answered"] = int(answers.answered(found))
+            out[f"{key}_cells"] = found["cells"]
+            out[f"{key}_minutes"] = found["wall_seconds"] / 60
+            if not answers.answered(found):  # a search that missed gives no value (nqm.search.answered)
+                continue
             out[f"{key}_robust_t"] = found["robust_t_star"]
             out[f"{key}_t"] = found["t_star"]
             for end in ("min", "max"):
@@ -199,12 +209,11 @@ def claims(data):
             for end in ("min", "max"):
                 out[f"{key}_seeds_{end}"] = None if found["seeds"] is None else found["seeds"][end]
             out[f"{key}_lr"] = None if found["point"] is None else found["point"]["lr"]
-            out[f"{key}_cells"] = found["cells"]
-            out[f"{key}_minutes"] = found["wall_seconds"] / 60
         ab, sgdm = data["searches"][f"ab_s{sigma:g}"], data["searches"][f"sgdm_s{sigma:g}"]
-        out[f"ab_s{sigma:g}_rho"] = None if ab["point"] is None else ab["point"]["rho"]
-        out[f"ab_s{sigma:g}_robust_rho"] = None if ab["robust_point"] is None else ab["robust_point"]["rho"]
-        if ab["robust_t_star"] and sgdm["robust_t_star"]:
+        if answers.answered(ab):
+            out[f"ab_s{sigma:g}_rho"] = None if ab["point"] is None else ab["point"]["rho"]
+            out[f"ab_s{sigma:g}_robust_rho"] = None if ab["robust_point"] is None else ab["robust_point"]["rho"]
+        if answers.answered(ab) and answers.answered(sgdm) and ab["robust_t_star"] and sgdm["robust_t_star"]:
             out[f"s{sigma:g}_sgdm_over_ab"] = sgdm["robust_t_star"] / ab["robust_t_star"]
         if (pair := _matched_t(data, sigma)) is not None:
             seeds = data["matched"][f"{sigma:g}"]["t"]
