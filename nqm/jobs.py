@@ -78,8 +78,20 @@ def job(method: str, problem: Problem | None, options: dict) -> tuple[Job, dict]
     config = checked_config(**settings)
     representable(config.target, "target", "float64" if config.x64 else "float32")
     problem = checked_problem(problem)
+    _held_spectrum(problem, "float64" if config.x64 else "float32")
     engine.check(problem, make(method, problem=problem, **opt_options))  # options, and how they fit the problem
     return Job(method, opt_options, problem, config), grids
+
+
+def _held_spectrum(problem: Problem, dtype: str) -> None:
+    """Refuse eigenvalues the run's precision holds only as subnormals or 0 (what a method that
+    divides by them, precond's H^(-p), would turn into ∞ or NaN), with the precision that holds them."""
+    tiny = np.finfo(dtype).tiny
+    low = float(np.min(problem.eigenvalues))
+    if 0 < low < tiny:
+        hint = "" if dtype == "float64" else ", or run in float64 (x64=True, --x64)"
+        raise NqmError(f"eigenvalue {low:g} is below the smallest normal {dtype} ({tiny:.3g}), which the run cannot "
+                       f"hold: give eigenvalues above it{hint}")
 
 
 def checked_problem(problem: Problem | None) -> Problem:

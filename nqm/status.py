@@ -77,8 +77,23 @@ def t_star(ds, percentile: float = 1.0) -> float:
     """
     if not (isinstance(percentile, (int, float, np.number)) and 0 <= percentile <= 100):
         raise NqmError(f"percentile must be a number in [0, 100], got {percentile!r}")
+    results(ds)
     steps = np.asarray(ds.steps.values)[np.asarray(ds.status.values) == SETTLED]
     return float(np.percentile(steps, percentile)) if steps.size else float("nan")
+
+
+def results(ds) -> None:
+    """Refuse (one line) what is not a result with steps and status (a sweep's, a search's, a loaded file's).
+
+    Args:
+      ds: what was given.
+
+    Raises:
+      NqmError: not an xarray Dataset holding ``steps`` and ``status``.
+    """
+    if not (hasattr(ds, "data_vars") and "steps" in ds.data_vars and "status" in ds.data_vars):
+        raise NqmError(f"a result of nqm.sweep or nqm.load is needed (an xarray Dataset with steps and status), "
+                       f"got {type(ds).__name__}")
 
 
 def format_t_star(value: float) -> str:

@@ -13,6 +13,7 @@ from nqm import delays, diagnostics, expected, summary, sweeps
 from nqm.thresholds import derived, polynomials
 from nqm.thresholds.simulated import simulated_threshold
 from nqm.cli import main
+from nqm.search.scaling import critical_batch_size
 from nqm.errors import NqmError
 from nqm.optimizers import make
 
@@ -245,6 +246,9 @@ OTHER_API = [
     lambda: nqm.loguniform(4, lo=2, hi=1),
     lambda: summary.summarize(xr.Dataset({"x": ("a", [1])})),
     lambda: summary.spread(xr.Dataset({"t_star": ("a", [1.0]), "converged": ("a", [1])})),
+    lambda: nqm.best("sgdm", lr=(0.1, 1.0), momentum=0.5, expected="yes", problem=nqm.zhang(8)),
+    lambda: nqm.t_star({}), lambda: nqm.plot_heatmaps({}),
+    lambda: critical_batch_size([1, 2, 4], [10, 5]), lambda: critical_batch_size([0, 2], [10, 5]),
 ]
 
 

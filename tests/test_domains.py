@@ -99,3 +99,11 @@ def test_the_command_line_refuses_it_too_and_prints_a_huge_value_short(capsys, t
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "beyond what a float holds exactly" in err[0]
     assert "batch_size=1e+300 is invalid" in err[1] and len(err[1]) < 200
+
+
+def test_an_eigenvalue_the_precision_cannot_hold_is_refused():
+    problem = nqm.explicit([1.0, 1e-40])  # a float32 subnormal: precond's λ^(-1) would be ∞
+    grid = dict(lr=0.1, momentum=0.5, power=1.0, problem=problem, max_steps=10, progress=False)
+    with pytest.raises(nqm.NqmError, match=r"eigenvalue 1e-40 is below the smallest normal float32.*--x64"):
+        nqm.sweep("precond", **grid)
+    assert int(nqm.sweep("precond", **grid, x64=True).status.values.ravel()[0]) == 1  # float64 holds it: it settles

@@ -46,3 +46,19 @@ def test_a_file_nqm_did_not_write_is_kept_unless_forced(command, tmp_path, capsy
     assert notes.read_bytes()[:4] == b"\x89HDF"
     assert main([command, *ARGV[command], "--out", str(notes), "--restart"] if command in ("sweep", "best")
                 else [command, *ARGV[command], "--out", str(notes)]) == 0  # its own result: replaced freely
+
+
+@pytest.mark.parametrize("argv", [
+    ["sweep", "--lr", "0.1", "--momentum", "0.5", "--out", "OUT", "--plot", " "],
+    ["sweep", "--lr", "0.1", "--momentum", "0.5", "--out", ""],
+    ["threshold", "--momentum", "0.5", "--out", " "],
+    ["summary", ""],
+    ["plot", "", "--out", "OUT"],
+    ["sweep", "--lr", "0.1", "--momentum", "0.5", "--out", "FOLDER/"],
+])
+def test_a_blank_path_is_refused_before_any_work(argv, tmp_path, capsys):
+    argv = [a.replace("OUT", str(tmp_path / "r.nc")).replace("FOLDER", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("is empty" in err[0] or "names a folder" in err[0])
+    assert list(tmp_path.iterdir()) == []

@@ -37,16 +37,19 @@ RESULT_SUFFIXES = (".nc", ".nc4")  # netCDF: what nqm writes, and reads back wit
 
 
 def check_results(args: argparse.Namespace) -> None:
-    """Refuse, before any work, a result output (:class:`~nqm.cli.parser.ResultFile`) that is not a
-    netCDF file name, or that exists and is not a result of nqm (unless ``--force``): a command
+    """Refuse, before any work, a blank file name, a result output (:class:`~nqm.cli.parser.ResultFile`)
+    that is not a netCDF file name, or that exists and is not a result of nqm (unless ``--force``): a command
     never writes a result over a figure, a table or anyone's notes."""
     for dest, value in vars(args).items():
+        if isinstance(value, (InputFile, OutputFile)) and not os.fspath(value).strip():
+            label = "--" + dest.replace("_", "-") if isinstance(value, OutputFile) else f"the {dest} file"
+            raise NqmError(f"{label} is empty: give a file name")
         if not isinstance(value, ResultFile):
             continue
         label, path = "--" + dest.replace("_", "-"), os.fspath(value)
         suffix = os.path.splitext(path)[1].lower()
-        if not path.strip() or os.path.basename(path) in ("", ".", ".."):
-            raise NqmError(f"{label} is empty: give a file name such as results.nc")
+        if os.path.basename(path) in ("", ".", ".."):
+            raise NqmError(f"{label} {path} names a folder: give a file name such as results.nc")
         if suffix not in RESULT_SUFFIXES:
             hint = (f"; to draw a figure, give --plot {path}" if suffix in (".png", ".pdf", ".svg", ".jpg", ".jpeg")
                     else "")

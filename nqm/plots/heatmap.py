@@ -13,7 +13,7 @@ from nqm.errors import NqmError
 from nqm.plots.script import suptitle
 from nqm.results import combine_seeds, panel_keys
 from nqm.thresholds.polynomials import table_line
-from nqm.status import DIVERGED, REACHED, TRANSIENT, format_t_star, plural, t_star
+from nqm.status import DIVERGED, REACHED, TRANSIENT, format_t_star, plural, results, t_star
 
 
 def grid_panel(ds: xr.Dataset) -> xr.Dataset:
@@ -97,6 +97,7 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool |
     Returns:
       the matplotlib Figure.
     """
+    results(ds)
     if ds.sizes.get("lr", 0) < 1 or ds.sizes.get("momentum", 0) < 1:
         raise NqmError("a heatmap needs lr and momentum dimensions")
     seeds = ds.sizes.get("seed", 1)

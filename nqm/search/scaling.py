@@ -56,7 +56,11 @@ def critical_batch_size(batch_size, steps, factor: float = FACTOR) -> float:
       >>> round(critical_batch_size([1, 2, 4, 8, 16], [800, 400, 220, 160, 140]), 2)  # 1.6 × perfect at 8, 2.8 × at 16
       10.55
     """
-    b, s = np.asarray(batch_size, np.float64), np.asarray(steps, np.float64)
+    b, s = validate.floats(batch_size, "batch_size"), validate.floats(steps, "steps")
+    if b.shape != s.shape or b.ndim != 1:
+        raise NqmError(f"batch_size and steps must be two lists of one length, got {b.size} and {s.size} values")
+    if not (np.all(b >= 1) and np.all(np.diff(b) > 0)):
+        raise NqmError("batch_size must be increasing batch sizes >= 1")
     done = np.flatnonzero(np.isfinite(s))
     if done.size == 0:
         return float("nan")

@@ -25,7 +25,7 @@ from nqm.errors import NqmError
 from nqm.results import attribute
 from nqm.settling import cannot_settle
 from nqm.status import REACHED, SKIPPED, TRANSIENT
-from nqm.validate import coordinates, count, representable
+from nqm.validate import coordinates, count, flag, representable
 
 COARSE = {1: 16, 2: 8, 3: 5}  # default coarse points per axis for k searched axes (else 4)
 # power: precond's p, one value (the exact mode takes it fixed, not searched)
@@ -73,6 +73,7 @@ class Evaluator(NamedTuple):
 
 def settings(objective, seeds, seed, robust, tol, width, patience, noise, expected: bool, options: dict) -> Settings:
     """The search's settings, each checked (one-line errors)."""
+    flag(expected, "expected")
     if objective not in ("first", "stay"):
         raise NqmError(f"objective must be 'first' (the first passage) or 'stay' (the step after which the loss "
                        f"stays below the target), got {objective!r}")
