@@ -341,3 +341,36 @@ def test_a_state_the_hyperparameters_shape_is_each_cells_own():
     got = run("rmsprop", 2, hyper).trace["loss"]
     want = run("sgdm", 2, {"lr": 0.4 / np.sqrt(scales), "momentum": np.full(3, 0.5)}).trace["loss"]
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", [5, "", " ", "two words", "-dash-first"])
+def test_a_method_name_is_a_word_the_command_line_takes(name):
+    with pytest.raises(nqm.NqmError, match="a method's name is letters, digits"):
+        from_optax(name, optax.adamw)
+    assert all(isinstance(m, str) for m in base.methods())
+
+
+def test_a_registered_name_is_replaced_only_when_asked_and_then_everywhere():
+    grid = dict(lr=[0.05, 0.3], max_steps=300, problem=nqm.zhang(10), progress=False)
+    with pytest.raises(nqm.NqmError, match="'adam' is already a method"):
+        from_optax("adam", optax.sgd)
+    try:
+        from_optax("mine", optax.adam)
+        first = nqm.sweep("mine", **grid)
+        with pytest.raises(nqm.NqmError, match="'mine' is already a method"):
+            from_optax("mine", optax.sgd)
+        from_optax("mine", optax.sgd, replace=True)
+        second = nqm.sweep("mine", **grid, momentum=[0.0])
+    finally:
+        base.unregister("mine")
+    want = nqm.sweep("sgdm", **grid, momentum=[0.0])
+    np.testing.assert_array_equal(second.steps.values, want.steps.values)
+    assert not np.array_equal(first.steps.values.ravel(), second.steps.values.ravel())
+
+
+def test_a_factory_that_cannot_step_is_refused_at_registration():
+    from nqm.validate import NONNEGATIVE
+
+    with pytest.raises(nqm.NqmError, match="optax.noisy_sgd cannot take a step through the bridge.*random key"):
+        from_optax("noisy", optax.noisy_sgd, domains={"eta": NONNEGATIVE, "gamma": NONNEGATIVE})
+    assert "noisy" not in base.methods()

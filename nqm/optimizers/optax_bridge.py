@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import inspect
 import numbers
+import re
 from typing import Any, Callable
 
 import jax
@@ -28,7 +29,7 @@ import numpy as np
 import optax
 
 from nqm.errors import NqmError
-from nqm.optimizers.base import NearZero, Optimizer, register
+from nqm.optimizers.base import NearZero, Optimizer, StepContext, methods, register
 from nqm.optimizers.braking import braked
 from nqm.validate import DECAY, NONNEGATIVE, Domain
 
@@ -54,7 +55,8 @@ _BRAKE_OPTIONS = (
 
 def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, momentum: str | None = None,
                moment: Callable[[Any], Any] | None = None, title: str | None = None, reductions=(),
-               near_zero: NearZero | None = None, domains: dict | None = None, **fixed) -> str:
+               near_zero: NearZero | None = None, domains: dict | None = None, replace: bool = False,
+               **fixed) -> str:
     """Register the optax optimizer ``factory`` (e.g. ``optax.adam``, not ``optax.adam(1e-3)``) as
     the nqm method ``name``: its numeric hyperparameters are swept grid axes under optax's names
     and defaults (``learning_rate`` is nqm's ``lr``), its switches are method options.
@@ -77,6 +79,8 @@ def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, m
       near_zero: what it becomes near the minimum, as :func:`nqm.optimizers.base.register` takes.
       domains: ``{hyperparameter: nqm.validate.Domain}`` for the numeric hyperparameters the bridge
         does not know (:data:`KNOWN_DOMAINS`); each of them must have one.
+      replace: register ``name`` even if a method has it (the new one is then what every later call
+        builds); without it a name already registered is refused.
       fixed: factory arguments held for every cell (neither swept nor options), e.g. ``mask=...``.
 
     Returns:
@@ -87,12 +91,34 @@ def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, m
         names none of its numeric hyperparameters, ``brake`` has no first moment to brake against, or
         a numeric hyperparameter has no domain.
     """
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise NqmError(f"a method's name is letters, digits, '.', '_' or '-' (as --method takes it), got {name!r}")
+    if name in methods() and not replace:
+        raise NqmError(f"{name!r} is already a method: choose another name, or give replace=True to replace it")
     family = bridge(factory, brake=brake, momentum=momentum, moment=moment, **fixed)
-    family()  # an unusable factory is refused now, not at the first run
+    _steps_once(family(), _label(factory))  # an unusable factory is refused now, not at the first run
     register(name, title=title or name, reductions=reductions, near_zero=near_zero,
              braking_of=_label(factory) if brake else None,
              domains=_domains(_label(factory), family().hyper._fields, domains or {}))(family)
     return name
+
+
+def _steps_once(optimizer: Optimizer, label: str) -> None:
+    """Build the optimizer's state and take one step at its default hyperparameters (lr 0.1), as a
+    run would: a factory that cannot (it needs a random key, a shape it is not given) is refused."""
+    w = jnp.ones(3, jnp.float32)
+    given = {"lr": 0.1, **({"momentum": 0.5} if "momentum" in optimizer.hyper._fields else {})}
+    try:
+        hyper = optimizer.hyper(**given)
+        state = optimizer.init(w)
+        keys = [leaf for leaf in jax.tree.leaves(state) if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)]
+        if keys:
+            raise TypeError("its state holds a random key, which the engine cannot carry between chunks")
+        optimizer.step(hyper, state, w, w, StepContext(0, 0, 0, w))
+    except Exception as error:  # what the first run would have raised, now and in one line
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise NqmError(f"{label} cannot take a step through the bridge ({type(error).__name__}: {first[:160]}); "
+                       "nqm runs optimizers whose update needs only the gradient and its own state") from None
 
 
 def _domains(label: str, fields: tuple, declared: dict) -> dict:
