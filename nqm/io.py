@@ -60,9 +60,31 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
     write_bytes(path, to_bytes(ds))
 
 
+SEAL = b"\nnqm-sha256:"  # what save appends: the SHA-256 of every byte before it, checked before parsing
+_SEAL_SIZE = len(SEAL) + 64 + 1  # the marker, 64 hex digits, a newline
+
+
+def _sealed(data: bytes) -> bytes:
+    """``data`` and its seal: netCDF readers ignore bytes past the file's end, :func:`load_dataset`
+    checks them before any parser sees the file (a damaged header cannot steer the parser then)."""
+    return data + SEAL + hashlib.sha256(data).hexdigest().encode() + b"\n"
+
+
+def _unsealed(raw: bytes, path) -> bytes | None:
+    """The bytes before a file's seal, verified; ``None`` for a file without one (written before
+    seals were, or by another program)."""
+    if len(raw) < _SEAL_SIZE or raw[-_SEAL_SIZE:-65] != SEAL:
+        return None
+    body, digest = raw[:-_SEAL_SIZE], raw[-65:-1]
+    if hashlib.sha256(body).hexdigest().encode() != digest:
+        raise NqmError(f"{path} is damaged: its bytes do not match the checksum saved with them; write it again, "
+                       "or restore a copy")
+    return body
+
+
 def to_bytes(ds: xr.Dataset, compress: bool = False) -> bytes:
-    """``ds`` as the bytes of a netCDF file carrying its :data:`CHECKSUM` (``compress``: gzip its
-    variables, as a rescued result is).
+    """``ds`` as the bytes of a netCDF file carrying its :data:`CHECKSUM`, sealed (:data:`SEAL`)
+    (``compress``: gzip its variables, as a rescued result is).
 
     Args:
       ds: the dataset to serialise.
@@ -76,7 +98,7 @@ def to_bytes(ds: xr.Dataset, compress: bool = False) -> bytes:
     encoding = {name: {"zlib": True} for name, var in ds.data_vars.items() if var.ndim} if compress else None
     buffer = io.BytesIO()
     sealed.to_netcdf(buffer, engine="h5netcdf", encoding=encoding)
-    return buffer.getvalue()
+    return _sealed(buffer.getvalue())
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -276,9 +298,14 @@ def load_dataset(path: str | os.PathLike) -> xr.Dataset:
     if not os.path.isfile(path):
         raise NqmError(f"cannot read {path}: no such file")
     try:
+        with open(path, "rb") as f:
+            body = _unsealed(f.read(), path)  # a damaged sealed file stops here, before any parser
+    except OSError as exc:
+        raise NqmError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
         with warnings.catch_warnings():  # e.g. xarray's on a plain HDF5 file: the error line says it all
             warnings.simplefilter("ignore")
-            with xr.open_dataset(path, engine="h5netcdf") as ds:
+            with xr.open_dataset(path if body is None else io.BytesIO(body), engine="h5netcdf") as ds:
                 ds = ds.load()
     except Exception as exc:  # h5py/xarray raise many types for a broken file
         raise NqmError(f"cannot read {path}: not an nqm netCDF file ({type(exc).__name__})") from None

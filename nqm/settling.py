@@ -421,7 +421,15 @@ class Exceeds:
         return view.model.loss(view.w_next) >= self.target
 
 
+EXACT_STEADY_WORK = 2**30  # components × (delays + 2)² per cell: the exact steady state's cost (seconds) at most
+
+
 def _exact(task: Job, process) -> bool:
+    """Whether the exact test decides this run's cells: also, whether its steady state costs seconds
+    per cell (the step-down recursion is quadratic in the delay); past that the continued test does."""
+    pmf = delays.pmf(process)
+    if pmf is not None and task.problem.dim * (pmf.size + 1) ** 2 > EXACT_STEADY_WORK:
+        return False
     return _exact_for(task.method, tuple(sorted(task.options.items())), process.label)
 
 

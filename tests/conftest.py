@@ -54,3 +54,12 @@ def interrupt_at_store(monkeypatch):
 
     arm.disarm = lambda: monkeypatch.setattr(checkpoint.Checkpointer, "store", original)
     return arm
+
+
+@pytest.fixture(scope="session")
+def earlier_result() -> bytes:
+    """The bytes of a small result nqm wrote: what an --out file holds before a command replaces it
+    (a command replaces its own results, never another kind of file without --force)."""
+    import nqm.io
+
+    return nqm.io.to_bytes(nqm.sweep("sgdm", lr=0.1, momentum=0.5, problem=nqm.zhang(3), max_steps=5, progress=False))

@@ -72,12 +72,12 @@ PRECISION_CASES = [
 
 
 @pytest.fixture
-def files(tmp_path):
+def files(tmp_path, earlier_result):
     """Pre-existing files that a refused command must leave byte-identical."""
     named = {"OUT": "out.nc", "FIG": "fig.png", "CSV": "table.csv", "TNC": "t.nc"}
     paths = {key: tmp_path / name for key, name in named.items()}
     for i, path in enumerate(paths.values()):
-        path.write_bytes(f"previous content {i}".encode())
+        path.write_bytes(earlier_result if path.suffix == ".nc" else f"previous content {i}".encode())
     return paths
 
 

@@ -208,7 +208,7 @@ def test_budget_cells_settled_without_stepping_are_what_stepping_gives():
     np.testing.assert_allclose(float(ds.loss[0]), curve[-1], rtol=1e-10)
 
 
-def test_cli_writes_the_spec_label_and_refuses_worker_pools(tmp_path, capsys):
+def test_cli_writes_the_spec_label_and_refuses_worker_pools(tmp_path, capsys, earlier_result):
     from nqm import cli
 
     out = tmp_path / "iid.nc"
@@ -221,7 +221,7 @@ def test_cli_writes_the_spec_label_and_refuses_worker_pools(tmp_path, capsys):
     np.testing.assert_array_equal(ds.steps.values, direct.steps.values)
     capsys.readouterr()
     kept = tmp_path / "kept.nc"
-    kept.write_bytes(b"earlier results")
+    kept.write_bytes(earlier_result)
     try:
         code = cli.main(["expected", "--delay-dist", "workers:4", "--lr", "0.1", "--momentum", "0.5", "--dim", "20",
                          "--out", str(kept)])
@@ -229,7 +229,7 @@ def test_cli_writes_the_spec_label_and_refuses_worker_pools(tmp_path, capsys):
         code = exit_.code
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "worker pool" in err[0] and "nqm sweep" in err[0]
-    assert kept.read_bytes() == b"earlier results"
+    assert kept.read_bytes() == earlier_result
 
 
 @pytest.mark.parametrize("call", [lambda: expected.sweep(lr=0.1, momentum=0.5, delay="workers:4"),

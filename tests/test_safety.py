@@ -21,9 +21,9 @@ SWEEP = ["sweep", "--lr", "geom:0.001:0.01:8", "--momentum", "0", "0.5", "--dim"
          "--target", "1e-6", "--no-progress"]
 
 
-def test_a_write_beyond_the_file_size_limit_is_one_line_and_keeps_the_previous_file(tmp_path):
+def test_a_write_beyond_the_file_size_limit_is_one_line_and_keeps_the_previous_file(tmp_path, earlier_result):
     out = tmp_path / "out.nc"
-    out.write_bytes(b"previous result")
+    out.write_bytes(earlier_result)
     os.chmod(out, 0o640)
     script = (
         "import resource, sys, numpy as np, xarray as xr\n"
@@ -36,12 +36,12 @@ def test_a_write_beyond_the_file_size_limit_is_one_line_and_keeps_the_previous_f
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("nqm: error: cannot write") and "Traceback" not in done.stderr
-    assert out.read_bytes() == b"previous result" and (os.stat(out).st_mode & 0o777) == 0o640
+    assert out.read_bytes() == earlier_result and (os.stat(out).st_mode & 0o777) == 0o640
 
 
-def test_an_overwritten_result_keeps_its_file_mode(tmp_path):
+def test_an_overwritten_result_keeps_its_file_mode(tmp_path, earlier_result):
     out = tmp_path / "out.nc"
-    out.write_bytes(b"x")
+    out.write_bytes(earlier_result)
     os.chmod(out, 0o600)
     assert main(["sweep", "--lr", "0.1", "--momentum", "0", "--dim", "8", "--max-steps", "20", "--no-progress",
                  "--out", str(out)]) == 0
@@ -89,14 +89,14 @@ def test_one_progress_bar_counts_every_cell_of_the_sweep(progress_bars):
     assert len(bars) == 1 and bars[0].total == 24 and bars[0].n == 24 and bars[0].unit == "cell"
 
 
-def test_when_neither_result_nor_checkpoint_can_be_written_the_cells_are_rescued(tmp_path, monkeypatch, capsys):
+def test_when_neither_result_nor_checkpoint_can_be_written_the_cells_are_rescued(tmp_path, monkeypatch, capsys, earlier_result):
     """A disk that is full where the result goes: the sweep still finishes, says where its cells
     are, and the previous result is untouched."""
     import nqm
     import nqm.io
 
     out = tmp_path / "out.nc"
-    out.write_bytes(b"previous result")
+    out.write_bytes(earlier_result)
     real = nqm.io.atomic_write
 
     def full_disk(path, mode="wb"):
@@ -113,7 +113,7 @@ def test_when_neither_result_nor_checkpoint_can_be_written_the_cells_are_rescued
     rescued = err[0].split("saved in ")[1].split(":")[0]
     direct = nqm.sweep("sgdm", lr=[0.1, 0.3], momentum=[0, 0.5], problem=nqm.zhang(8), max_steps=200, progress=False)
     assert (nqm.load(rescued).steps.values == direct.steps.values).all()
-    assert out.read_bytes() == b"previous result"
+    assert out.read_bytes() == earlier_result
     os.remove(rescued)
 
 
@@ -349,13 +349,13 @@ def test_saving_to_a_device_or_a_fifo_is_refused(tmp_path):
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
-def test_a_search_whose_write_fails_prints_its_answer_and_keeps_every_point(tmp_path, monkeypatch, capsys):
+def test_a_search_whose_write_fails_prints_its_answer_and_keeps_every_point(tmp_path, monkeypatch, capsys, earlier_result):
     import nqm
     import nqm.io
     from nqm.search import answer
 
     out = tmp_path / "best.nc"
-    out.write_bytes(b"previous result")
+    out.write_bytes(earlier_result)
     real = nqm.io.atomic_write
 
     def full_disk(path, mode="wb"):  # the output's disk is full; the rest can be written
@@ -377,7 +377,7 @@ def test_a_search_whose_write_fails_prints_its_answer_and_keeps_every_point(tmp_
     rescued = nqm.load(err[0].split("saved in ")[1].split(":")[0])
     for name in ("steps", "status", "loss", "lr", "momentum"):
         np.testing.assert_array_equal(rescued[name].values, direct[name].values)
-    assert out.read_bytes() == b"previous result"
+    assert out.read_bytes() == earlier_result
 
 
 def test_sigterm_ends_a_command_as_ctrl_c_does_in_one_line_and_removes_its_lock(tmp_path):

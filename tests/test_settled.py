@@ -484,3 +484,20 @@ def test_the_disagreement_table_in_the_docs_is_the_committed_check():
         keys = ("compared", "agree", "settled", "false_settled", "false_transient", "never_reached")
         assert [int(x) for x in numbers] == [row[k] for k in keys], name
         assert row["false_settled"] <= 0.01 * row["settled"], name
+
+
+def test_a_long_delay_is_settled_by_continuing_not_by_an_hour_of_algebra(monkeypatch):
+    """The exact steady state costs (D + 2)² per component: past EXACT_STEADY_WORK the continued test
+    decides (a delay of 10⁶ is within the documented bounds), and the algebra is never started."""
+    from nqm import delays, jobs, settling
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the exact steady state was computed")
+
+    monkeypatch.setattr(settling, "steady_state_loss", refused)
+    settling._exact_for.cache_clear()
+    task, _ = jobs.job("sgdm", nqm.zhang(50), {})
+    assert not settling._exact(task, delays.process(1_000_000))
+    monkeypatch.undo()
+    settling._exact_for.cache_clear()
+    assert settling._exact(task, delays.process(16))  # a short delay: the exact test, as before

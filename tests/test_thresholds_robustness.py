@@ -150,9 +150,9 @@ def test_a_long_constant_delay_takes_the_polynomial_never_the_matrices(monkeypat
      "needs 125 GiB for 10,000 components (32 state entries), more than the 2 GiB budget; group the eigenvalues "
      "into at most 160 bins"),
 ])
-def test_what_does_not_fit_is_refused_in_one_line_before_any_work(argv, words, capsys, tmp_path):
+def test_what_does_not_fit_is_refused_in_one_line_before_any_work(argv, words, capsys, tmp_path, earlier_result):
     out = tmp_path / "out.nc"
-    out.write_bytes(b"previous content")
+    out.write_bytes(earlier_result)
     err = _refused(capsys, argv + ["--out", str(out)], [out])
     assert words in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.nc"]
@@ -172,10 +172,10 @@ def test_the_rows_of_a_table_are_built_in_groups_that_fit(monkeypatch):
 
 
 @pytest.mark.parametrize("delay", [["--delay", "1000000"], ["--delay", "2000"], ["--delay-dist", "pmf:0,0,1"]])
-def test_a_delay_the_budget_never_outlives_is_refused(delay, capsys, tmp_path):
+def test_a_delay_the_budget_never_outlives_is_refused(delay, capsys, tmp_path, earlier_result):
     """Every gradient would be taken at w₀: x* = 0.2503 was reported without a word."""
     out = tmp_path / "t.nc"
-    out.write_bytes(b"previous content")
+    out.write_bytes(earlier_result)
     steps = "2" if delay[-1] == "pmf:0,0,1" else "2000"
     err = _refused(capsys, ["threshold", "--simulate", *delay, "--steps", steps, "--out", out], [out])
     assert "never below the budget" in err and "--steps" in err

@@ -47,7 +47,9 @@ def check_results(args: argparse.Namespace) -> None:
         if not isinstance(value, ResultFile):
             continue
         label, path = "--" + dest.replace("_", "-"), os.fspath(value)
-        suffix = os.path.splitext(path)[1].lower()
+        if os.path.isdir(path):
+            raise NqmError(f"cannot write {label} {path}: it is a directory; give a file name such as results.nc")
+        suffix = os.path.splitext(os.path.realpath(path) if os.path.islink(path) else path)[1].lower()  # a link: its file
         if os.path.basename(path) in ("", ".", ".."):
             raise NqmError(f"{label} {path} names a folder: give a file name such as results.nc")
         if suffix not in RESULT_SUFFIXES:
