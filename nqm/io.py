@@ -299,17 +299,35 @@ def load_dataset(path: str | os.PathLike) -> xr.Dataset:
         raise NqmError(f"cannot read {path}: no such file")
     try:
         with open(path, "rb") as f:
-            body = _unsealed(f.read(), path)  # a damaged sealed file stops here, before any parser
+            raw = f.read()
     except OSError as exc:
         raise NqmError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return load_bytes(raw, path)
+
+
+def load_bytes(raw: bytes, name="the data") -> xr.Dataset:
+    """A dataset from the bytes :func:`to_bytes` made (or a netCDF file's), its seal and checksum
+    verified before and after parsing.
+
+    Args:
+      raw: the bytes.
+      name: what they came from, for the error line.
+
+    Returns:
+      The dataset, in memory, without its checksum attribute.
+
+    Raises:
+      NqmError: the bytes are damaged or no netCDF file.
+    """
+    body = _unsealed(raw, name)  # damaged sealed bytes stop here, before any parser
     try:
         with warnings.catch_warnings():  # e.g. xarray's on a plain HDF5 file: the error line says it all
             warnings.simplefilter("ignore")
-            with xr.open_dataset(path if body is None else io.BytesIO(body), engine="h5netcdf") as ds:
+            with xr.open_dataset(io.BytesIO(raw if body is None else body), engine="h5netcdf") as ds:
                 ds = ds.load()
     except Exception as exc:  # h5py/xarray raise many types for a broken file
-        raise NqmError(f"cannot read {path}: not an nqm netCDF file ({type(exc).__name__})") from None
-    verify(ds, path)
+        raise NqmError(f"cannot read {name}: not an nqm netCDF file ({type(exc).__name__})") from None
+    verify(ds, name)
     ds.attrs.pop(CHECKSUM, None)  # a property of the file, not of the result: save writes a fresh one
     return ds
 

@@ -121,3 +121,40 @@ def test_the_engine_scales_with_seeds_when_the_exact_mode_does_not_apply():
     assert (ds.steps_min.values <= ds.steps.values).all() and (ds.steps.values <= ds.steps_max.values).all()
     assert ds.steps.values[1] < ds.steps.values[0] / 4  # a batch of 16 is more than four times faster here
     assert set(ds.data_vars) >= {"lr", "momentum", "rho", "perfect"}
+
+
+def test_an_interrupted_scaling_run_continues_where_it_stopped(tmp_path, monkeypatch):
+    """Each batch size's search is kept as it finishes: Ctrl-C after the first, and the same call
+    again searches only the others and gives the uninterrupted run's curve; other arguments are
+    refused unless restarted."""
+    from nqm.search import scaling as module
+
+    kw = dict(batch_size=[1, 4, 16], noise=0.1, lr=(0.05, 1.0), momentum=0.5, rho=0.5, problem=nqm.zhang(10),
+              max_steps=2000, max_cells=32, progress=False)
+    whole = module.scaling("ab", **kw)
+    partial = tmp_path / "run.partial"
+    real, calls = module.answered_best, []
+
+    def interrupted_after_one(*args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(kwargs["batch_size"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "answered_best", interrupted_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        module.scaling("ab", **kw, checkpoint=partial)
+    assert partial.is_file() and calls == [1]
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["batch_size"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "answered_best", counted)
+    with pytest.raises(nqm.NqmError, match="is of another scaling run.*--restart"):
+        module.scaling("ab", **{**kw, "noise": 0.2}, checkpoint=partial)
+    resumed = module.scaling("ab", **kw, checkpoint=partial)
+    assert calls == [1, 4, 16] and not partial.exists()
+    for name in ("steps", "answered", "lr", "momentum", "rho"):
+        np.testing.assert_array_equal(resumed[name].values, whole[name].values, err_msg=name)
+    assert resumed.attrs["critical_batch_size"] == whole.attrs["critical_batch_size"]

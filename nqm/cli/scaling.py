@@ -3,10 +3,22 @@ search each), perfect scaling and the critical batch size."""
 
 from __future__ import annotations
 
+import os
+
 from nqm.cli import best, groups, output
 from nqm.errors import NqmError
 
 NAME = "scaling"
+
+
+def interrupted(args) -> str:
+    """What an interrupted run leaves: its checkpoint, once a batch size's search was kept."""
+    partial = args.out + ".partial"
+    if os.path.exists(partial):
+        return (f"the checkpoint {partial} holds every batch size searched so far: run the same command again to "
+                "continue with the next")
+    return "no batch size had finished, nothing was kept: the run starts over when run again"
+
 HELP = "steps against batch size: the best T per batch size, perfect scaling, the critical batch size → netCDF (+ plot)"
 
 
@@ -17,6 +29,7 @@ def add_parser(subparsers):
     best.search_arguments(parser, lambda cell: cell.add_argument(
         "--batch-size", nargs="+", required=True, metavar="B",
         help="the batch sizes, integers >= 1 (at least two; ranges such as geom:1:1024:11)"))
+    parser.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
     parser.add_argument("--json", action="store_true", help="print the steps per batch size and the critical batch "
                                                             "size as one JSON object, the last line")
     groups.outputs(parser, "steps per batch size (netCDF)", plot="also draw steps against batch size (PNG/PDF/SVG)")
@@ -37,7 +50,8 @@ def run(args) -> None:
     args.expected = args.expected or exact_applies(args.method, args.delay_dist or args.delay or 0, args.seeds,
                                                    args.x64, args.independent_noise)
     options = best.search_options(args)
-    ds = scaling(options.pop("method"), batch_size=groups.batch_sizes(args), **options)
+    ds = scaling(options.pop("method"), batch_size=groups.batch_sizes(args), checkpoint=args.out + ".partial",
+                 restart=args.restart, **options)
     for b, s, why in zip(ds.batch_size.values, ds.steps.values, ds.miss.values):
         print(f"B = {b:>6,}: {f'{s:,.0f} steps' if np.isfinite(s) else f'no answer ({why})'}")
     critical = ds.attrs["critical_batch_size"]

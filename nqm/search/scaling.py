@@ -20,7 +20,10 @@ the curve has no critical batch size (NaN).
 
 from __future__ import annotations
 
+import io
+import json
 import math
+import os
 
 import numpy as np
 import xarray as xr
@@ -29,6 +32,7 @@ import nqm.expected
 from nqm import delays, jobs, validate
 from nqm.progress import bar as progress_bar
 from nqm.errors import NqmError
+from nqm.io import discard, load_bytes, to_bytes, write_bytes
 from nqm.search.answered import ATTEMPTS, GROWTH, answered_best
 from nqm.search.answers import answer
 
@@ -129,7 +133,7 @@ def exact_applies(method: str, delay, seeds: int = 1, x64: bool = False, indepen
 
 
 def scaling(method: str = "sgdm", *, batch_size, noise: float, delay=0, expected: bool | None = None,
-            progress: bool = True, **search) -> xr.Dataset:
+            progress: bool = True, checkpoint=None, restart: bool = False, **search) -> xr.Dataset:
     """The best settled steps at each batch size, perfect scaling and the critical batch size.
 
     Args:
@@ -142,6 +146,9 @@ def scaling(method: str = "sgdm", *, batch_size, noise: float, delay=0, expected
         (a linear method under a constant or iid delay, one seed, no ``x64`` or ``independent_noise``),
         else the Monte Carlo engine.
       progress: a bar over the batch sizes.
+      checkpoint: a file that keeps each batch size's search as it finishes, so that an interrupted
+        run called again with the same arguments continues with the next one (``None``: none).
+      restart: ignore (and replace) a checkpoint of other arguments rather than refuse it.
       **search: the box and the settings of :func:`nqm.search.best` (``lr``, ``momentum``, a method's
         hyperparameters, ``seeds``, ``robust``, ``tol``, ``max_cells``, ``problem``, ``target``,
         ``max_steps``, ``objective``, …): the same for every batch size.
@@ -174,9 +181,59 @@ def scaling(method: str = "sgdm", *, batch_size, noise: float, delay=0, expected
         expected = exact_applies(method, delay, search.get("seeds", 1), search.get("x64"), search.get("independent_noise"))
     asked = [dict(batch_size=int(b), noise=sigma, delay=delay, expected=expected,
                   **({} if expected else {"progress": False}), **search) for b in sizes]
-    results = [answered_best(method, **kwargs) for kwargs in
-               progress_bar(progress, iterable=asked, desc=f"{method} batch sizes", unit="B")]
-    return _curve(sizes, _consistent(method, asked, results), search.get("robust") is not None, expected)
+    kept = _Kept(checkpoint, method, asked, restart)
+    results = [kept.get(i) or kept.put(i, answered_best(method, **kwargs)) for i, kwargs in
+               enumerate(progress_bar(progress, iterable=asked, desc=f"{method} batch sizes", unit="B"))]
+    curve = _curve(sizes, _consistent(method, asked, results), search.get("robust") is not None, expected)
+    kept.discard()
+    return curve
+
+
+class _Kept:
+    """The batch sizes' searches kept in ``path`` as each finishes (their results' netCDF bytes, and
+    what was asked, so that a checkpoint of other arguments is never taken for this run's)."""
+
+    def __init__(self, path, method: str, asked: list, restart: bool):
+        self.path, self.results = path, {}
+        self.asked = json.dumps({"method": method, "asked": asked}, sort_keys=True, default=_described)
+        if path is None or not os.path.isfile(path):
+            return
+        try:
+            with np.load(path) as saved:
+                same = str(saved["asked"]) == self.asked
+                found = {int(k[1:]): bytes(saved[k]) for k in saved.files if k.startswith("b")}
+        except Exception:  # a damaged or foreign file: refused below, like one of other arguments
+            same, found = False, {}
+        if not same and not restart:
+            raise NqmError(f"the checkpoint {path} is of another scaling run (or damaged); run again with --restart "
+                           "(restart=True) to start over")
+        if same:
+            self.results = {i: load_bytes(data) for i, data in found.items()}
+
+    def get(self, i: int):
+        return self.results.get(i)
+
+    def put(self, i: int, result: xr.Dataset) -> xr.Dataset:
+        self.results[i] = result
+        if self.path is not None:
+            arrays = {f"b{k}": np.frombuffer(to_bytes(v), np.uint8) for k, v in self.results.items()}
+            buffer = io.BytesIO()
+            np.savez(buffer, asked=np.array(self.asked), **arrays)
+            write_bytes(self.path, buffer.getvalue())
+        return result
+
+    def discard(self) -> None:
+        if self.path is not None:
+            discard(self.path)
+
+
+def _described(value):
+    """A checkpoint's words for what JSON does not hold (a problem, a delay process, an array)."""
+    if hasattr(value, "describe"):
+        return value.describe()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return getattr(value, "label", repr(value))
 
 
 def _where(answers: list, names: list, robust: bool) -> dict:
