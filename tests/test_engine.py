@@ -313,3 +313,19 @@ def test_the_observers_watch_without_changing_a_cell():
     assert sorted(handed) == list(range(12))
     assert snapshots and snapshots == sorted(snapshots)
     assert set(bare.status.tolist()) >= {-1, 1}  # cells that finish both ways were handed on
+
+
+def test_a_chunk_of_common_noise_is_held_to_the_memory_budget():
+    """The common noise of a chunk is drawn at once (chunk × N values): a large problem gets shorter
+    chunks: the same numbers, in bounded memory (a problem whose batch does not fit is refused before)."""
+    problem = nqm.zhang(4000)
+    cells = engine.Cells(make("sgdm"), {"lr": np.geomspace(0.05, 1.0, 4), "momentum": np.full(4, 0.5)},
+                         np.full(4, 0.05), seed=3)
+    small = dataclasses.replace(QUIET, target=1e-3, max_steps=400, memory_budget=2 * 2**20)  # 2 MiB
+    layout = engine.layout.choose(problem, make("sgdm"), History(1), 4, small, np.float32)
+    assert layout.spec.chunk_steps == 2**20 // (2 * 4000 * 4) < QUIET.chunk_steps
+    capped = engine.simulate(problem, cells, small)
+    chosen = engine.simulate(problem, cells, dataclasses.replace(small, memory_budget=None,
+                                                                 chunk_steps=layout.spec.chunk_steps))
+    for name in ("steps", "status", "loss"):
+        np.testing.assert_array_equal(getattr(capped, name), getattr(chosen, name))

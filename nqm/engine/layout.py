@@ -83,6 +83,9 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
     chunk = int(config.chunk_steps)
     if chunk < 1:
         raise NqmError(f"chunk_steps must be >= 1, got {config.chunk_steps}")
+    if not config.independent_noise:  # a chunk's common noise is drawn at once: at most half the budget
+        step_noise = 2 * problem.dim * itemsize  # the draw and its laid-out copy (a batch, checked above, is larger)
+        chunk = min(chunk, max(1, int(budget // 2 // step_noise)))  # shorter chunks: the same numbers, less memory
     spec = Spec(optimizer, int(history.slots), bool(history.by_worker), chunk, block, bool(config.independent_noise),
                 mesh, record, summaries, stride, bool(settle))
     return Layout(spec, batch, group, NamedSharding(mesh, PartitionSpec(CELLS)))
