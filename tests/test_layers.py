@@ -136,3 +136,21 @@ def test_the_architecture_guide_names_every_module():
         if not named:
             unnamed.append(".".join(parts))
     assert unnamed == []
+
+
+def test_modules_and_functions_stay_readable():
+    """Every module of nqm is at most 450 lines and every function's code (its docstring aside) at
+    most 60: a file reads in one sitting, a function in one screen."""
+    import ast
+
+    long = []
+    for path in sorted((ROOT / "nqm").rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > 450:
+            long.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+                if body and body[-1].end_lineno - body[0].lineno + 1 > 60:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert long == []
