@@ -312,3 +312,16 @@ def test_seeded_roots_are_the_companion_eigenvalues(method, delay):
         assert fast.shape == slow.shape
         distance = np.abs(fast[:, :, None] - slow[:, None, :]).min(-1).max()
         assert distance < 1e-7, (cell, distance)
+
+
+def test_bins_are_capped_at_the_distinct_eigenvalues():
+    """As many bins as distinct eigenvalues (or more: 10⁹ costs nothing) is the exact spectrum, each
+    eigenvalue weighted by its multiplicity: the same steps and losses as no binning."""
+    problem = nqm.explicit([1.0, 0.5, 0.5, 0.1, 0.1, 0.1])
+    kw = dict(lr=[0.1, 0.9], momentum=[0.0, 0.6], problem=problem, max_steps=3000)
+    exact = expected.sweep("sgdm", **kw)
+    for bins in (3, 10**9):
+        binned = expected.sweep("sgdm", **kw, bins=bins)
+        np.testing.assert_array_equal(binned.steps.values, exact.steps.values)
+        np.testing.assert_allclose(binned.loss.values, exact.loss.values, rtol=1e-12)
+    assert not np.array_equal(expected.sweep("sgdm", **kw, bins=2).loss.values, exact.loss.values)  # fewer: merged

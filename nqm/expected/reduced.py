@@ -54,10 +54,15 @@ def check_cost(problem, method, processes, bins, dampening, steady=False) -> Non
 
 
 def spectrum(problem, bins):
-    """``(λ, weight)``: every eigenvalue with weight 1, or B log-spaced bins (count, mean λ)."""
+    """``(λ, weight)``: every eigenvalue with weight 1, or B log-spaced bins (count, mean λ); B is
+    capped at the number of distinct eigenvalues, which then stand for themselves exactly (each
+    weighted by its multiplicity): more bins could only split nothing, at the cost of B edges."""
     lam = problem.eigenvalues
     if bins is None:
         return lam, np.ones_like(lam)
+    distinct, multiplicity = np.unique(lam, return_counts=True)
+    if bins >= distinct.size:
+        return distinct, multiplicity.astype(float)
     edges = np.geomspace(lam.min(), lam.max() * (1 + 1e-12), bins + 1)
     which = np.clip(np.searchsorted(edges, lam, side="right") - 1, 0, bins - 1)
     count = np.bincount(which, minlength=bins).astype(float)
