@@ -59,3 +59,33 @@ def test_every_option_refuses_its_bad_input(command, option, action, tmp_path, c
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("nqm: error: "), err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def _api_cases():
+    import dataclasses
+
+    from nqm.engine import RunConfig
+    from nqm.optimizers import base, methods
+
+    for method in methods():
+        for name in base.options(method):
+            yield method, name
+    for field in dataclasses.fields(RunConfig):
+        yield "sgdm", field.name
+
+
+API_CASES = list(_api_cases())
+
+
+@pytest.mark.parametrize("method, name", API_CASES, ids=[f"{m}-{n}" for m, n in API_CASES])
+def test_every_api_option_refuses_a_value_of_no_kind_it_takes(method, name):
+    """Every optimizer option of every method and every run setting, given a value of no kind it
+    takes (a string of words), is one NqmError line from nqm.sweep, before any work."""
+    import nqm
+
+    momentum = 0.5 if "momentum" in nqm.optimizers.base.hyperparameters(method)._fields else None
+    call = {"lr": 0.1, "momentum": momentum, "problem": nqm.zhang(5), "max_steps": 10, "progress": False,
+            name: "not a value"}
+    with pytest.raises(nqm.NqmError) as error:
+        nqm.sweep(method, **call)
+    assert "\n" not in str(error.value)

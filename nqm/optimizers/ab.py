@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from nqm.errors import NqmError
+from nqm.validate import count
 from nqm.conventions import momentum_coefficient
 from nqm.optimizers.base import NearZero, Optimizer, register
 from nqm.optimizers.momentum import VelocityState, heavy_ball
@@ -56,9 +57,7 @@ def adaptive_braking(
     """
     if mode not in MODES:
         raise NqmError(f"unknown AB mode {mode!r}; choose one of {', '.join(MODES)}")
-    if int(micro_steps) != micro_steps or micro_steps < 1:
-        raise NqmError(f"micro_steps must be an integer >= 1, got {micro_steps}")
-    micro_steps = int(micro_steps)
+    micro_steps = count(micro_steps, "micro_steps")
     sgdm = heavy_ball(dampening=dampening)
     plain = braked(sgdm, group=group, eps=eps, alpha_min=alpha_min, alpha_max=alpha_max)
     config = plain.config + (("micro_steps", micro_steps), ("mode", mode))

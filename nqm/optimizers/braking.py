@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqm.errors import NqmError
+from nqm.validate import number
 from nqm.optimizers.base import Optimizer
 
 EPS = 1e-12  # the floor ε of the norm product (AB's default)
@@ -41,7 +42,7 @@ def checked_clamps(alpha_min, alpha_max) -> None:
       NqmError: a clamp that is not finite, or ``alpha_min > alpha_max``.
     """
     for name, bound in (("alpha_min", alpha_min), ("alpha_max", alpha_max)):
-        if bound is not None and not np.isfinite(bound):
+        if bound is not None and not np.isfinite(number(bound, name)):
             raise NqmError(f"{name} must be a finite number, got {bound}")
     if alpha_min is not None and alpha_max is not None and alpha_min > alpha_max:
         raise NqmError(f"alpha_min ({alpha_min}) must not exceed alpha_max ({alpha_max})")
@@ -88,7 +89,7 @@ def braked(base: Optimizer, *, group="global", eps: float = EPS, alpha_min: floa
     """
     if base.velocity is None:
         raise NqmError("braking needs the optimizer's first moment to brake against, and this one declares none")
-    if not (np.isfinite(eps) and eps > 0):
+    if not (np.isfinite(number(eps, eps_name)) and eps > 0):
         raise NqmError(f"eps must be a finite number > 0, got {eps}")
     checked_clamps(alpha_min, alpha_max)
     group_label, cosine = grouping(group)
