@@ -99,9 +99,10 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
     problem, bins = reduced.checked(method, point["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
     reduced.check_cost(problem, method, [process], bins, dampening)
-    _, _, _, curve, _ = reduced.evaluate_process(problem, method, process, point["lr"], point["momentum"], point["noise"],
-                                  dampening=dampening, bins=bins, target=-1.0, max_steps=steps,
-                                  diverge_factor=np.inf, trace_steps=steps, power=power)
+    _, _, _, curve, _ = reduced.evaluate_process(problem, method, process, point["lr"], point["momentum"],
+                                                 point["noise"], dampening=dampening, bins=bins, target=-1.0,
+                                                 max_steps=steps, diverge_factor=np.inf, trace_steps=steps,
+                                                 power=power)
     # The curve is a loss (>= 0): NaN in it is where it overflowed (∞ − ∞ in its terms) or stepped no
     # further once it had: ∞.
     return np.where(np.isnan(curve[0, 0]), np.inf, curve[0, 0])
@@ -150,9 +151,9 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
     problem, bins = reduced.checked(method, values["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
     reduced.check_cost(problem, method, processes, bins, dampening)
-    steps, status, loss, _, unit = reduced.evaluate_process(problem, method, processes[0], values["lr"], values["momentum"],
-                                             coords["noise"], dampening=dampening, bins=bins, target=target,
-                                             max_steps=max_steps, diverge_factor=diverge_factor, power=power)
+    steps, status, loss, _, unit = reduced.evaluate_process(
+        problem, method, processes[0], values["lr"], values["momentum"], coords["noise"], dampening=dampening,
+        bins=bins, target=target, max_steps=max_steps, diverge_factor=diverge_factor, power=power)
     if not first_passage:
         status = _settled(status, _level(unit, coords["noise"]), target)
     data = {"steps": ("point", steps[:, 0]), "status": ("point", status[:, 0]), "loss": ("point", loss[:, 0])}
@@ -186,8 +187,8 @@ def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampe
         for start in range(0, cells.size, per_call):
             chunk = cells[start:start + per_call]
             curve = reduced.evaluate_process(problem, method, process, lr[chunk], momentum[chunk], sigma[[level]],
-                              dampening=dampening, bins=bins, target=-1.0, max_steps=budget,
-                              diverge_factor=diverge_factor, trace_steps=budget, power=power)[3][:, 0]
+                                             dampening=dampening, bins=bins, target=-1.0, max_steps=budget,
+                                             diverge_factor=diverge_factor, trace_steps=budget, power=power)[3][:, 0]
             yield from zip(chunk, curve)
 
     def stay(row):  # row[s - 1] = E[L(w_s)]; w_0 is above the target: an exit at 0
@@ -289,9 +290,7 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
       delay: constant delays and/or iid specs (a value or a list).
       batch_size: ``None``, or batch sizes B (a value or a list): a ``batch_size`` dimension, ``noise``
         being the single-example σ and a batch running with ``σ/√B``, as in :func:`nqm.sweep`.
-      problem: the quadratic, or ``None`` for :func:`nqm.zhang` (N = 10⁴).
-      bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
-      dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
+      problem, bins, dampening: as in :func:`evaluate` (bins: at most the distinct eigenvalues).
       target, max_steps, diverge_factor, first_passage: the run settings, as in :class:`nqm.config.RunConfig`.
       stay: also give ``steps_stay``, the first step after which the expected loss stays below the
         target (settled cells, with or without noise; NaN elsewhere).
@@ -342,9 +341,9 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     # → noise, [batch_size,] seed, momentum, lr
     order = lambda x: np.moveaxis(x.reshape(shape), (0, 1), (-2, -1))[..., None, :, :]
     for i, process in enumerate(processes):
-        steps, status, loss, _, unit = reduced.evaluate_process(problem, method, process, lr_, m, sigma, dampening=dampening, bins=bins,
-                                                 target=target, max_steps=max_steps, diverge_factor=diverge_factor,
-                                                 power=power)
+        steps, status, loss, _, unit = reduced.evaluate_process(
+            problem, method, process, lr_, m, sigma, dampening=dampening, bins=bins, target=target,
+            max_steps=max_steps, diverge_factor=diverge_factor, power=power)
         level = _level(unit, sigma)
         if not first_passage:
             status = _settled(status, level, target)
