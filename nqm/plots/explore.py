@@ -16,7 +16,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from nqm.diagnostics import trajectory
 from nqm.errors import NqmError
 from nqm.plots.script import suptitle
 from nqm.problem import Problem, zhang
@@ -47,6 +46,8 @@ def rho_view(rho: float = DEFAULTS["rho"], lr: float = DEFAULTS["lr"], momentum:
       A dataset over ``rho`` (0 and ``rho``) with ``loss`` ``(rho, step)``, ``energy`` ``(rho,
       component)`` at the last step, and AB's ``relative_energy_decay`` ``(component)``.
     """
+    from nqm.diagnostics import trajectory  # JAX: drawing a view (draw_rho_view) needs none
+
     problem = zhang(1000) if problem is None else problem
     if stride < 1 or steps < stride:
         raise NqmError(f"stride must be in [1, steps], got stride {stride!r} for steps {steps!r}")
