@@ -296,6 +296,10 @@ def trajectory(method: str = "sgdm", *, lr, momentum=None, delay=0, noise: float
                              **hyper_and_options)
     seed = int(np.ravel(seed)[0])
     steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
+    if (work := task.problem.dim * steps) > validate.BOUNDS["trace_work"]:
+        raise NqmError(f"a trace of {steps:,} steps of a {task.problem.dim:,}-dimensional problem is {work:.1e} "
+                       f"element-steps, more than {validate.BOUNDS['trace_work']:.0e} (a trace runs in one go, with no "
+                       "checkpoint: hours on a CPU at that size); trace fewer steps or a smaller problem")
     stride = validate.count(stride, "stride", high=steps)
     recorders = _recorders(record, summaries, target, x64)
     config = engine.RunConfig(target=-1.0, diverge_factor=np.inf, max_steps=steps, x64=x64,

@@ -51,12 +51,16 @@ BOUND_CASES = [
     _sweep("--delay", "3000000000"),
     _trace("--delay", "3000000000"), _trace("--delay", "constant:2000000"), _trace("--delay", "workers:100000000"),
     _trace("--delay", "gaussian:600000"), _trace("--steps", "1000000000"),
+    _trace("--dim", "10000000", "--steps", "100000000"), _trace("--dim", "200000", "--steps", "60000000"),
     ["threshold", "--delay", "1e30"], ["threshold", "--delay", "10000000"],
     ["threshold", "--delay-dist", "uniform:0:2000000"], ["threshold", "--delay-dist", "gaussian:1000000"],
     ["threshold", "--simulate", "--delay", "2000000"], ["threshold", "--criterion", "mean-square", "--delay", "2000000"],
     ["threshold", "--delay-dist", "pmf:1,0," + "0," * 1_000_001 + "1"],
     ["bench", "--dim", "100000000"], ["bench", "--steps", "1000000000000"], ["bench", "--cells", "100000", "--dim", "100000"],
     ["bench", "--cells", "1000000000"],
+    *(["expected", "--lr", "0.1", "0.5", "--momentum", "0", "0.5", "--dim", "50", "--out", "OUT", *extra]
+      for extra in (["--delay", "100000"], ["--delay", "1000000", "--method", "shifted"],
+                    ["--delay", "5000", "--lr", "1e-4", "2e-4", "3e-4"], ["--delay-dist", "constant:20000"])),
 ]
 
 # ------------------------------------------------------------------ 7: values the run's precision cannot hold

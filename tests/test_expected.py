@@ -325,3 +325,19 @@ def test_bins_are_capped_at_the_distinct_eigenvalues():
         np.testing.assert_array_equal(binned.steps.values, exact.steps.values)
         np.testing.assert_allclose(binned.loss.values, exact.loss.values, rtol=1e-12)
     assert not np.array_equal(expected.sweep("sgdm", **kw, bins=2).loss.values, exact.loss.values)  # fewer: merged
+
+
+@pytest.mark.parametrize("delay", [4, 200])
+def test_the_cost_estimate_counts_the_eigenvalue_problems_solved(delay, monkeypatch):
+    """The exact mode's up-front estimate, on which its refusals rest, covers the companion
+    eigenvalue problems a sweep really solves (10 p³ operations each, at their order p), and is no
+    more than twice them where every cell is stable (the case it assumes)."""
+    from nqm.thresholds import polynomials
+
+    solved, eigvals = [], np.linalg.eigvals
+    monkeypatch.setattr(polynomials.np.linalg, "eigvals", lambda a: solved.append(np.shape(a)) or eigvals(a))
+    problem, lr, momentum = nqm.zhang(8), [1e-3, 2e-3], [0.0, 0.5]
+    expected.sweep("sgdm", lr=lr, momentum=momentum, delay=delay, noise=0.05, problem=problem, max_steps=200)
+    ops, _ = autoregression.cost("sgdm", delay, problem.eigenvalues, cells=4)
+    done = sum(autoregression.EIGEN_OPS * np.prod(s[:-2]) * s[-1] ** 3 for s in solved)
+    assert done > 0 and done <= ops <= 2 * done + autoregression.STEP_DOWN_OPS * 4 * 8 * (delay + 2) ** 2

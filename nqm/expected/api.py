@@ -57,7 +57,7 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
     process = reduced.one_delay(delay)
     problem, bins = reduced.checked(method, flat["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
-    reduced.check_cost(problem, method, [process], bins, dampening, steady=True)
+    reduced.check_cost(problem, method, [process], bins, dampening, flat["lr"].size, steady=True)
     method, lam, weight, _ = reduced.reduce(method, problem, bins, power)  # the steady state has no memory of w₀
     with np.errstate(over="ignore", invalid="ignore"):  # no steady state overflows to ∞: what it means
         if (constant := reduced.autoregressive_delay(process, method)) is not None:
@@ -98,7 +98,7 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
     steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
     problem, bins = reduced.checked(method, point["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
-    reduced.check_cost(problem, method, [process], bins, dampening)
+    reduced.check_cost(problem, method, [process], bins, dampening, 1)
     _, _, _, curve, _ = reduced.evaluate_process(problem, method, process, point["lr"], point["momentum"],
                                                  point["noise"], dampening=dampening, bins=bins, target=-1.0,
                                                  max_steps=steps, diverge_factor=np.inf, trace_steps=steps,
@@ -150,7 +150,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
         raise NqmError("evaluate takes one delay and one noise level; call it once per value")
     problem, bins = reduced.checked(method, values["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
-    reduced.check_cost(problem, method, processes, bins, dampening)
+    reduced.check_cost(problem, method, processes, bins, dampening, values["lr"].size)
     steps, status, loss, _, unit = reduced.evaluate_process(
         problem, method, processes[0], values["lr"], values["momentum"], coords["noise"], dampening=dampening,
         bins=bins, target=target, max_steps=max_steps, diverge_factor=diverge_factor, power=power)
@@ -326,7 +326,7 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     validate.grid_size(coords)
     problem, bins = reduced.checked(method, coords["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
-    reduced.check_cost(problem, method, processes, bins, dampening)
+    reduced.check_cost(problem, method, processes, bins, dampening, coords["lr"].size * coords["momentum"].size)
     stepped = family(reduced.stepped(method))
     job = jobs.Job(stepped, second_moment.optimizer_options(stepped, dampening), problem, config)
     result = jobs.empty(job, coords, processes)

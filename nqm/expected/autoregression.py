@@ -22,13 +22,38 @@ from nqm.expected.recursion import Recursion, recursion
 from nqm.status import BUDGET
 
 
+SORTED_ORDER = 128  # the longest recursion whose cells are ordered by their spectral radius
+
+
 def _longest_first(rec: Recursion, lam, stable_cells) -> np.ndarray:
     """Cell order for the slots, longest first, so that no long cell starts at the end and cells of
     like lengths share a batch: stable cells by their spectral radius at the smallest eigenvalue
     (the closer to 1, the slower), then unstable ones by their spectral radius at the largest (the
-    closer to 1, the later they diverge)."""
+    closer to 1, the later they diverge). Past ``SORTED_ORDER`` the cells keep their order: two
+    companion eigenvalue problems per cell would cost more than the batching saves."""
+    if rec.order > SORTED_ORDER:
+        return np.lexsort((~stable_cells,))
     radius = lambda x: polynomials.spectral_radius(rec.polynomial(slice(None), np.array([x]))[:, 0])
     return np.lexsort((-np.where(stable_cells, radius(lam.min()), -radius(lam.max())), ~stable_cells))
+
+
+EIGEN_OPS = 10  # × p³: one companion eigenvalue problem of order p (Hessenberg reduction, QR sweeps)
+STEP_DOWN_OPS = 3  # × p² per component: the step-down recursion (steady.py)
+
+
+def cost(method: str, delay: int, lam, cells: int, steady_only: bool = False) -> tuple[float, int]:
+    """``(operations, bytes)`` that :func:`run` spends on ``cells`` cells before it steps any, at
+    most: the step-down recursion of every component, and per cell the companion eigenvalue
+    problems that order it (short recursions only) and those of its closed form's roots (every
+    cell counted as stable: those take a closed form); ``bytes``: a companion matrix of order p
+    and its workspace.
+    ``steady_only``: the steady state alone (:func:`nqm.expected.steady.analyse`), no roots."""
+    p = recursion(method, delay, 0.1, 0.0).order
+    ops = cells * STEP_DOWN_OPS * float(lam.size) * p**2
+    if steady_only:
+        return ops, 0
+    problems = closed_form.eigenproblems(lam) + (2 if p <= SORTED_ORDER else 0)
+    return ops + cells * EIGEN_OPS * float(p) ** 3 * problems, 3 * 8 * p * p
 
 
 def run(method: str, delay: int, lr, momentum, dampening: bool, lam, weight, sigma, *, target, bound, max_steps,

@@ -113,12 +113,26 @@ def _polish(coefficients, real, imag):
     return real, imag, error
 
 
+def _seeds(lam) -> int:
+    """How many seed polynomials span the log-spectrum of ``lam`` at :data:`SEED_SPACING`."""
+    log = np.log(lam)
+    return max(2, int(np.ceil((log.max() - log.min()) / SEED_SPACING)) + 1)
+
+
+def eigenproblems(lam) -> int:
+    """How many companion eigenvalue problems :func:`roots` solves for one cell, at most: one per
+    seed, or one per component where there are few (a fallback for a root set that failed to
+    polish is rare and not counted)."""
+    seeds = _seeds(lam)
+    return lam.size if lam.size <= 2 * seeds else seeds
+
+
 @_float64
 def roots(rec: Recursion, cell: int, lam) -> np.ndarray:
     """The roots of cell ``cell``'s characteristic polynomial at each eigenvalue: (components, p)."""
     polynomial = rec.polynomial(cell, lam)
     log = np.log(lam)
-    seeds = max(2, int(np.ceil((log.max() - log.min()) / SEED_SPACING)) + 1)
+    seeds = _seeds(lam)
     if lam.size <= 2 * seeds:
         return polynomials.roots(polynomial).astype(complex)
     grid = np.linspace(log.min(), log.max(), seeds)

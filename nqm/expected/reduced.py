@@ -17,6 +17,7 @@ from nqm.optimizers.precond import PrecondHyper
 from nqm.problem import Problem
 
 PRECOND = "precond"  # SGDM preconditioned by H^(-p): SGDM on a transformed spectrum (reduce)
+NOMINAL_FLOPS = 1e10  # the rate an operations budget is put in hours at (one fast core)
 DEFAULT_BINS = 100  # eigenvalue bins when binning is asked for without a count (docs/expected.md: the T error it causes)
 
 
@@ -43,14 +44,34 @@ def autoregressive_delay(process, method) -> int | None:
     return constant if constant is not None and family(method) in METHODS else None
 
 
-def check_cost(problem, method, processes, bins, dampening, steady=False) -> None:
-    """Refuse, before any work, a second-moment map that would not fit in memory (one line that says
-    what fits). ``steady``: only the steady state is asked, which a constant delay gets from its
-    n × n state (:func:`second_moment.steady_state`), not the map."""
-    components, method = spectrum(problem, bins)[0].size, stepped(method)
+def check_cost(problem, method, processes, bins, dampening, cells: int, steady=False) -> None:
+    """Refuse, before any work, what would not fit in memory or in the operations budget
+    (``BOUNDS["exact_ops"]``), in one line that says the figure and what to change: a
+    second-moment map, or the roots and steady state of a long constant delay's autoregression
+    (cubic in the delay). ``steady``: only the steady state is asked, which a constant delay gets
+    from its n × n state (:func:`second_moment.steady_state`) or its reflection coefficients."""
+    lam, method = spectrum(problem, bins)[0], stepped(method)
     for process in processes:
-        if autoregressive_delay(process, method) is None and not (steady and np.count_nonzero(process.pmf()) == 1):
-            second_moment.check_size(method, process, dampening, components)
+        if (delay := autoregressive_delay(process, method)) is not None:
+            _check_autoregression(method, delay, lam, cells, steady)
+        elif not (steady and np.count_nonzero(process.pmf()) == 1):
+            second_moment.check_size(method, process, dampening, lam.size)
+
+
+def _check_autoregression(method, delay, lam, cells, steady) -> None:
+    ops, size = autoregression.cost(method, delay, lam, cells, steady_only=steady)
+    budget, memory = validate.BOUNDS["exact_ops"], validate.BOUNDS["matrix_bytes"]
+    if size > memory:
+        need = f"{validate.format_bytes(size)} for one companion matrix (more than {validate.format_bytes(memory)})"
+    elif ops > budget:
+        need = (f"about {ops:.1e} floating-point operations for {cells:,} cell(s) of {lam.size:,} components "
+                f"({ops / NOMINAL_FLOPS / 3600:,.1f} hours at {NOMINAL_FLOPS / 1e9:g} Gflop/s, more than the budget "
+                f"of {budget:.0e})")
+    else:
+        return
+    raise NqmError(f"the exact mode at constant delay {delay:,} needs {need}, a cost that grows as the delay cubed; "
+                   "give a shorter delay, fewer cells or eigenvalue bins (--bins), or simulate with nqm sweep "
+                   "(nqm threshold finds the stability boundary at any delay)")
 
 
 def spectrum(problem, bins):
