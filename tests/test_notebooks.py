@@ -4,6 +4,7 @@ its data beside the PNG and redraws the same figure from that data alone."""
 import json
 import os
 import pathlib
+import re
 import runpy
 import subprocess
 import sys
@@ -95,3 +96,17 @@ def test_figure_script_runs_at_smoke_size_and_redraws_from_its_data(script, tmp_
     _run(["-c", REDRAW, str(script), str(out)], tmp_path)
     assert out.read_bytes() == drawn  # the figure is always drawn from the data as written
     assert json.loads(claims_path.read_text()) == claims
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_prose_types_no_result(notebook):
+    """A notebook's results are printed by its cells, never typed into its prose, where a rerun
+    would leave them stale: every number of two or more digits in a markdown cell is one of the
+    notebook's own settings (it appears in a code cell) or names a figure."""
+    cells = jupytext.read(notebook).cells
+    code = "\n".join(c.source for c in cells if c.cell_type == "code")
+    for cell in (c for c in cells if c.cell_type == "markdown"):
+        text = re.sub(r"`[^`]*`|\b(?:Fig\.|Figures?)\s+\d+", "", cell.source)  # commands; figure names
+        for number in re.findall(r"(?<![\w.])\d[\d,]*(?:\.\d+)?", text):
+            number = number.rstrip(",")
+            assert len(number.replace(",", "").replace(".", "")) < 2 or number in code, (number, cell.source[:200])
