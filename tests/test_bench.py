@@ -41,3 +41,15 @@ def test_the_engine_rate_runs_every_registered_method(method):
     """Every method's hyperparameters are filled in (the benchmark's lr and momentum, defaults for the rest)."""
     rate = bench.engine_rate(nqm.zhang(8), method, cells=2, steps=4, chunk=2)
     assert np.isfinite(rate) and rate > 0
+
+
+@pytest.mark.parametrize("method, delay", [("sgdm", 3), ("ab", 3), ("ab", 0)])
+def test_the_peer_benchmark_counts_the_same_steps_as_nqm(method, delay):
+    """scripts/bench_peer.py times nqm against a plain JAX/optax implementation; its comparison
+    means something only if both run the same dynamics: in float64, the same T in every cell."""
+    import pathlib
+    import runpy
+
+    peer = runpy.run_path(str(pathlib.Path(__file__).resolve().parents[1] / "scripts" / "bench_peer.py"))
+    row = peer["case"](32, method, delay, 0.0, side=3, steps=1500, x64=True, repeat=1)
+    assert row["cells"] == 9 and row["t_reached"] >= 5 and row["t_equal"] == 9 and row["t_max_difference"] == 0, row
