@@ -179,7 +179,7 @@ def _option(task: Job, name: str):
 
 
 PROBE_FLOOR = 1e-4  # a floor probe raises a homogeneous method's floor to this fraction of the target,
-PROBE_DECAYS = 16 * float(np.log(1e6))  # runs the time its loss takes to fall 10⁶-fold 16 times over
+PROBE_DECAYS = 4 * float(np.log(1e6))  # runs the time its loss takes to fall 10⁶-fold 4 times over
 PROBE_MIN_STEPS = 2**14  # (at least this many; a decay past the run's precision has rate ∞;
 PROBE_MAX_STEPS = 2**22  # a decay too slow for that many steps is not probed: transient)
 
