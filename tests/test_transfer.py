@@ -1,0 +1,92 @@
+"""A real model's NQM (nqm.transfer.measure): on models whose Hessian and gradient noise are known
+exactly, the measured top spectrum and noise are the truth, the bulk's quantiles follow the true
+spectrum, and an NQM written as a model measures as itself."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nqm
+from nqm.transfer import measure
+
+
+@pytest.fixture(autouse=True)
+def float64():
+    with jax.enable_x64(True):
+        yield
+
+
+def _regression(examples=2000, d=60, seed=0):
+    """Least squares: the Hessian is XᵀX/n and the per-example gradient x (x·w − y), exactly."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((examples, d)) * np.geomspace(1.0, 0.05, d)
+    y = x @ rng.standard_normal(d) + 0.3 * rng.standard_normal(examples)
+    w = rng.standard_normal(d) * 0.1
+    loss = lambda p, b: 0.5 * jnp.mean((b["x"] @ p["w"] - b["y"]) ** 2)
+    return loss, {"w": jnp.asarray(w)}, {"x": jnp.asarray(x), "y": jnp.asarray(y)}, (x, y, w)
+
+
+def test_top_eigenvalues_and_noise_are_the_truth():
+    loss, params, data, (x, y, w) = _regression()
+    found = measure(loss, params, data, top=8, probes=16, steps=40)
+    lam, vectors = np.linalg.eigh(x.T @ x / x.shape[0])
+    lam, vectors = lam[::-1], vectors[:, ::-1]
+    np.testing.assert_allclose(found.top, lam[:8], rtol=1e-10)
+    np.testing.assert_allclose(np.abs(np.sum(found.vectors * vectors[:, :8], 0)), 1.0, rtol=1e-8)  # up to sign
+    variance = np.var((x * (x @ w - y)[:, None]) @ vectors[:, :8], axis=0)
+    np.testing.assert_allclose(found.variance, variance, rtol=1e-8)
+    np.testing.assert_allclose(found.sigma_components, np.sqrt(variance / lam[:8]), rtol=1e-8)
+
+
+def test_the_bulk_follows_the_true_spectrum():
+    """Stochastic Lanczos quadrature's quantiles against the exact eigenvalues: the largest gap
+    between the two spectra's distribution functions of log λ (Kolmogorov distance) is small."""
+    loss, params, data, (x, _, _) = _regression()
+    found = measure(loss, params, data, top=8, probes=16, steps=40)
+    truth = np.log(np.linalg.eigvalsh(x.T @ x / x.shape[0]))
+    ours = np.log(found.eigenvalues)
+    grid = np.linspace(truth.min(), truth.max(), 400)
+    cdf = lambda v: np.searchsorted(np.sort(v), grid, side="right") / v.size
+    assert found.eigenvalues.size == 60 and np.abs(cdf(ours) - cdf(truth)).max() < 0.1
+
+
+def test_an_nqm_written_as_a_model_measures_as_itself():
+    """Per example ½ wᵀHw − σ (√H z_i)ᵀ w with whitened z: Hessian H and per-example gradient noise
+    σ √H z_i, whose covariance is σ² H exactly: the NQM's own spectrum and σ come back."""
+    lam, sigma, examples = np.array([1.0, 0.5, 0.25, 0.1, 0.05, 0.02, 0.01, 0.005]), 0.3, 512
+    z = np.random.default_rng(1).standard_normal((examples, lam.size))
+    z -= z.mean(0)
+    z = z @ np.linalg.inv(np.linalg.cholesky(z.T @ z / examples)).T  # sample covariance exactly I
+    loss = lambda p, b: jnp.mean(0.5 * jnp.sum(lam * p**2) - sigma * (b * jnp.sqrt(lam)) @ p)
+    found = measure(loss, jnp.ones(lam.size), jnp.asarray(z), top=5, probes=4, steps=8)
+    np.testing.assert_allclose(found.top, lam[:5], rtol=1e-10)
+    np.testing.assert_allclose(found.sigma_components, sigma, rtol=1e-8)
+    assert found.sigma == pytest.approx(sigma, rel=1e-8)
+    problem = found.problem()
+    assert isinstance(problem, nqm.Problem) and problem.dim == lam.size
+    np.testing.assert_allclose(problem.eigenvalues[:5], lam[:5], rtol=1e-10)
+
+
+def test_negative_curvature_is_dropped_and_counted():
+    """At a saddle the NQM keeps the positive curvature only, and says how much it dropped."""
+    scale = jnp.array([2.0, 1.0, 0.5, -0.3, -0.1, 0.2])
+    loss = lambda p, b: jnp.mean(0.5 * jnp.sum(scale * p**2) + b @ p)
+    found = measure(loss, jnp.zeros(6), jnp.ones((4, 6)), top=3, dim=6, probes=4, steps=6)
+    assert found.how["dropped"] >= 2 and (found.eigenvalues > 0).all()
+    np.testing.assert_allclose(found.top, [2.0, 1.0, 0.5], rtol=1e-10)
+
+
+@pytest.mark.parametrize("case, message", [
+    (dict(top=60), "top"),
+    (dict(floor=1.0), "floor"),
+    (dict(loss=lambda p, b: b["x"] @ p["w"]), "scalar"),
+    (dict(loss=lambda p, b: jnp.nan * jnp.sum(p["w"])), "not finite"),
+    (dict(data={"x": jnp.ones((3, 60)), "y": jnp.ones(4)}), "example axis"),
+])
+def test_bad_input_is_one_line(case, message):
+    loss, params, data, _ = _regression(examples=50)
+    arguments = dict(loss=loss, params=params, data=data) | case
+    with pytest.raises(nqm.NqmError, match=message) as error:
+        measure(**arguments)
+    assert "\n" not in str(error.value)
