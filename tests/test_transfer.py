@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import nqm
+import nqm.transfer
 from nqm.transfer import measure
 
 
@@ -89,4 +90,63 @@ def test_bad_input_is_one_line(case, message):
     arguments = dict(loss=loss, params=params, data=data) | case
     with pytest.raises(nqm.NqmError, match=message) as error:
         measure(**arguments)
+    assert "\n" not in str(error.value)
+
+
+# ------------------------------------------------------------------ training a model with nqm's optimizers
+
+LAM = nqm.zhang(24).eigenvalues
+
+
+def _nqm_as_model(w, batch):
+    """The NQM itself written as a model (noiseless): ½ wᵀ diag(λ) w, whatever the batch."""
+    return 0.5 * jnp.vdot(w, jnp.asarray(LAM) * w) + 0.0 * jnp.sum(batch)
+
+
+@pytest.mark.parametrize("method, delay, extra", [
+    ("sgdm", 3, {}), ("ab", 3, {"rho": [0.5, 1.0]}), ("shifted", 3, {}), ("dana", 2, {}),
+    ("sgdm", "uniform:0:4", {}), ("sgdm", "workers:4", {}), ("adam", 2, {"b1": [0.0, 0.9]}),
+])
+def test_training_the_nqm_as_a_model_gives_the_engines_steps(method, delay, extra):
+    """The trainer runs the optimizers' own steps under the delay processes' own schedules: on the
+    NQM written as a model it finds, cell by cell, the first passage nqm.sweep finds (float64)."""
+    momentum = None if method == "adam" else [0.0, 0.5, 0.9]
+    grid = dict(lr=[0.05, 0.2, 0.6], momentum=momentum, delay=delay, **extra)
+    ours = nqm.transfer.train(_nqm_as_model, jnp.ones(LAM.size), jnp.zeros((1, 1)), method, steps=2000, target=0.01,
+                              **grid)
+    ref = nqm.sweep(method, **grid, problem=nqm.explicit(LAM), max_steps=2000, first_passage=True, x64=True,
+                    progress=False).isel(delay=0, noise=0, seed=0).squeeze()
+    expected = np.where(ref.status.values == 1, ref.steps.values, 0)
+    assert (expected > 0).sum() >= 3
+    np.testing.assert_array_equal(ours.steps.values.squeeze(), expected)
+
+
+def test_training_statuses_and_minibatches():
+    """Least squares with minibatches: the same seed gives the same numbers, another seed other
+    minibatches; a small learning rate settles (status 1), a huge one diverges (−1)."""
+    loss, params, data, _ = _regression(examples=400, d=10)
+    floor = float(loss({"w": jnp.asarray(np.linalg.lstsq(np.asarray(data["x"]), np.asarray(data["y"]), rcond=None)[0])},
+                       data))
+    kw = dict(lr=[0.05, 30.0], momentum=[0.5], steps=1500, target=1.5 * floor, batch_size=32)
+    once, again = (nqm.transfer.train(loss, params, data, "sgdm", **kw) for _ in range(2))
+    other = nqm.transfer.train(loss, params, data, "sgdm", **kw, seed=1)
+    np.testing.assert_array_equal(once.curve.values, again.curve.values)
+    assert not np.array_equal(once.curve.values, other.curve.values)
+    assert once.status.values.ravel().tolist() == [1, -1], once.status.values
+    assert once.curve.dims == ("momentum", "lr", "step") and once.curve.sizes["step"] == 1500 // once.attrs["stride"]
+
+
+@pytest.mark.parametrize("case, message", [
+    (dict(method="nosuch"), "nosuch"),
+    (dict(lr=-0.1), "lr"),
+    (dict(momentum=1.0), "momentum"),
+    (dict(batch_size=10_000), "batch_size"),
+    (dict(rho=0.5), "rho"),
+    (dict(max_steps=10), "max_steps"),
+])
+def test_training_bad_input_is_one_line(case, message):
+    loss, params, data, _ = _regression(examples=50, d=5)
+    arguments = dict(method="sgdm", lr=0.1, momentum=0.5, steps=20, target=0.01) | case
+    with pytest.raises(nqm.NqmError, match=message) as error:
+        nqm.transfer.train(loss, params, data, **arguments)
     assert "\n" not in str(error.value)
