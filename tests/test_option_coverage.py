@@ -20,6 +20,8 @@ MINIMAL = {  # a valid call of each command, at a tiny size; OUT and RESULT are 
     "plot": ["RESULT", "--out", "FIG"],
     "summary": ["RESULT"],
     "bench": [],
+    "transfer": ["--problem", "quadratic", "--lr", "0.1", "--momentum", "0.5", "--delay", "0", "--steps", "20",
+                 "--out", "OUT"],
 }
 PATHS = {"--out": "table.json", "--plot": "figure.xyz", "--threshold": "missing.nc", "--csv": " ", "--checkpoint": " "}
 PLOT_OUT = "figure.xyz"  # nqm plot's --out is a figure

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import nqm
+import nqm.io
 import nqm.transfer
 from nqm.transfer import measure
 
@@ -150,3 +151,31 @@ def test_training_bad_input_is_one_line(case, message):
     with pytest.raises(nqm.NqmError, match=message) as error:
         nqm.transfer.train(loss, params, data, **arguments)
     assert "\n" not in str(error.value)
+
+
+# ------------------------------------------------------------------ prediction against outcome (nqm transfer)
+
+def test_the_nqm_of_an_nqm_predicts_its_own_stability_boundary():
+    """Where the model is an NQM, its measured NQM is itself: the same cells diverge, so the
+    predicted stability boundary is the observed one for every method, delay and momentum."""
+    from nqm.transfer.compare import transfer
+
+    ds = transfer("quadratic", lr=np.geomspace(0.1, 3.0, 7), momentum=[0.0, 0.5], delays=[0, 2], steps=300, x64=True)
+    np.testing.assert_array_equal(ds.status_predicted.values == -1, ds.status_observed.values == -1)
+    assert (ds.status_observed.values == -1).sum() >= 10
+    np.testing.assert_array_equal(ds.lr_stable_ratio.values, 1.0)
+    assert ds.attrs["lam_max"] == pytest.approx(1.0, rel=1e-10)
+
+
+@pytest.mark.parametrize("problem", ["digits-logistic", "digits-mlp"])
+def test_nqm_transfer_runs_end_to_end_on_the_digits(problem, tmp_path, capsys):
+    from nqm.cli import main
+
+    out = tmp_path / "t.nc"
+    argv = ["transfer", "--problem", problem, "--method", "sgdm", "ab", "--lr", "0.5", "4", "--momentum", "0.9",
+            "--delay", "0", "2", "--steps", "30", "--out", str(out)]
+    assert main(argv) == 0
+    ds = nqm.io.load_dataset(out)
+    assert ds.lr_stable_predicted.dims == ("method", "delay", "momentum") and ds.sizes["lr"] == 2
+    assert ds.attrs["problem"] == problem and ds.attrs["lam_max"] > 0
+    assert "stability boundary" in capsys.readouterr().out

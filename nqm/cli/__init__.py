@@ -1,5 +1,5 @@
 """The ``nqm`` command (also ``python -m nqm``): ``nqm sweep | best | scaling | trace | expected | plot |
-summary | threshold | bench``.
+summary | threshold | bench | transfer``.
 
 One module per command, each with ``NAME``, ``HELP``, ``add_parser(subparsers)`` (its options,
 mostly the shared groups of :mod:`nqm.cli.groups`) and ``run(args) -> int | None``; a new command
@@ -24,12 +24,12 @@ import sys
 import threading
 import warnings
 
-from nqm.cli import bench, best, expected, output, plot, scaling, summary, sweep, threshold, trace
+from nqm.cli import bench, best, expected, output, plot, scaling, summary, sweep, threshold, trace, transfer
 from nqm.cli.parser import Parser, values
 from nqm.devices import use_every_core
 from nqm.errors import NqmError
 
-COMMANDS = (sweep, best, scaling, trace, expected, plot, summary, threshold, bench)
+COMMANDS = (sweep, best, scaling, trace, expected, plot, summary, threshold, bench, transfer)
 
 __all__ = ["COMMANDS", "build_parser", "command", "full_parser", "main", "values"]
 

@@ -1,0 +1,62 @@
+"""``nqm transfer``: a real model's NQM, its prediction against the model trained → netCDF.
+
+See :mod:`nqm.transfer.compare`: the NQM measured at the model's starting point, then the same
+lr × momentum grid run as that NQM and as the model, per method and delay.
+"""
+
+from __future__ import annotations
+
+from nqm.cli import groups, output
+from nqm.cli.parser import RANGES, joined
+
+NAME = "transfer"
+HELP = "a real model's NQM: its prediction against the model trained under delay → netCDF"
+
+
+def add_parser(subparsers):
+    from nqm.transfer.compare import METHODS
+    from nqm.transfer.problems import PROBLEMS
+
+    parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
+    parser.add_argument("--problem", choices=sorted(PROBLEMS), default="digits-logistic",
+                        help="the real problem (digits-*: scikit-learn's bundled digits, pip install -e \".[transfer]\")")
+    parser.add_argument("--method", nargs="+", default=list(METHODS), metavar="M",
+                        help="methods with a momentum (ab at ρ = 0.5)")
+    parser.add_argument("--delay", nargs="+", type=int, default=[0, 4], metavar="D", help="constant delays")
+    grid = parser.add_argument_group(f"grid (each takes {RANGES})")
+    grid.add_argument("--lr", nargs="+", required=True, metavar="V", help="learning rates η > 0")
+    grid.add_argument("--momentum", nargs="+", required=True, metavar="V", help="momenta m in [0, 1)")
+    run = parser.add_argument_group("run")
+    run.add_argument("--steps", type=int, default=2000, help="steps per run (default: 2000)")
+    run.add_argument("--batch-size", type=int, default=None, metavar="B",
+                     help="examples per step (default: the whole data, no gradient noise)")
+    run.add_argument("--seed", type=int, default=0, help="the problem's, the minibatches' and the NQM's noise seed")
+    run.add_argument("--x64", action="store_true", help="the model and its NQM in float64")
+    groups.outputs(parser, "the comparison")
+    return parser
+
+
+def run(args) -> None:
+    from nqm.errors import NqmError
+    from nqm.io import save
+    from nqm.transfer.compare import transfer
+
+    ds = transfer(args.problem, methods=args.method, delays=args.delay, lr=joined(args.lr),
+                  momentum=joined(args.momentum), steps=args.steps, batch_size=args.batch_size, seed=args.seed,
+                  x64=args.x64)
+    try:
+        save(ds, args.out)
+    except NqmError as exc:
+        raise NqmError(f"{exc}; {output.rescue(ds, args.out, what='the comparison')}") from None
+    print(f"{ds.attrs['description']}; λ_max {ds.attrs['lam_max']:.4g}, σ per example {ds.attrs['sigma_per_example']:.3g}")
+    for edge, what in (("stable", "the stability boundary (the largest lr before divergence)"),
+                       ("settled", "the largest lr that settles")):
+        print(f"{what}, NQM / model (> grid: the model's edge is beyond the grid's largest lr):")
+        for method in ds.method.values:
+            for delay in ds.delay.values:
+                row = ds.sel({"method": method, "delay": delay})
+                cells = [f"m = {m:g}: {p:.3g} / {o:.3g}{' (> grid)' if e else ''}" for m, p, o, e in
+                         zip(ds.momentum.values, row[f"lr_{edge}_predicted"].values, row[f"lr_{edge}_observed"].values,
+                             row[f"{edge}_beyond_grid"].values)]
+                print(f"  {method:>8} D = {delay}: " + "; ".join(cells))
+    print(f"wrote {args.out}")
