@@ -183,3 +183,18 @@ def test_the_your_own_method_page_runs_as_written(tmp_path):
     lines = result.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == ["T* of qhm", "qhm's threshold at m = 0.9, D = 4", "fastest qhm"]
     assert "nan" not in result.stdout
+
+
+def test_the_your_own_model_page_runs_as_written(tmp_path):
+    """docs/your-model.md's code, run as a script: it measures a least-squares model's NQM and
+    trains the model under delay; the model's largest stable lr of the grid lies within one grid
+    step below the NQM's derived boundary (the model is a quadratic: the boundary is the same)."""
+    page = (ROOT / "docs" / "your-model.md").read_text()
+    script = tmp_path / "model.py"
+    script.write_text("\n".join(re.findall(r"```python\n(.*?)```", page, flags=re.S)))
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900, cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=path, NQM_CPU_DEVICES="1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    edge, stable = (float(x) for x in re.findall(r"lr (\d\.\d+)", result.stdout.splitlines()[-1]))
+    assert stable <= edge < stable * 100 ** (1 / 11), result.stdout

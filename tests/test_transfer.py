@@ -156,14 +156,19 @@ def test_training_bad_input_is_one_line(case, message):
 # ------------------------------------------------------------------ prediction against outcome (nqm transfer)
 
 def test_the_nqm_of_an_nqm_predicts_its_own_stability_boundary():
-    """Where the model is an NQM, its measured NQM is itself: the same cells diverge, so the
-    predicted stability boundary is the observed one for every method, delay and momentum."""
+    """Where the model is an NQM, its measured NQM is itself: the same cells go out of bounds, so
+    the predicted stability boundary is the observed one for every method, delay and momentum, and
+    a linear method's derived threshold lies between the grid's last stable lr and the next."""
     from nqm.transfer.compare import transfer
 
-    ds = transfer("quadratic", lr=np.geomspace(0.1, 3.0, 7), momentum=[0.0, 0.5], delays=[0, 2], steps=300, x64=True)
-    np.testing.assert_array_equal(ds.status_predicted.values == -1, ds.status_observed.values == -1)
+    lr = np.geomspace(0.1, 3.0, 7)
+    ds = transfer("quadratic", lr=lr, momentum=[0.0, 0.5], delays=[0, 2], steps=3000, x64=True)
+    np.testing.assert_array_equal(ds.status_predicted.values, ds.status_observed.values)
     assert (ds.status_observed.values == -1).sum() >= 10
     np.testing.assert_array_equal(ds.lr_stable_ratio.values, 1.0)
+    linear = ds.sel({"method": ["sgdm", "shifted"]})
+    edge, threshold = linear.lr_stable_observed.values, linear.lr_threshold.values
+    assert ((edge <= threshold * (1 + 1e-9)) & (threshold < edge * lr[1] / lr[0])).all(), (edge, threshold)
     assert ds.attrs["lam_max"] == pytest.approx(1.0, rel=1e-10)
 
 

@@ -49,7 +49,7 @@ def run(args) -> None:
     except NqmError as exc:
         raise NqmError(f"{exc}; {output.rescue(ds, args.out, what='the comparison')}") from None
     print(f"{ds.attrs['description']}; λ_max {ds.attrs['lam_max']:.4g}, σ per example {ds.attrs['sigma_per_example']:.3g}")
-    for edge, what in (("stable", "the stability boundary (the largest lr before divergence)"),
+    for edge, what in (("stable", "the stability boundary (the largest lr below the first run out of bounds)"),
                        ("settled", "the largest lr that settles")):
         print(f"{what}, NQM / model (> grid: the model's edge is beyond the grid's largest lr):")
         for method in ds.method.values:

@@ -1,23 +1,26 @@
 """What a real model's NQM predicts against what the model does, on the same grid.
 
 For a problem of :mod:`nqm.transfer.problems`: its NQM is measured at the starting point
-(:func:`nqm.transfer.measure`: the Hessian's spectrum and the per-example gradient noise σ, which a
-batch of B examples divides by √B); then, for each method and delay, the same lr × momentum grid is
-run twice — as an NQM sweep (``nqm.sweep`` on the measured spectrum, noise σ/√B, the target the
-same fraction of the initial loss as the model's) and as the model itself
-(:func:`nqm.transfer.train`). Compared per method, delay and momentum:
+(:func:`nqm.transfer.measure`: the Hessian's spectrum and the per-example gradient noise σ). That
+NQM, written as a model (:func:`nqm.transfer.problems.nqm_as_model`: per-example noise of
+covariance σ² H, so that a minibatch has the model's noise level) and the model itself are then
+trained the same way (:func:`nqm.transfer.train`: nqm's optimizers and delay processes, the same
+rules, the NQM's target the same fraction of its initial loss) on the same lr × momentum grid, per
+method and delay. Compared per method, delay and momentum:
 
-* the stability boundary: the largest lr of the grid below the first that diverges (status −1,
-  the same rule on both sides: where the model is an NQM, the boundaries are equal);
-* the largest lr that settles (status 1: reaches the target and stays; each side by its own
-  settled test, nqm's and the trainer's window);
-  predicted, observed and their ratios — where the model's edge is the grid's largest lr, the edge
-  lies beyond the grid and the ratio is only a bound (``*_beyond_grid``);
+* the stability boundary: the largest lr of the grid below the first whose run goes out of
+  bounds (a loss not finite or above 10⁶ × the initial one, before or after reaching the target);
+  beside it the derived threshold ``x*/λ_max`` of a linear method (Giladi et al.'s, at the measured
+  λ_max: the boundary of an infinitely long run);
+* the largest lr that settles (status 1: reaches the target in the first half of the budget and
+  stays below it through the second);
 * the fastest settled cell's steps (best over lr), and so the ranking of the methods at each delay.
 
-The NQM is a model of the start of training: where the model's curvature changes as it trains
-(the logistic loss flattens as it fits), the prediction is of the first steps, and the comparison
-says how far that carries.
+Predicted, observed and their ratios; where the model's edge is the grid's largest lr, the edge lies
+beyond the grid and the ratio is only a bound (``*_beyond_grid``). The NQM is a model of the start
+of training: where the model's curvature changes as it trains (the logistic loss flattens as it
+fits, and its gradients stay bounded), the prediction is of the first steps, and the comparison says
+how far that carries. Where the model is an NQM, the two sides are the same runs.
 """
 
 from __future__ import annotations
@@ -27,12 +30,13 @@ import itertools
 import numpy as np
 import xarray as xr
 
-from nqm import optimizers, sweeps, validate
+from nqm import optimizers, validate
 from nqm.optimizers import base
 from nqm.errors import NqmError
-from nqm.status import DIVERGED, SETTLED
+from nqm.status import SETTLED
 from nqm.transfer.measure import measure
-from nqm.transfer.problems import problem as real_problem
+from nqm.thresholds import derived
+from nqm.transfer.problems import nqm_as_model, problem as real_problem
 from nqm.transfer.train import train
 
 METHODS = ("sgdm", "ab", "shifted")  # methods with a momentum: one grid for all of them
@@ -57,10 +61,10 @@ def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4)
     Returns:
       Dataset over (method, delay, momentum): for each edge (``stable``, ``settled``)
       ``lr_EDGE_predicted``, ``lr_EDGE_observed``, ``lr_EDGE_ratio`` (predicted / observed) and
-      ``EDGE_beyond_grid`` (the model's edge is the grid's largest lr); ``best_steps_predicted``,
-      ``best_steps_observed``; over
-      (method, delay, momentum, lr): ``status_predicted``, ``status_observed``; the measured
-      ``eigenvalues`` and noise in its attributes.
+      ``EDGE_beyond_grid`` (the model's edge is the grid's largest lr); ``lr_threshold`` (a linear
+      method's derived threshold at the measured λ_max, NaN for the others); ``best_steps_predicted``,
+      ``best_steps_observed``; over (method, delay, momentum, lr): ``status_predicted``,
+      ``status_observed``; λ_max, σ and how they were measured in its attributes.
 
     Raises:
       NqmError: an unknown problem or method, or invalid values, in one line.
@@ -82,43 +86,50 @@ def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4)
     with jax.enable_x64(x64):
         real = real_problem(problem, seed)
         fitted = measure(real.loss, real.params, real.data, top=top, seed=seed)
-        nqm_problem = fitted.problem()
-        first = float(real.loss(real.params, real.data))
-        nqm_target = real.target / first * nqm_problem.initial_loss  # the same fraction of the initial loss
-        noise = 0.0 if batch_size is None else fitted.sigma / np.sqrt(batch_size)
-        shape = (len(methods), len(delays), coords["momentum"].size, coords["lr"].size)
-        predicted, observed = np.zeros(shape, np.int8), np.zeros(shape, np.int8)
-        t_predicted, t_observed = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
-        for (i, method), (j, delay) in itertools.product(enumerate(methods), enumerate(delays)):
-            extra = {"rho": RHO} if method == "ab" else {}
-            ours = sweeps.sweep(method, lr=coords["lr"], momentum=coords["momentum"], delay=delay, noise=noise, seed=seed,
-                                problem=nqm_problem, max_steps=steps, target=nqm_target, x64=x64, progress=False,
-                                **extra).isel(delay=0, noise=0, seed=0).squeeze(drop=True)
-            model = train(real.loss, real.params, real.data, method, lr=coords["lr"], momentum=coords["momentum"],
-                          delay=delay, steps=steps, target=real.target, batch_size=batch_size, seed=seed, **extra)
-            predicted[i, j], t_predicted[i, j] = ours.status.values, ours.steps.values
-            observed[i, j], t_observed[i, j] = model.status.values.squeeze(), model.steps.values.squeeze()
+        twin = nqm_as_model(fitted.eigenvalues, fitted.sigma, seed=seed, name=f"the NQM of {problem}")
+        # the same fraction of the initial loss as the model's target
+        twin = twin._replace(target=real.target / float(real.loss(real.params, real.data)) *
+                             float(twin.loss(twin.params, twin.data)))
+        runs = {side: [[train(p.loss, p.params, p.data, method, lr=coords["lr"], momentum=coords["momentum"],
+                              delay=delay, steps=steps, target=p.target, batch_size=batch_size, seed=seed,
+                              **({"rho": RHO} if method == "ab" else {})).squeeze(drop=True)
+                        for delay in delays] for method in methods]
+                for side, p in (("predicted", twin), ("observed", real))}
     dims = ("method", "delay", "momentum")
-    data = {"status_predicted": (dims + ("lr",), predicted), "status_observed": (dims + ("lr",), observed),
-            "best_steps_predicted": (dims, _best(predicted, t_predicted)),
-            "best_steps_observed": (dims, _best(observed, t_observed))}
-    for edge, rule in (("stable", _stable), ("settled", _settled)):
-        ours, theirs = rule(predicted, coords["lr"]), rule(observed, coords["lr"])
-        data |= {f"lr_{edge}_predicted": (dims, ours), f"lr_{edge}_observed": (dims, theirs),
-                 f"lr_{edge}_ratio": (dims, ours / theirs),
+    stack = lambda side, name: np.array([[run[name].values.reshape(coords["momentum"].size, -1) for run in row]
+                                         for row in runs[side]])
+    data = {}
+    for side in ("predicted", "observed"):
+        status, t, blew_up = stack(side, "status"), stack(side, "steps"), stack(side, "diverged_at")
+        data |= {f"status_{side}": (dims + ("lr",), status), f"best_steps_{side}": (dims, _best(status, t)),
+                 f"lr_stable_{side}": (dims, _stable(blew_up > 0, coords["lr"])),
+                 f"lr_settled_{side}": (dims, _settled(status, coords["lr"]))}
+    for edge in ("stable", "settled"):
+        theirs = data[f"lr_{edge}_observed"][1]
+        data |= {f"lr_{edge}_ratio": (dims, data[f"lr_{edge}_predicted"][1] / theirs),
                  f"{edge}_beyond_grid": (dims, (theirs == coords["lr"][-1]).astype(np.int8))}
+    data["lr_threshold"] = (dims, _thresholds(methods, delays, coords["momentum"], fitted.top[0]))
     attrs = {"problem": problem, "description": real.description, "steps": steps, "seed": seed, "x64": int(x64),
-             "batch_size": -1 if batch_size is None else batch_size, "target": real.target, "nqm_target": nqm_target,
-             "sigma_per_example": fitted.sigma, "nqm_noise": noise, "rho": RHO, "lam_max": float(fitted.top[0]),
+             "batch_size": -1 if batch_size is None else batch_size, "target": real.target, "nqm_target": twin.target,
+             "sigma_per_example": fitted.sigma, "rho": RHO, "lam_max": float(fitted.top[0]),
              **{f"measured_{k}": v if isinstance(v, (int, float, str)) else str(v) for k, v in fitted.how.items()}}
     return xr.Dataset(data, coords={"method": list(methods), "delay": delays, **coords}, attrs=attrs)
 
 
-def _stable(status: np.ndarray, lr: np.ndarray) -> np.ndarray:
-    """Per row, the largest lr below the first that diverges (NaN: the smallest already does)."""
-    diverges = status == DIVERGED
-    first = np.where(diverges.any(-1), diverges.argmax(-1), lr.size)
+def _stable(blew_up: np.ndarray, lr: np.ndarray) -> np.ndarray:
+    """Per row, the largest lr below the first whose run went out of bounds at any step (NaN: the
+    smallest already did)."""
+    first = np.where(blew_up.any(-1), blew_up.argmax(-1), lr.size)
     return np.where(first > 0, lr[np.maximum(first - 1, 0)], np.nan)
+
+
+def _thresholds(methods, delays, momenta, lam_max: float) -> np.ndarray:
+    """The derived threshold lr = x*/λ_max of each linear method (NaN for the others, e.g. AB)."""
+    out = np.full((len(methods), len(delays), momenta.size), np.nan)
+    for (i, method), (j, delay) in itertools.product(enumerate(methods), enumerate(delays)):
+        if optimizers.make(method).linear:
+            out[i, j] = np.asarray(derived.threshold(method, momentum=momenta, delay=delay)) / lam_max
+    return out
 
 
 def _settled(status: np.ndarray, lr: np.ndarray) -> np.ndarray:

@@ -70,15 +70,25 @@ def digits_mlp(seed: int = 0, hidden: int = 32) -> RealProblem:
                        f"a 64–{hidden}–10 tanh network on the digits, Glorot initialisation (seed {seed})")
 
 
-def quadratic(seed: int = 0, dim: int = 32, sigma: float = 0.0, examples: int = 256) -> RealProblem:
-    lam = 1.0 / np.arange(1, dim + 1)
-    z = np.random.default_rng(seed).standard_normal((examples, dim))
+def nqm_as_model(eigenvalues, sigma: float = 0.0, examples: int = 256, seed: int = 0, target: float = 0.01,
+                 name: str = "quadratic") -> RealProblem:
+    """The NQM with ``eigenvalues`` written as a model, from w₀ = 1: per example
+    ``½ wᵀ diag(λ) w − σ (√λ ⊙ z_i)ᵀ w`` with whitened z (sample covariance exactly I), so that its
+    per-example gradient noise has covariance exactly σ² H."""
+    lam = np.asarray(eigenvalues, np.float64)
+    examples = max(examples, 2 * lam.size)  # whitened: more examples than dimensions
+    z = np.random.default_rng(seed).standard_normal((examples, lam.size))
     z -= z.mean(0)
-    z = z @ np.linalg.inv(np.linalg.cholesky(z.T @ z / examples)).T  # sample covariance exactly I
+    z = z @ np.linalg.inv(np.linalg.cholesky(z.T @ z / examples)).T
     root = jnp.asarray(np.sqrt(lam))
     loss = lambda w, b: jnp.mean(0.5 * jnp.vdot(w, jnp.asarray(lam) * w) - sigma * (b * root) @ w)
-    return RealProblem("quadratic", loss, jnp.ones(dim), jnp.asarray(z), 0.01,
-                       f"the NQM zhang({dim}) written as a model, per-example noise σ = {sigma:g}")
+    return RealProblem(name, loss, jnp.ones(lam.size), jnp.asarray(z), target,
+                       f"the NQM of {lam.size} eigenvalues written as a model, per-example noise σ = {sigma:g}")
+
+
+def quadratic(seed: int = 0, dim: int = 32, sigma: float = 0.0) -> RealProblem:
+    return nqm_as_model(1.0 / np.arange(1, dim + 1), sigma, seed=seed,
+                        name="quadratic")._replace(description=f"the NQM zhang({dim}) written as a model, noise σ = {sigma:g}")
 
 
 PROBLEMS = {"digits-logistic": digits_logistic, "digits-mlp": digits_mlp, "quadratic": quadratic}

@@ -57,7 +57,9 @@ def train(loss: Callable, params, data, method: str = "sgdm", *, lr, momentum=No
 
     Returns:
       Dataset over (its hyperparameters…, momentum, lr): ``steps`` (T, 0 if never reached),
-      ``status``, ``loss`` (at the end) and ``curve`` (the loss every ``stride`` steps, over ``step``).
+      ``status``, ``loss`` (at the end), ``diverged_at`` (the first step whose loss was not finite or
+      above the bound, before or after T; 0: none) and ``curve`` (the loss every ``stride`` steps,
+      over ``step``).
 
     Raises:
       NqmError: an unknown method or option, a value outside its domain, or a loss that is not a
@@ -88,10 +90,11 @@ def train(loss: Callable, params, data, method: str = "sgdm", *, lr, momentum=No
     plan = process.schedule(seed, steps)
     batches = _batches(examples, batch_size, steps, seed)
     run = _compiled(optimizer, mean, flat, data, plan, batches, steps, stride, target, factor * first)
-    t_first, status, last, curve = (np.asarray(x) for x in run(optimizer.hyper(**hyper)))
+    t_first, status, last, curve, blew_up = (np.asarray(x) for x in run(optimizer.hyper(**hyper)))
     shape = mesh[0].shape
     data_vars = {"steps": (names, t_first.reshape(shape)), "status": (names, status.reshape(shape)),
-                 "loss": (names, last.reshape(shape)), "curve": (names + ["step"], curve.reshape(shape + (-1,)))}
+                 "loss": (names, last.reshape(shape)), "curve": (names + ["step"], curve.reshape(shape + (-1,))),
+                 "diverged_at": (names, blew_up.reshape(shape))}
     coords_out = {n: coords[n] for n in names} | {"step": stride * np.arange(1, curve.shape[-1] + 1)}
     attrs = {"method": method, "delay": process.label, "target": target, "max_steps": steps, "stride": stride, "seed": seed,
              "batch_size": -1 if batch_size is None else batch_size, "examples": examples, "parameters": flat.size,
@@ -138,7 +141,7 @@ def _batches(examples: int, batch_size: int | None, steps: int, seed: int) -> np
 
 
 def _compiled(optimizer, mean, w0, data, plan, batches, steps, stride, target, bound):
-    """The jitted run of every cell: ``hyper → (T, status, final loss, curve)``."""
+    """The jitted run of every cell: ``hyper → (T, status, final loss, curve, first step out of bounds)``."""
     taus, workers = (jnp.asarray(x, jnp.int32) for x in plan)
     batches = None if batches is None else jnp.asarray(batches)
     slots = int(np.max(plan[0])) + 1
@@ -173,6 +176,6 @@ def _compiled(optimizer, mean, w0, data, plan, batches, steps, stride, target, b
         reached = (first > 0) & (first <= half)
         status = jnp.where(diverged, DIVERGED, jnp.where(~reached, BUDGET,
                            jnp.where((bad == 0) & (peak < target), REACHED, TRANSIENT)))
-        return first, status.astype(jnp.int8), mean(w, data), curve
+        return first, status.astype(jnp.int8), mean(w, data), curve, bad
 
     return jax.jit(jax.vmap(cell))
