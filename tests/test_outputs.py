@@ -16,6 +16,7 @@ ARGV = {  # every command that writes a result, at a tiny size
     "trace": ["--lr", "0.1", "--momentum", "0.5", "--steps", "20", *SMALL],
     "expected": ["--lr", "0.1", "--momentum", "0.5", "--max-steps", "20", *SMALL],
     "threshold": ["--momentum", "0.5", "--delay", "1"],
+    "transfer": ["--problem", "quadratic", "--lr", "0.1", "--momentum", "0.5", "--delay", "0", "--steps", "20"],
 }
 
 

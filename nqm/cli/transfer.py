@@ -27,7 +27,7 @@ def add_parser(subparsers):
     grid.add_argument("--lr", nargs="+", required=True, metavar="V", help="learning rates η > 0")
     grid.add_argument("--momentum", nargs="+", required=True, metavar="V", help="momenta m in [0, 1)")
     run = parser.add_argument_group("run")
-    run.add_argument("--steps", type=int, default=2000, help="steps per run (default: 2000)")
+    run.add_argument("--steps", type=int, default=2000, help="steps per run")
     run.add_argument("--batch-size", type=int, default=None, metavar="B",
                      help="examples per step (default: the whole data, no gradient noise)")
     run.add_argument("--seed", type=int, default=0, help="the problem's, the minibatches' and the NQM's noise seed")
