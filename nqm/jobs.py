@@ -330,3 +330,22 @@ def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
     if "batch_size" in coords:  # only then: a result without batch sizes keeps its attributes
         attrs["batch_noise"] = BATCH_NOISE
     return results.empty(coords, hyper_dims(task.method), attrs, [p.mean for p in processes])
+
+
+def examples(data) -> int:
+    """The number of examples of a real model's data: a pytree of arrays that share one leading
+    example axis (:mod:`nqm.transfer`).
+
+    Args:
+      data: the pytree.
+
+    Returns:
+      The length of that axis.
+
+    Raises:
+      NqmError: leaves of different lengths, a scalar leaf, or no example.
+    """
+    sizes = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree.leaves(data)}
+    if len(sizes) != 1 or None in sizes or 0 in sizes:
+        raise NqmError("data must be a pytree of arrays that share one leading example axis (at least one example)")
+    return sizes.pop()

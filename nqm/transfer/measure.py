@@ -32,6 +32,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from scipy.sparse.linalg import LinearOperator, eigsh
 
+from nqm import jobs
 from nqm.errors import NqmError
 from nqm.problem import Problem, explicit
 from nqm.validate import BOUNDS, count, number
@@ -89,7 +90,7 @@ def measure(loss: Callable, params, data, *, top: int = 16, dim: int | None = No
         example axis, or sizes out of range, in one line.
     """
     flat, unravel = ravel_pytree(params)
-    n, examples = flat.size, _examples(data)
+    n, examples = flat.size, jobs.examples(data)
     top = count(top, "top", high=max(1, n - 2))
     dim = count(min(n, 10_000) if dim is None else dim, "dim", low=top, high=BOUNDS["dim"])
     probes, steps = count(probes, "probes", high=10_000), count(steps, "steps", high=10_000)
@@ -114,13 +115,6 @@ def measure(loss: Callable, params, data, *, top: int = 16, dim: int | None = No
            "noise": f"per-example gradient variance along the top {top} eigenvectors, over {examples} examples",
            "dropped": int(spectrum.size - kept.size), "floor": floor, "seed": seed}
     return Measured(np.sort(kept)[::-1], top_values, vectors, variance, sigma_components, sigma, how)
-
-
-def _examples(data) -> int:
-    sizes = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree.leaves(data)}
-    if len(sizes) != 1 or None in sizes or 0 in sizes:
-        raise NqmError("data must be a pytree of arrays that share one leading example axis (at least one example)")
-    return sizes.pop()
 
 
 def _check_scalar(f, w) -> None:

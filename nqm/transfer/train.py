@@ -66,7 +66,7 @@ def train(loss: Callable, params, data, method: str = "sgdm", *, lr, momentum=No
         finite scalar at ``params``, in one line.
     """
     flat, unravel = ravel_pytree(params)
-    examples = _examples(data)
+    examples = jobs.examples(data)
     steps = validate.count(steps, "steps", low=2, high=validate.MAX_STEPS)
     stride = validate.count(stride if stride is not None else max(1, steps // 200), "stride", high=steps)
     target, factor = validate.number(target, "target"), validate.number(diverge_factor, "diverge_factor")
@@ -104,13 +104,6 @@ def train(loss: Callable, params, data, method: str = "sgdm", *, lr, momentum=No
 
 STATUS_MEANING = ("1: settled (reached the target in the first half of the budget, stayed below it through the "
                   "second), 2: transient (reached it, then not), 0: not reached in the first half, -1: diverged")
-
-
-def _examples(data) -> int:
-    sizes = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree.leaves(data)}
-    if len(sizes) != 1 or None in sizes or 0 in sizes:
-        raise NqmError("data must be a pytree of arrays that share one leading example axis (at least one example)")
-    return sizes.pop()
 
 
 def _defaults(optimizer, given: dict) -> dict:
