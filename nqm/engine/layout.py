@@ -77,7 +77,8 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
     if fits < batch:
         raise NqmError(
             f"one batch of {batch} cells needs {format_bytes(2 * batch * cell_bytes)} but the memory budget is "
-            f"{format_bytes(budget)}; raise memory_budget (--memory-budget, in GiB) or lower batch_cells/block_cells"
+            f"{format_bytes(budget)}; raise memory_budget (--memory-budget, in GiB), or in Python lower the run "
+            "settings batch_cells and block_cells"
         )
     group = batch * max(1, fits // batch)
     chunk = int(config.chunk_steps)
