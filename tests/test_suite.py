@@ -31,8 +31,20 @@ def timed_assertions(root: pathlib.Path) -> list[str]:
     return found
 
 
+def _planted() -> str:
+    """A file with the two kinds of timed assertion on lines 3 and 5, built as syntax trees so that no
+    timed assertion is written anywhere in the repository."""
+    clock = ast.Call(ast.Attribute(ast.Name("time"), "perf_counter"), [], [])
+    below = lambda left, limit: ast.Assert(ast.Compare(left, [ast.Lt()], [ast.Constant(limit)]))
+    body = [ast.Import([ast.alias("time")]), ast.Assign([ast.Name("start")], clock, lineno=2),
+            below(ast.BinOp(clock, ast.Sub(), ast.Name("start")), 5),
+            ast.Assign([ast.Name(sorted(DURATIONS)[0])], ast.Constant(3), lineno=4),
+            below(ast.Name(sorted(DURATIONS)[0]), 60)]
+    return "\n".join(ast.unparse(ast.fix_missing_locations(ast.Module([node], []))) for node in body) + "\n"
+
+
 def test_no_test_asserts_a_duration(tmp_path):
     assert timed_assertions(ROOT / "tests") == []
-    # the scan finds the two planted in a data file (kept out of the suite's own source)
-    (tmp_path / "test_x.py").write_text((ROOT / "tests" / "data" / "timed_assertions.txt").read_text())
+    # the scan finds the two planted in a generated file
+    (tmp_path / "test_x.py").write_text(_planted())
     assert timed_assertions(tmp_path) == ["test_x.py:3", "test_x.py:5"]
