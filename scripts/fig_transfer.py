@@ -86,7 +86,8 @@ def draw(data):
     axes[0].legend(handles=handles, fontsize=8, loc="upper left")
     suptitle(fig, f"A real model's NQM against the model: full batch, {size['steps']:,} steps, momentum "
                   f"{', '.join(f'{m:g}' for m in size['momenta'])}, lr grid of {len(size['lr'])} from "
-                  f"{size['lr'][0]:g} to {size['lr'][-1]:g}; open marker: the model's edge lies beyond the grid",
+                  f"{size['lr'][0]:g} to {size['lr'][-1]:g}; open marker: the model's edge lies beyond the grid\n"
+                  "(shifted momentum at D = 0 is SGDM: its points cover SGDM's; a missing point: no edge on one side)",
              fontsize=10)
     return fig
 
