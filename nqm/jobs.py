@@ -349,3 +349,25 @@ def examples(data) -> int:
     if len(sizes) != 1 or None in sizes or 0 in sizes:
         raise NqmError("data must be a pytree of arrays that share one leading example axis (at least one example)")
     return sizes.pop()
+
+
+def loss_at(loss, w) -> float:
+    """A real model's loss ``loss(w)`` at its starting point, checked: a finite scalar (:mod:`nqm.transfer`).
+
+    Args:
+      loss: the batch's mean loss as a function of the flattened parameters.
+      w: the flattened parameters.
+
+    Returns:
+      Its value.
+
+    Raises:
+      NqmError: a loss that is not a scalar, or not finite at ``w``.
+    """
+    shape = jax.eval_shape(loss, w).shape
+    if shape != ():
+        raise NqmError(f"loss(params, batch) must return a scalar (the batch's mean loss), got shape {shape}")
+    value = float(loss(w))
+    if not np.isfinite(value):
+        raise NqmError(f"the loss is not finite at params (got {value}): start the model where it is")
+    return value

@@ -25,8 +25,8 @@ BOUNDS = {
     "cells": 10**8,  # cells in one sweep
     "batch": 2**53,  # a batch size: a whole number in float64
     "elements": 2**28,  # cells × N of a benchmark's arrays (2 GiB of float32 w and v)
-    "trace_bytes": 8 * 2**30,
-    "trace_work": 10**13,  # N × steps of one trace, which has no checkpoint: hours on a CPU  # a trajectory's recorded values on the host
+    "trace_bytes": 8 * 2**30,  # a trajectory's recorded values on the host
+    "trace_work": 10**13,  # N × steps of one trace, which has no checkpoint: hours on a CPU
     "exact_ops": 10**14,  # the exact mode's work before stepping (long delays' roots): hours at 10 Gflop/s
     "matrix_bytes": 2 * 2**30,  # the transition matrices, or the exact mode's second-moment map, held at once
 }

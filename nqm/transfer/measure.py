@@ -99,7 +99,7 @@ def measure(loss: Callable, params, data, *, top: int = 16, dim: int | None = No
     if not 0.0 <= floor < 1.0:
         raise NqmError(f"floor must be in [0, 1) (a fraction of the largest eigenvalue), got {floor}")
     mean_loss = lambda w: loss(unravel(w), data)
-    _check_scalar(mean_loss, flat)
+    jobs.loss_at(mean_loss, flat)
     hvp = _hvp(mean_loss, flat)
     top_values, vectors = _top(hvp, n, top, seed)
     nodes, weights = _quadrature(hvp, n, probes, steps, seed)
@@ -115,14 +115,6 @@ def measure(loss: Callable, params, data, *, top: int = 16, dim: int | None = No
            "noise": f"per-example gradient variance along the top {top} eigenvectors, over {examples} examples",
            "dropped": int(spectrum.size - kept.size), "floor": floor, "seed": seed}
     return Measured(np.sort(kept)[::-1], top_values, vectors, variance, sigma_components, sigma, how)
-
-
-def _check_scalar(f, w) -> None:
-    value = jax.eval_shape(f, w)
-    if value.shape != ():
-        raise NqmError(f"loss(params, batch) must return a scalar (the batch's mean loss), got shape {value.shape}")
-    if not np.isfinite(float(f(w))):
-        raise NqmError("the loss is not finite at params: measure the model at a point where it is")
 
 
 def _hvp(f, w) -> Callable:

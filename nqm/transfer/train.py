@@ -86,7 +86,9 @@ def train(loss: Callable, params, data, method: str = "sgdm", *, lr, momentum=No
     hyper = {n: jnp.asarray(m.ravel(), flat.dtype) for n, m in zip(names, mesh) if n in optimizer.hyper._fields}
     hyper.update({n: jnp.full(mesh[0].size, v, flat.dtype) for n, v in _defaults(optimizer, hyper).items()})
     mean = lambda w, batch: loss(unravel(w), batch)
-    first = _first_loss(mean, flat, data)
+    first = jobs.loss_at(lambda w: mean(w, data), flat)
+    if first <= 0:
+        raise NqmError(f"the loss at params must be > 0 (the target is a level below it), got {first}")
     plan = process.schedule(seed, steps)
     batches = _batches(examples, batch_size, steps, seed)
     run = _compiled(optimizer, mean, flat, data, plan, batches, steps, stride, target, factor * first)
@@ -113,16 +115,6 @@ def _defaults(optimizer, given: dict) -> dict:
     if missing:
         raise NqmError(f"method {optimizer.name!r} needs {', '.join(missing)}")
     return {n: defaults[n] for n in optimizer.hyper._fields if n not in given}
-
-
-def _first_loss(mean, w, data) -> float:
-    shape = jax.eval_shape(mean, w, data).shape
-    if shape != ():
-        raise NqmError(f"loss(params, batch) must return a scalar (the batch's mean loss), got shape {shape}")
-    value = float(mean(w, data))
-    if not np.isfinite(value) or value <= 0:
-        raise NqmError(f"the loss at params must be finite and > 0 (the target is a level below it), got {value}")
-    return value
 
 
 def _batches(examples: int, batch_size: int | None, steps: int, seed: int) -> np.ndarray | None:
