@@ -41,6 +41,12 @@ class RunConfig:
       first_passage: count a cell that reached the target as converged (status 1) even if it does
         not stay there: the AB paper's literal definition. By default status 1 means *settled* and a
         run that reaches the target without staying is 2, transient (:mod:`nqm.settling`).
+      skip_decided: do not run the cells known before running not to settle (status −2,
+        :data:`nqm.status.SKIPPED`): a linear method's exact test fails (unstable at an eigenvalue,
+        or a steady state at or above the target), or a noiseless run ends as an unstable linear
+        method near the minimum (:func:`nqm.settling.cannot_settle`). Their budget is saved; a
+        settled cell's T and every settled cell are the same as without it. Not with
+        ``first_passage`` (a cell that cannot settle may still pass the target).
     """
 
     target: float = 0.01
@@ -56,11 +62,13 @@ class RunConfig:
     devices: int | None = None
     progress: bool = True
     first_passage: bool = False
+    skip_decided: bool = False
 
-    RESULT_FIELDS = ("target", "max_steps", "diverge_factor", "independent_noise", "x64", "first_passage")
+    RESULT_FIELDS = ("target", "max_steps", "diverge_factor", "independent_noise", "x64", "first_passage",
+                     "skip_decided")
 
 
-_FLAGS = ("independent_noise", "x64", "compaction", "progress", "first_passage")
+_FLAGS = ("independent_noise", "x64", "compaction", "progress", "first_passage", "skip_decided")
 
 
 def checked_config(**settings) -> RunConfig:
@@ -94,4 +102,7 @@ def checked_config(**settings) -> RunConfig:
     for name in _FLAGS:
         if not isinstance(getattr(config, name), (bool, np.bool_)):
             raise NqmError(f"{name} must be True or False, got {getattr(config, name)!r}")
+    if config.skip_decided and config.first_passage:
+        raise NqmError("skip_decided needs the settled definition: a cell that cannot settle may still pass the "
+                       "target, which first_passage counts; drop one of the two")
     return dataclasses.replace(config, target=target, diverge_factor=factor, **counts)

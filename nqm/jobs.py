@@ -329,6 +329,8 @@ def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
     }
     if "batch_size" in coords:  # only then: a result without batch sizes keeps its attributes
         attrs["batch_noise"] = BATCH_NOISE
+    if config.skip_decided:  # likewise: status −2 exists only then
+        attrs["skip_decided"] = 1
     return results.empty(coords, hyper_dims(task.method), attrs, [p.mean for p in processes])
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import xarray as xr
 from xarray.indexes import PandasIndex
 
-from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING, TRANSIENT, meaning
+from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING, SKIPPED, TRANSIENT, meaning
 
 GRID = ("momentum", "lr")  # the two dimensions of a heatmap panel
 NOT_RUN = RUNNING  # status of cells a checkpoint has not finished yet
@@ -65,8 +65,9 @@ def panels(ds: xr.Dataset) -> tuple[str, ...]:
 
 def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
     """One (steps, status) per cell over seeds: converged only if every seed converged (T = the
-    median over seeds), diverged if any seed diverged, else transient if any seed was, otherwise
-    budget exhausted. What a panel's T* is computed from, in figures, summaries and the sweep's
+    median over seeds), diverged if any seed diverged, else transient if any seed was, skipped
+    where every seed was (decided before running: it does not depend on the seed), otherwise budget
+    exhausted. What a panel's T* is computed from, in figures, summaries and the sweep's
     closing lines alike.
 
     Args:
@@ -79,7 +80,8 @@ def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
         return ds
     status = xr.where((ds.status == DIVERGED).any("seed"), DIVERGED,
                       xr.where((ds.status == REACHED).all("seed"), REACHED,
-                               xr.where((ds.status == TRANSIENT).any("seed"), TRANSIENT, BUDGET)))
+                               xr.where((ds.status == TRANSIENT).any("seed"), TRANSIENT,
+                                        xr.where((ds.status == SKIPPED).all("seed"), SKIPPED, BUDGET))))
     steps = ds.steps.where(ds.status == REACHED).median("seed")
     return ds.drop_dims("seed").assign(steps=steps.fillna(0).astype(np.int64), status=status.astype(np.int8))
 
@@ -98,7 +100,8 @@ def empty(coords: dict, extra: tuple, attrs: dict, mean_delay) -> xr.Dataset:
     """
     names = dims(extra, batch="batch_size" in coords)
     shape = tuple(coords[d].size for d in names)
-    status = xr.Variable(names, np.full(shape, NOT_RUN, np.int8), {"meaning": meaning(bool(attrs.get("first_passage")))})
+    status = xr.Variable(names, np.full(shape, NOT_RUN, np.int8), {"meaning": meaning(bool(attrs.get("first_passage")),
+                                                                                    bool(attrs.get("skip_decided")))})
     return xr.Dataset(
         {
             "steps": xr.Variable(names, np.zeros(shape, np.int32), {"long_name": "steps to target (T)"}),

@@ -41,16 +41,17 @@ def active(status):
     return status >= RUNNING
 
 
-def meaning(first_passage: bool) -> str:
+def meaning(first_passage: bool, skipped: bool = False) -> str:
     """What a result's status codes mean under its definition of converged.
 
     Args:
       first_passage: whether the result uses the first-passage definition of converged.
+      skipped: whether cells known not to settle were left unrun (:data:`SKIPPED`).
 
     Returns:
-      The text of :data:`FIRST_PASSAGE_MEANING` or :data:`MEANING`.
+      The text of :data:`FIRST_PASSAGE_MEANING` or :data:`MEANING` (and :data:`SKIPPED_MEANING`).
     """
-    return FIRST_PASSAGE_MEANING if first_passage else MEANING
+    return FIRST_PASSAGE_MEANING if first_passage else MEANING + (", " + SKIPPED_MEANING if skipped else "")
 
 
 def t_star(ds, percentile: float = 1.0) -> float:

@@ -29,10 +29,10 @@ from nqm.errors import NqmError
 from nqm.io import lock
 from nqm.jobs import Job, batch_sizes, empty, job, momentum_of, per_batch
 from nqm.optimizers.base import domains
-from nqm.engine import Checkpoint, Progress
+from nqm.engine import Checkpoint, Outcome, Progress
 from nqm.problem import Problem
-from nqm.settling import observers as settle_observers, settle, stay_steps, test_for
-from nqm.status import STAY, meaning
+from nqm.settling import cannot_settle, observers as settle_observers, settle, stay_steps, test_for
+from nqm.status import SKIPPED, STAY, meaning
 from nqm.validate import coordinates, flag, floats, grid_size, number
 
 
@@ -166,6 +166,11 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
         return
     key = f"{delay_value}|{seed_value}"
     values = per_batch({d: v[todo] for d, v in every.items()})  # a batch runs as the cell of its noise σ/√B
+    if task.config.skip_decided:
+        todo, values = _skip_decided(task, process, todo, values, grid.shape, cell_dims, delay_value, seed_value,
+                                     writer, bar)
+        if todo.size == 0:
+            return
 
     def store(ids, outcome):
         cells = {k: v[ids] for k, v in values.items()}
@@ -176,6 +181,19 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
         Checkpoint(store, functools.partial(writer.between_chunks, key, todo), writer.resume_point(key, todo)),
         Progress(f"D={delay_value} seed={seed_value}", bar), *settle_observers(task, process)])
     writer.done(key)
+
+
+def _skip_decided(task: Job, process, todo, values: dict, shape, cell_dims, delay_value, seed_value,
+                  writer: Checkpointer, bar):
+    """Store the cells of ``todo`` known not to settle as :data:`~nqm.status.SKIPPED` (steps 0, loss
+    NaN: nothing ran) and return the rest, with their values."""
+    skip = cannot_settle(task, process, values)
+    if skip.any():
+        count = int(skip.sum())
+        writer.store(cell_dims, np.unravel_index(todo[skip], shape), delay_value, seed_value,
+                     Outcome(np.zeros(count, np.int32), np.full(count, SKIPPED, np.int8), np.full(count, np.nan)))
+        bar.update(count)
+    return todo[~skip], {k: v[~skip] for k, v in values.items()}
 
 
 def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, seed=0, problem: Problem | None = None,

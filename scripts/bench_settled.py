@@ -8,6 +8,11 @@ dynamics) and AB (no exact test: each reached cell settles, stepping on to its h
 
 Printed beside each ratio, the floor the continued test cannot go below: the cell-steps of the
 settling windows, Σ (horizon − T) over the reached cells, as a share of the first pass's Σ steps.
+For SGDM also the settled sweep with ``skip_decided=True`` (cells whose exact test fails are not
+run: the unstable ones, and with noise those whose steady state is at or above the target), as a
+ratio to the settled sweep that runs them, here and on Figure 1's box (lr 0.01–4 × m 0–0.98,
+D ∈ {0, 4}, σ = 0.05, a 50,000-step budget), where the decided cells are stable ones whose noise
+floor lies above the target and would run the whole budget.
 ``--quick``: an 8 × 8 grid. ``--bench-grid``: ``nqm bench``'s size (N = 10⁴, 256 cells), where no
 cell reaches the target within the budget, so the ratio is the settling machinery's own cost.
 
@@ -23,6 +28,7 @@ import numpy as np
 import nqm
 from nqm.engine.step import settle_window
 from nqm.settling import EXACT
+from nqm.status import SKIPPED
 
 
 def timed(run, repeat: int) -> float:
@@ -55,6 +61,10 @@ def main():
             counts = {f"{name}_cells": int((settled.status == code).sum()) for name, code in (("settled", 1), ("transient", 2))}
             seconds = {kind: timed(lambda: run(kind == "first_passage"), args.repeat)
                        for kind in ("first_passage", "settled")}
+            if method == "sgdm":  # the decided cells skipped (AB: a floor may hold it, none is decided)
+                skipping = lambda: nqm.sweep(method, noise=noise, skip_decided=True, **grid, **extra)
+                counts["skipped_cells"] = int((skipping().status == SKIPPED).sum())
+                seconds["skip_decided"] = timed(skipping, args.repeat)
             reached = literal.steps.values[literal.status.values == 1]
             window = 0 if settled.attrs["settled_test"].endswith(EXACT) else int((settle_window(reached)[0] - reached).sum())
             rows[f"{method} sigma={noise:g}"] = dict(seconds, ratio=seconds["settled"] / seconds["first_passage"],
@@ -65,6 +75,18 @@ def main():
                   f"{seconds['settled']:6.2f} s = {r['ratio']:.2f}× (the windows' cell-steps alone: "
                   f"{r['window_floor']:.2f}×; of {r['reached']} cells that reached the target, "
                   f"{counts['settled_cells']} settle and {counts['transient_cells']} are transient)")
+            if "skip_decided" in seconds:
+                r["skip_ratio"] = seconds["skip_decided"] / seconds["settled"]
+                print(f"{'':5s} skipping the {counts['skipped_cells']} decided cells: {seconds['skip_decided']:6.2f} s "
+                      f"= {r['skip_ratio']:.2f}× the settled sweep")
+    box = dict(lr=np.geomspace(0.01, 4.0, side), momentum=np.linspace(0.0, 0.98, side), delay=[0, 4], noise=0.05,
+               problem=nqm.zhang(dim), max_steps=50_000, progress=False)
+    skipping = {skip: timed(lambda: nqm.sweep("sgdm", skip_decided=skip, **box), args.repeat) for skip in (False, True)}
+    skipped = int((nqm.sweep("sgdm", skip_decided=True, **box).status == SKIPPED).sum())
+    rows["sgdm figure-1 box"] = dict(settled=skipping[False], skip_decided=skipping[True], skipped_cells=skipped,
+                                     skip_ratio=skipping[True] / skipping[False])
+    print(f"sgdm on Figure 1's box (σ = 0.05, D = 0 and 4, budget 50,000): settled {skipping[False]:6.2f} s, skipping "
+          f"the {skipped} decided cells {skipping[True]:6.2f} s = {skipping[True] / skipping[False]:.2f}×")
     print(json.dumps({"dim": dim, "cells": side * side, "budget": budget, "rows": rows}))
 
 

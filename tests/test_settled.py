@@ -501,3 +501,75 @@ def test_a_long_delay_is_settled_by_continuing_not_by_an_hour_of_algebra(monkeyp
     monkeypatch.undo()
     settling._exact_for.cache_clear()
     assert settling._exact(task, delays.process(16))  # a short delay: the exact test, as before
+
+
+# SGDM across its stability edge and its noise floor (N = 40): of 48 cells, some diverge, some
+# level out above the target with noise; DC-ASGD's noiseless cells end as SGDM near the minimum.
+DECIDED = dict(lr=np.geomspace(0.02, 4, 8), momentum=[0.0, 0.9], delay=[0, 3], noise=[0.0, 0.1],
+               problem=nqm.zhang(40), max_steps=4000, chunk_steps=500, progress=False)
+
+
+@pytest.mark.parametrize("method", ["sgdm", "dc-asgd"])
+def test_a_sweep_skips_only_cells_that_cannot_settle_and_keeps_every_settled_one(method, monkeypatch, tmp_path):
+    from nqm import jobs
+    from nqm.status import SKIPPED
+
+    whole = nqm.sweep(method, **DECIDED)
+    ran, original = [], jobs.Job.run
+    monkeypatch.setattr(jobs.Job, "run", lambda self, process, values, *rest: ran.append(values["lr"].size)
+                        or original(self, process, values, *rest))
+    skipping = nqm.sweep(method, skip_decided=True, **DECIDED)
+    skipped = skipping.status.values == SKIPPED
+    assert skipped.any() and sum(ran) == skipping.status.size - skipped.sum()  # a skipped cell costs no step
+    assert not (whole.status.values[skipped] == SETTLED).any()  # and could not have settled
+    kept = ~skipped
+    for name in ("steps", "status", "loss"):  # every other cell bit for bit
+        np.testing.assert_array_equal(skipping[name].values[kept], whole[name].values[kept])
+    assert (skipping.steps.values[skipped] == 0).all() and np.isnan(skipping.loss.values[skipped]).all()
+    assert skipping.attrs["skip_decided"] == 1 and "-2: not run" in skipping.status.attrs["meaning"]
+    assert "skip_decided" not in whole.attrs and "-2" not in whole.status.attrs["meaning"]
+    # seeds agree on a skipped cell (it is decided before running), so their combination is skipped too
+    from nqm.results import combine_seeds
+    seeded = nqm.sweep(method, skip_decided=True, seed=[0, 1], **DECIDED)
+    np.testing.assert_array_equal(combine_seeds(seeded).status.values == SKIPPED,
+                                  skipping.status.isel(seed=0).values == SKIPPED)
+    # its figure draws them apart, and says what they are
+    fig = nqm.plot_heatmaps(skipping)
+    assert any("not run" in t.get_text() for t in fig.legends[0].get_texts())
+    assert not any("not run" in t.get_text() for t in nqm.plot_heatmaps(whole).legends[0].get_texts())
+    # a checkpoint of the other definition is not resumed
+    path = tmp_path / "s.partial"
+    nqm.sweep(method, checkpoint=path, **{**DECIDED, "lr": DECIDED["lr"][:2]})
+    with pytest.raises(nqm.NqmError, match="skip_decided"):
+        nqm.sweep(method, checkpoint=path, skip_decided=True, **{**DECIDED, "lr": DECIDED["lr"][:2]})
+
+
+def test_a_sweep_that_skips_resumes_bit_identical_after_an_interruption(tmp_path, monkeypatch):
+    from nqm import checkpoint
+
+    grid = {**DECIDED, "chunk_steps": 100}
+    whole = nqm.sweep("sgdm", skip_decided=True, **grid)
+    original, stops = checkpoint.Checkpointer.between_chunks, []
+
+    def stop_once(self, key, todo, snapshot):
+        original(self, key, todo, snapshot)
+        if not stops:
+            stops.append(key)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint.Checkpointer, "between_chunks", stop_once)
+    path = tmp_path / "sgdm.partial"
+    with pytest.raises(KeyboardInterrupt):
+        nqm.sweep("sgdm", skip_decided=True, checkpoint=path, checkpoint_every=0, **grid)
+    monkeypatch.setattr(checkpoint.Checkpointer, "between_chunks", original)
+    resumed = nqm.sweep("sgdm", skip_decided=True, checkpoint=path, **grid)
+    for name in ("steps", "status", "loss"):
+        np.testing.assert_array_equal(resumed[name].values, whole[name].values)
+
+
+def test_skipping_needs_the_settled_definition(capsys):
+    with pytest.raises(nqm.NqmError, match="skip_decided needs the settled definition"):
+        nqm.sweep("sgdm", lr=0.1, momentum=0.5, problem=nqm.zhang(10), first_passage=True, skip_decided=True)
+    assert main(["sweep", "--lr", "0.1", "--momentum", "0.5", "--dim", "10", "--first-passage", "--skip-decided",
+                 "--out", "never.nc"]) != 0
+    assert capsys.readouterr().err.count("\n") == 1

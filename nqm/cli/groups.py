@@ -31,6 +31,8 @@ _RUN = {
     "progress": (bool, "no progress bar"),
     "first_passage": (bool, "count a run that reaches the target as converged even if it does not stay there "
                             "(the AB paper's definition: status 1 is the first passage, never 2)"),
+    "skip_decided": (bool, "do not run cells known before running not to settle (status -2: a linear method's exact "
+                           "test fails, or a noiseless run ends as an unstable linear method); settled cells are unchanged"),
 }
 
 

@@ -218,14 +218,15 @@ def report(ds, panels: int = 24) -> None:
     import numpy as np
 
     from nqm import summary
-    from nqm.status import BUDGET, DIVERGED, REACHED, TRANSIENT, plural
+    from nqm.status import BUDGET, DIVERGED, REACHED, SKIPPED, TRANSIENT, plural
 
     status = ds.status.values
     converged = "reached the target" if ds.attrs.get("first_passage") else "settled below the target"
     transient = f"{int((status == TRANSIENT).sum()):,} transient (reached it, did not stay), " \
         if not ds.attrs.get("first_passage") else ""
     print(f"{plural(status.size, 'cell')}: {int((status == REACHED).sum()):,} {converged}, {transient}"
-          f"{int((status == DIVERGED).sum()):,} diverged, {int((status == BUDGET).sum()):,} ran out of budget")
+          f"{int((status == DIVERGED).sum()):,} diverged, {int((status == BUDGET).sum()):,} ran out of budget"
+          + (f", {int((status == SKIPPED).sum()):,} not run (cannot settle)" if ds.attrs.get("skip_decided") else ""))
     table = summary.summarize(ds)
     rows = int(np.prod([table.sizes[d] for d in table.t_star.dims]))
     print(summary.format_table(table) if rows <= panels else

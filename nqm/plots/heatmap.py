@@ -13,7 +13,9 @@ from nqm.errors import NqmError
 from nqm.plots.script import suptitle
 from nqm.results import combine_seeds, panel_keys
 from nqm.thresholds.polynomials import table_line
-from nqm.status import DIVERGED, REACHED, TRANSIENT, format_t_star, plural, results, t_star
+from nqm.status import DIVERGED, REACHED, SKIPPED, TRANSIENT, format_t_star, plural, results, t_star
+
+SKIPPED_GREY = "0.7"  # cells not run (known not to settle): grey, apart from white (budget) and black
 
 
 def grid_panel(ds: xr.Dataset) -> xr.Dataset:
@@ -37,7 +39,8 @@ def grid_panel(ds: xr.Dataset) -> xr.Dataset:
 
 def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
     """Draw one lr × momentum panel: T coloured on a log scale, diverged black, over budget white,
-    transient (reached the target without staying) hatched grey.
+    transient (reached the target without staying) hatched grey, not run (known not to settle,
+    :data:`~nqm.status.SKIPPED`) plain grey.
 
     Args:
       ax: the matplotlib axes to draw on.
@@ -53,8 +56,8 @@ def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
     m_edges = _edges(panel.momentum.values, log=False)
     m_edges[-1] = min(m_edges[-1], 1.0)  # momentum < 1: do not draw cells past it
     status, steps = panel.status.values, panel.steps.values.astype(float)
-    failed = np.ma.masked_where(status == REACHED, (status == DIVERGED).astype(float))
-    ax.pcolormesh(lr_edges, m_edges, failed, cmap=mcolors.ListedColormap(["white", "black"]), vmin=0, vmax=1)
+    failed = np.ma.masked_where(status == REACHED, np.select([status == DIVERGED, status == SKIPPED], [2.0, 1.0], 0.0))
+    ax.pcolormesh(lr_edges, m_edges, failed, cmap=mcolors.ListedColormap(["white", SKIPPED_GREY, "black"]), vmin=0, vmax=2)
     mesh = ax.pcolormesh(lr_edges, m_edges, np.ma.masked_where(status != REACHED, steps), cmap=cmap, norm=norm)
     for i, j in zip(*np.nonzero(status == TRANSIENT)):
         ax.add_patch(mpatches.Rectangle((lr_edges[j], m_edges[i]), lr_edges[j + 1] - lr_edges[j], m_edges[i + 1] - m_edges[i],
@@ -118,7 +121,8 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool |
         ax.set_title(_panel_title(panel, key, spread), fontsize=10)
     _label_axes(axes, len(keys))
     steps_colorbar(fig, mesh, axes, shrink=min(0.9, 2.0 / nrows))
-    status_legend(fig, star=False, transient=bool((ds.status == TRANSIENT).any()))
+    status_legend(fig, star=False, transient=bool((ds.status == TRANSIENT).any()),
+                  skipped=bool((ds.status == SKIPPED).any()))
     missing = "" if drawn or threshold is False or threshold is None else \
         f" — no derived threshold ({ds.attrs.get('method')} is not linear, or no pmf): see nqm threshold --simulate"
     suptitle(fig, (title or default_title(ds, seeds)) + missing, fontsize=11)
@@ -177,13 +181,14 @@ def steps_colorbar(fig, mesh, axes, shrink: float = 0.9):
     return cbar
 
 
-def status_legend(fig, star: bool = True, transient: bool = False):
-    """Below the panels: what black, white (hatched grey, the star) mean.
+def status_legend(fig, star: bool = True, transient: bool = False, skipped: bool = False):
+    """Below the panels: what black, white (hatched grey, plain grey, the star) mean.
 
     Args:
       fig: the figure.
       star: include the fastest cell's star.
       transient: include the hatched transient cells.
+      skipped: include the cells not run (known not to settle).
 
     Returns:
       The legend.
@@ -193,10 +198,13 @@ def status_legend(fig, star: bool = True, transient: bool = False):
     if transient:
         handles.append(mpatches.Patch(facecolor="0.85", edgecolor="0.45", hatch="////",
                                       label="transient: reached the target, does not stay"))
+    if skipped:
+        handles.append(mpatches.Patch(facecolor=SKIPPED_GREY, edgecolor="0.5", label="not run: cannot settle (exact)"))
     if star:
         handles.append(plt.Line2D([], [], marker="*", color="white", markeredgecolor="black", markersize=10,
                                   linestyle="none", label="fastest cell"))
-    return fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False, fontsize=9)
+    across = max(1, min(len(handles), int(fig.get_figwidth() // 2.4)))  # a narrow figure wraps its legend
+    return fig.legend(handles=handles, loc="outside lower center", ncols=across, frameon=False, fontsize=9)
 
 
 def transient_count(panel: xr.Dataset) -> str:
@@ -257,7 +265,8 @@ def draw_panels(fig, axes, panels: dict, *, norm=None, shrink: float = 0.9) -> m
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     steps_colorbar(fig, mesh, list(axes.flat), shrink=shrink)
-    status_legend(fig, transient=any(bool((panel.status == TRANSIENT).any()) for panel in panels.values()))
+    status_legend(fig, transient=any(bool((panel.status == TRANSIENT).any()) for panel in panels.values()),
+                  skipped=any(bool((panel.status == SKIPPED).any()) for panel in panels.values()))
     return norm
 
 

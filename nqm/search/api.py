@@ -72,7 +72,7 @@ from nqm.errors import NqmError
 from nqm.io import lock, save
 from nqm.search import setup
 from nqm.search.refine import Refinement
-from nqm.status import SKIPPED_MEANING, meaning
+from nqm.status import meaning
 
 def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_size=None, seeds: int = 1, seed: int = 0,
          robust: float | None = None, tol: float = 0.01, max_cells: int = 2000, expected: bool = False,
@@ -232,8 +232,7 @@ class _Search:
             "steps": (("seed", "point"), np.stack(store.steps, 1).astype(np.int32),
                       {"long_name": "steps to target (T)"}),
             "status": (("seed", "point"), np.stack(store.status, 1).astype(np.int8),
-                       {"meaning": meaning(bool(self.attrs["first_passage"]))
-                        + ("" if self.attrs["first_passage"] else ", " + SKIPPED_MEANING)}),
+                       {"meaning": meaning(bool(self.attrs["first_passage"]), skipped=True)}),
             "loss": (("seed", "point"), np.stack(store.loss, 1), {"long_name": "loss at the last step"}),
             "median_steps": ("point", np.array(store.t),
                              {"long_name": "T: the median over seeds of the steps to target "
