@@ -170,6 +170,29 @@ def test_the_nqm_of_an_nqm_predicts_its_own_stability_boundary():
     edge, threshold = linear.lr_stable_observed.values, linear.lr_threshold.values
     assert ((edge <= threshold * (1 + 1e-9)) & (threshold < edge * lr[1] / lr[0])).all(), (edge, threshold)
     assert ds.attrs["lam_max"] == pytest.approx(1.0, rel=1e-10)
+    # and so are the fastest cells: the methods rank alike, with the same fastest
+    np.testing.assert_array_equal(ds.best_steps_predicted.values, ds.best_steps_observed.values)
+    assert (ds.best_steps_observed.values[np.isfinite(ds.best_steps_observed.values)] > 0).all()
+    assert np.isfinite(ds.best_steps_observed.values).sum() >= 8 and (ds.same_fastest.values == 1).all()
+
+
+def test_several_braking_coefficients_and_seeds_compare_ranks_and_the_best_rho():
+    """AB once per ρ; each seed its own comparison (the same as a call with that seed alone)."""
+    from nqm.transfer.compare import transfer
+
+    grid = dict(lr=np.geomspace(0.1, 3.0, 5), momentum=[0.0, 0.5], delays=[0, 2], steps=500, x64=True)
+    ds = transfer("quadratic", rho=[0.25, 1.0], seed=[0, 3], **grid)
+    assert list(ds.method.values) == ["sgdm", "ab:rho=0.25", "ab:rho=1", "shifted"] and ds.sizes["seed"] == 2
+    np.testing.assert_array_equal(ds.rho.values[1:3], [0.25, 1.0])
+    alone = transfer("quadratic", rho=[0.25, 1.0], seed=3, **grid)
+    for name in ("status_observed", "best_steps_predicted", "rank_correlation", "best_rho_observed"):
+        np.testing.assert_array_equal(ds[name].sel(seed=3).values, alone[name].values)
+    assert ds.lam_max.dims == ("seed",) and "lam_max" not in ds.attrs
+    # an NQM predicts itself: the best ρ and the ranks (Spearman 1 wherever the ranks are not all tied)
+    np.testing.assert_array_equal(ds.best_rho_predicted.values, ds.best_rho_observed.values)
+    assert np.isfinite(ds.best_rho_observed.values).all()
+    correlation = ds.rank_correlation.values
+    assert np.isfinite(correlation).any() and (correlation[np.isfinite(correlation)] == pytest.approx(1.0))
 
 
 @pytest.mark.parametrize("problem", ["digits-logistic", "digits-mlp"])
@@ -184,3 +207,17 @@ def test_nqm_transfer_runs_end_to_end_on_the_digits(problem, tmp_path, capsys):
     assert ds.lr_stable_predicted.dims == ("method", "delay", "momentum") and ds.sizes["lr"] == 2
     assert ds.attrs["problem"] == problem and ds.attrs["lam_max"] > 0
     assert "stability boundary" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case, message", [
+    (dict(rho=[-0.5]), "rho=-0.5 is invalid"),
+    (dict(seed=[1, 1]), "seeds must be distinct"),
+    (dict(seed=[]), "non-empty list of seeds"),
+    (dict(methods=["adam"]), "with a momentum"),
+])
+def test_transfer_bad_input_is_one_line(case, message):
+    from nqm.transfer.compare import transfer
+
+    with pytest.raises(nqm.NqmError, match=message) as error:
+        transfer("quadratic", lr=[0.1], momentum=[0.0], steps=10, **case)
+    assert "\n" not in str(error.value)

@@ -14,14 +14,16 @@ HELP = "a real model's NQM: its prediction against the model trained under delay
 
 
 def add_parser(subparsers):
-    from nqm.transfer.compare import METHODS
+    from nqm.transfer.compare import METHODS, RHO
     from nqm.transfer.problems import PROBLEMS
 
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
     parser.add_argument("--problem", choices=sorted(PROBLEMS), default="digits-logistic",
                         help="the real problem (digits-*: scikit-learn's bundled digits, pip install -e \".[transfer]\")")
     parser.add_argument("--method", nargs="+", default=list(METHODS), metavar="M",
-                        help="methods with a momentum (ab at ρ = 0.5)")
+                        help="methods with a momentum (ab once per --rho)")
+    parser.add_argument("--rho", nargs="+", default=[str(RHO)], metavar="V",
+                        help=f"AB's braking coefficients ρ >= 0 (default {RHO:g}; several: one row each, and the best ρ)")
     parser.add_argument("--delay", nargs="+", type=int, default=[0, 4], metavar="D", help="constant delays")
     grid = parser.add_argument_group(f"grid (each takes {RANGES})")
     grid.add_argument("--lr", nargs="+", required=True, metavar="V", help="learning rates η > 0")
@@ -30,7 +32,9 @@ def add_parser(subparsers):
     run.add_argument("--steps", type=int, default=2000, help="steps per run")
     run.add_argument("--batch-size", type=int, default=None, metavar="B",
                      help="examples per step (default: the whole data, no gradient noise)")
-    run.add_argument("--seed", type=int, default=0, help="the problem's, the minibatches' and the NQM's noise seed")
+    run.add_argument("--seed", nargs="+", type=int, default=[0], metavar="S",
+                     help="the problem's, the minibatches' and the NQM's noise seed (several: a seed dimension, "
+                          "each seed its own starting point and runs)")
     run.add_argument("--x64", action="store_true", help="the model and its NQM in float64")
     groups.outputs(parser, "the comparison")
     return parser
@@ -42,13 +46,21 @@ def run(args) -> None:
     from nqm.transfer.compare import transfer
 
     ds = transfer(args.problem, methods=args.method, delays=args.delay, lr=joined(args.lr),
-                  momentum=joined(args.momentum), steps=args.steps, batch_size=args.batch_size, seed=args.seed,
-                  x64=args.x64)
+                  momentum=joined(args.momentum), steps=args.steps, batch_size=args.batch_size,
+                  seed=args.seed[0] if len(args.seed) == 1 else args.seed, x64=args.x64, rho=joined(args.rho))
     try:
         save(ds, args.out)
     except NqmError as exc:
         raise NqmError(f"{exc}; {output.rescue(ds, args.out, what='the comparison')}") from None
-    print(f"{ds.attrs['description']}; λ_max {ds.attrs['lam_max']:.4g}, σ per example {ds.attrs['sigma_per_example']:.3g}")
+    for seed in ds.seed.values if "seed" in ds.dims else [None]:
+        _report(ds if seed is None else ds.sel(seed=seed), "" if seed is None else f"seed {seed}: ")
+    print(f"wrote {args.out}")
+
+
+def _report(ds, prefix: str) -> None:
+    """One seed's comparison: its NQM, both edges per method and delay, and the ranks."""
+    lam, sigma = (float(ds[k]) if k in ds else ds.attrs[k] for k in ("lam_max", "sigma_per_example"))
+    print(f"{prefix}{ds.attrs['description']}; λ_max {lam:.4g}, σ per example {sigma:.3g}")
     for edge, what in (("stable", "the stability boundary (the largest lr below the first run out of bounds)"),
                        ("settled", "the largest lr that settles")):
         print(f"{what}, NQM / model (> grid: the model's edge is beyond the grid's largest lr):")
@@ -58,5 +70,13 @@ def run(args) -> None:
                 cells = [f"m = {m:g}: {p:.3g} / {o:.3g}{' (> grid)' if e else ''}" for m, p, o, e in
                          zip(ds.momentum.values, row[f"lr_{edge}_predicted"].values, row[f"lr_{edge}_observed"].values,
                              row[f"{edge}_beyond_grid"].values)]
-                print(f"  {method:>8} D = {delay}: " + "; ".join(cells))
-    print(f"wrote {args.out}")
+                print(f"  {method:>11} D = {delay}: " + "; ".join(cells))
+    print("the methods' ranking by best steps, NQM against model (Spearman; same fastest" +
+          ("; best ρ NQM / model" if "best_rho_observed" in ds else "") + "):")
+    for delay in ds.delay.values:
+        row = ds.sel(delay=delay)
+        cells = [f"m = {m:g}: {r:.2f}, {'yes' if same else 'no'}" +
+                 (f", {float(row.best_rho_predicted.sel(momentum=m)):g} / {float(row.best_rho_observed.sel(momentum=m)):g}"
+                  if "best_rho_observed" in ds else "")
+                 for m, r, same in zip(ds.momentum.values, row.rank_correlation.values, row.same_fastest.values)]
+        print(f"  D = {delay}: " + "; ".join(cells))

@@ -14,9 +14,13 @@ method and delay. Compared per method, delay and momentum:
   λ_max: the boundary of an infinitely long run);
 * the largest lr that settles (status 1: reaches the target in the first half of the budget and
   stays below it through the second);
-* the fastest settled cell's steps (best over lr), and so the ranking of the methods at each delay.
+* the fastest settled cell's steps (best over lr), and so the ranking of the methods at each delay:
+  their Spearman rank correlation (a method that settles nowhere ranks last) and whether the fastest
+  method is the same; with several AB braking coefficients ρ (one row each, ``ab:rho=…``), the
+  best ρ on each side.
 
-Predicted, observed and their ratios; where the model's edge is the grid's largest lr, the edge lies
+Several seeds (a new starting point, measurement, minibatch order and NQM noise each) give each of
+these per seed: their spread is the comparison's. Predicted, observed and their ratios; where the model's edge is the grid's largest lr, the edge lies
 beyond the grid and the ratio is only a bound (``*_beyond_grid``). The NQM is a model of the start
 of training: where the model's curvature changes as it trains (the logistic loss flattens as it
 fits, and its gradients stay bounded), the prediction is of the first steps, and the comparison says
@@ -44,19 +48,21 @@ RHO = 0.5  # AB's braking coefficient here
 
 
 def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4), lr, momentum, steps: int = 2000,
-             batch_size: int | None = None, seed: int = 0, x64: bool = False, top: int = 16) -> xr.Dataset:
+             batch_size: int | None = None, seed=0, x64: bool = False, top: int = 16, rho=(RHO,)) -> xr.Dataset:
     """The NQM's prediction against the model's outcome (see the module's docstring).
 
     Args:
       problem: a name of :data:`nqm.transfer.problems.PROBLEMS`.
-      methods: registered methods with a momentum (AB at ρ = 0.5).
+      methods: registered methods with a momentum.
       delays: constant delays.
       lr, momentum: the grid, the same for both.
       steps: the budget of each run.
       batch_size: examples per step (``None``: the whole data, no gradient noise).
-      seed: the problem's, the minibatches' and the NQM's noise seed.
+      seed: the problem's, the minibatches' and the NQM's noise seed; a list of seeds adds a ``seed``
+        dimension (each seed its own starting point, measurement and runs).
       x64: both in float64 (the model's parameters and the NQM).
       top: eigenvalues found by Lanczos (the rest from the bulk's density).
+      rho: AB's braking coefficients: one method row each (``ab``, or ``ab:rho=ρ`` for several).
 
     Returns:
       Dataset over (method, delay, momentum): for each edge (``stable``, ``settled``)
@@ -64,21 +70,53 @@ def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4)
       ``EDGE_beyond_grid`` (the model's edge is the grid's largest lr); ``lr_threshold`` (a linear
       method's derived threshold at the measured λ_max, NaN for the others); ``best_steps_predicted``,
       ``best_steps_observed``; over (method, delay, momentum, lr): ``status_predicted``,
-      ``status_observed``; λ_max, σ and how they were measured in its attributes.
+      ``status_observed``; over (delay, momentum): ``rank_correlation`` (Spearman, of the methods'
+      best steps), ``same_fastest``, and with several ρ ``best_rho_predicted``, ``best_rho_observed``;
+      λ_max, σ and how they were measured in its attributes (with several seeds, ``lam_max`` and
+      ``sigma_per_example`` are variables over ``seed``).
 
     Raises:
       NqmError: an unknown problem or method, or invalid values, in one line.
     """
-    import jax
+    seeds = np.atleast_1d(np.asarray(seed, dtype=object))
+    if seeds.ndim != 1 or seeds.size == 0:
+        raise NqmError(f"seed must be a seed or a non-empty list of seeds, got {seed!r}")
+    seeds = [validate.count(s, "seed", low=0) for s in seeds.tolist()]
+    if len(set(seeds)) != len(seeds):
+        raise NqmError(f"seeds must be distinct, got {seed!r}")
+    rows = _rows(methods, rho)
+    one = lambda s: _transfer(problem, rows, delays, lr, momentum, steps, batch_size, s, x64, top)
+    if np.ndim(seed) == 0:
+        return one(seeds[0])
+    runs = [one(s) for s in seeds]
+    measured = {k: ("seed", [r.attrs.pop(k) for r in runs]) for k in ("lam_max", "sigma_per_example")}
+    return xr.concat(runs, "seed", combine_attrs="drop_conflicts").assign_coords(seed=seeds).assign(measured)
 
+
+def _rows(methods, rho) -> dict:
+    """The method rows: label → (method, its options); AB once per ρ."""
     if isinstance(methods, str) or not methods:
         raise NqmError("methods must be a non-empty list of names, e.g. ['sgdm', 'ab']")
     for method in methods:
         if method not in optimizers.methods() or "momentum" not in base.hyperparameters(method)._fields:
             raise NqmError(f"method {method!r} is not a registered method with a momentum (nqm transfer compares "
                            f"methods on one lr × momentum grid){validate.did_you_mean(method, optimizers.methods())}")
+    rhos = validate.coordinates(rho=rho)["rho"]
+    rows = {}
+    for method in methods:
+        if method != "ab":
+            rows[method] = (method, {})
+        for r in rhos if method == "ab" else ():
+            rows["ab" if rhos.size == 1 else f"ab:rho={r:g}"] = ("ab", {"rho": float(r)})
+    return rows
+
+
+def _transfer(problem, rows: dict, delays, lr, momentum, steps, batch_size, seed, x64, top) -> xr.Dataset:
+    """One seed's comparison (see :func:`transfer`)."""
+    import jax
+
     delays = [validate.count(d, "delay", low=0, high=validate.MAX_DELAY) for d in np.atleast_1d(delays).tolist()]
-    steps, seed = validate.count(steps, "steps", low=2, high=validate.MAX_STEPS), validate.count(seed, "seed", low=0)
+    steps = validate.count(steps, "steps", low=2, high=validate.MAX_STEPS)
     if batch_size is not None:
         batch_size = validate.count(batch_size, "batch_size")
     x64 = validate.flag(x64, "x64")
@@ -92,8 +130,8 @@ def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4)
                              float(twin.loss(twin.params, twin.data)))
         runs = {side: [[train(p.loss, p.params, p.data, method, lr=coords["lr"], momentum=coords["momentum"],
                               delay=delay, steps=steps, target=p.target, batch_size=batch_size, seed=seed,
-                              **({"rho": RHO} if method == "ab" else {})).squeeze(drop=True)
-                        for delay in delays] for method in methods]
+                              **extra).squeeze(drop=True)
+                        for delay in delays] for method, extra in rows.values()]
                 for side, p in (("predicted", twin), ("observed", real))}
     dims = ("method", "delay", "momentum")
     stack = lambda side, name: np.array([[run[name].values.reshape(coords["momentum"].size, -1) for run in row]
@@ -108,12 +146,45 @@ def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4)
         theirs = data[f"lr_{edge}_observed"][1]
         data |= {f"lr_{edge}_ratio": (dims, data[f"lr_{edge}_predicted"][1] / theirs),
                  f"{edge}_beyond_grid": (dims, (theirs == coords["lr"][-1]).astype(np.int8))}
-    data["lr_threshold"] = (dims, _thresholds(methods, delays, coords["momentum"], fitted.top[0]))
+    data["lr_threshold"] = (dims, _thresholds([m for m, _ in rows.values()], delays, coords["momentum"], fitted.top[0]))
+    data |= _ranks(data["best_steps_predicted"][1], data["best_steps_observed"][1], rows)
+    rhos = sorted({extra["rho"] for _, extra in rows.values() if "rho" in extra})
     attrs = {"problem": problem, "description": real.description, "steps": steps, "seed": seed, "x64": int(x64),
              "batch_size": -1 if batch_size is None else batch_size, "target": real.target, "nqm_target": twin.target,
-             "sigma_per_example": fitted.sigma, "rho": RHO, "lam_max": float(fitted.top[0]),
+             "sigma_per_example": fitted.sigma, "rho": rhos[0] if len(rhos) == 1 else ", ".join(f"{r:g}" for r in rhos),
+             "lam_max": float(fitted.top[0]),
              **{f"measured_{k}": v if isinstance(v, (int, float, str)) else str(v) for k, v in fitted.how.items()}}
-    return xr.Dataset(data, coords={"method": list(methods), "delay": delays, **coords}, attrs=attrs)
+    rho_of = [extra.get("rho", np.nan) for _, extra in rows.values()]
+    return xr.Dataset(data, coords={"method": list(rows), "rho": ("method", rho_of), "delay": delays, **coords},
+                      attrs=attrs)
+
+
+def _ranks(predicted: np.ndarray, observed: np.ndarray, rows: dict) -> dict:
+    """Over (delay, momentum): the Spearman rank correlation of the method rows' best steps (a row
+    that settles nowhere ranks last, ties share a rank; NaN with fewer than three rows or where one
+    side ranks every row alike), whether the fastest row is the same (a tie for fastest counts if
+    the other side's fastest is among it), and with several AB rows the best ρ on each side (NaN:
+    no AB row settles)."""
+    from scipy.stats import rankdata
+
+    slow = lambda steps: np.where(np.isfinite(steps), steps, np.inf)
+    p, o = slow(predicted), slow(observed)
+    correlation = np.full(p.shape[1:], np.nan)
+    same = np.zeros(p.shape[1:], np.int8)
+    for index in np.ndindex(*p.shape[1:]):
+        a, b = p[(slice(None), *index)], o[(slice(None), *index)]
+        ra, rb = rankdata(a), rankdata(b)
+        if len(rows) >= 3 and ra.std() > 0 and rb.std() > 0:
+            correlation[index] = np.corrcoef(ra, rb)[0, 1]
+        same[index] = bool(np.isfinite(a.min()) and np.isfinite(b.min()) and (a[b == b.min()] == a.min()).any())
+    out = {"rank_correlation": (("delay", "momentum"), correlation), "same_fastest": (("delay", "momentum"), same)}
+    braked = [i for i, (_, extra) in enumerate(rows.values()) if "rho" in extra]
+    if len(braked) > 1:
+        rho = np.array([rows_extra["rho"] for _, rows_extra in rows.values() if "rho" in rows_extra])
+        for side, steps in (("predicted", p), ("observed", o)):
+            best = steps[braked].argmin(0)
+            out[f"best_rho_{side}"] = (("delay", "momentum"), np.where(np.isfinite(steps[braked].min(0)), rho[best], np.nan))
+    return out
 
 
 def _stable(blew_up: np.ndarray, lr: np.ndarray) -> np.ndarray:
@@ -141,6 +212,5 @@ def _settled(status: np.ndarray, lr: np.ndarray) -> np.ndarray:
 
 def _best(status: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """Per row, the steps of the fastest settled cell (NaN: none settled)."""
-    settled = np.where(status == SETTLED, steps, np.iinfo(np.int64).max)
-    best = settled.min(-1)
-    return np.where(best < np.iinfo(np.int64).max, best, np.nan).astype(float)
+    best = np.where(status == SETTLED, steps.astype(float), np.inf).min(-1)
+    return np.where(np.isfinite(best), best, np.nan)
