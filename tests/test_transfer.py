@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import xarray as xr
 
 import nqm
 import nqm.io
@@ -221,3 +222,50 @@ def test_transfer_bad_input_is_one_line(case, message):
     with pytest.raises(nqm.NqmError, match=message) as error:
         transfer("quadratic", lr=[0.1], momentum=[0.0], steps=10, **case)
     assert "\n" not in str(error.value)
+
+
+def test_the_nqm_of_a_noisy_nqm_predicts_its_critical_batch_size_under_delay():
+    """Minibatches of a noisy NQM written as a model: its NQM (as many examples, the same noise) runs
+    the same cells at every batch size, so the critical batch sizes are the model's."""
+    from nqm.transfer.compare import transfer
+
+    sizes = [4, 16, 64, 128]
+    ds = transfer("quadratic-noisy", methods=["sgdm"], lr=np.geomspace(0.003, 3.0, 12), momentum=[0.0, 0.9],
+                  delays=[0, 4], steps=3000, x64=True, batch_size=sizes)
+    np.testing.assert_array_equal(ds.status_predicted.values, ds.status_observed.values)
+    assert ds.fastest_steps_observed.dims == ("method", "delay", "batch_size")
+    fastest = ds.fastest_steps_observed.values
+    from nqm.transfer.compare import RISE
+    assert np.isfinite(fastest).all() and (fastest[..., 1:] <= RISE * fastest[..., :-1]).all()  # less noise: fewer
+    critical = ds.critical_batch_size_observed.values
+    assert (ds.consistent_observed.values == 1).all() and np.isfinite(critical).all()
+    np.testing.assert_array_equal(ds.critical_batch_size_ratio.values, 1.0)
+    from nqm.search.scaling import critical_batch_size
+    assert critical[0, 1] == critical_batch_size(sizes, fastest[0, 1]) and sizes[0] < critical[0, 1] < sizes[-1]
+
+
+def test_a_curve_that_rises_with_the_batch_size_has_no_critical_batch_size():
+    from nqm.transfer.compare import RISE, _critical
+
+    curves = np.array([[[800.0, 400, 300, 260]], [[800.0, 400, 400 * RISE * 1.01, 260]]])  # (method, delay, B)
+    ds = xr.Dataset({f"best_steps_{side}": (("method", "delay", "batch_size", "momentum"), curves[..., None])
+                     for side in ("predicted", "observed")},
+                    coords={"method": ["a", "b"], "delay": [0], "batch_size": [1, 2, 4, 8], "momentum": [0.0]})
+    out = xr.Dataset(_critical(ds))
+    assert out.consistent_observed.values.ravel().tolist() == [1, 0]
+    assert np.isfinite(out.critical_batch_size_observed.values[0, 0])
+    assert np.isnan(out.critical_batch_size_observed.values[1, 0])  # a miss is no value
+
+
+def test_nqm_transfer_compares_several_seeds_and_batch_sizes(tmp_path, capsys):
+    from nqm.cli import main
+
+    out = tmp_path / "t.nc"
+    argv = ["transfer", "--problem", "quadratic-noisy", "--method", "sgdm", "ab", "--rho", "0.25", "1",
+            "--lr", "geom:0.01:1:3", "--momentum", "0.5", "--delay", "0", "2", "--steps", "200",
+            "--batch-size", "8", "64", "--seed", "0", "1", "--out", str(out)]
+    assert main(argv) == 0
+    ds = nqm.io.load_dataset(out)
+    assert dict(ds.sizes) == {"seed": 2, "batch_size": 2, "method": 3, "delay": 2, "momentum": 1, "lr": 3}
+    printed = capsys.readouterr().out
+    assert "seed 1: B = 64: " in printed and "seed 1: critical batch size" in printed and "best ρ" in printed

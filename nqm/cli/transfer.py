@@ -6,6 +6,8 @@ lr × momentum grid run as that NQM and as the model, per method and delay.
 
 from __future__ import annotations
 
+import numpy as np
+
 from nqm.cli import groups, output
 from nqm.cli.parser import RANGES, joined
 
@@ -30,8 +32,9 @@ def add_parser(subparsers):
     grid.add_argument("--momentum", nargs="+", required=True, metavar="V", help="momenta m in [0, 1)")
     run = parser.add_argument_group("run")
     run.add_argument("--steps", type=int, default=2000, help="steps per run")
-    run.add_argument("--batch-size", type=int, default=None, metavar="B",
-                     help="examples per step (default: the whole data, no gradient noise)")
+    run.add_argument("--batch-size", nargs="+", type=int, default=None, metavar="B",
+                     help="examples per step (default: the whole data, no gradient noise); several, increasing: "
+                          "a batch_size dimension and the critical batch sizes")
     run.add_argument("--seed", nargs="+", type=int, default=[0], metavar="S",
                      help="the problem's, the minibatches' and the NQM's noise seed (several: a seed dimension, "
                           "each seed its own starting point and runs)")
@@ -46,15 +49,25 @@ def run(args) -> None:
     from nqm.transfer.compare import transfer
 
     ds = transfer(args.problem, methods=args.method, delays=args.delay, lr=joined(args.lr),
-                  momentum=joined(args.momentum), steps=args.steps, batch_size=args.batch_size,
-                  seed=args.seed[0] if len(args.seed) == 1 else args.seed, x64=args.x64, rho=joined(args.rho))
+                  momentum=joined(args.momentum), steps=args.steps, batch_size=_one_or_list(args.batch_size),
+                  seed=_one_or_list(args.seed), x64=args.x64, rho=joined(args.rho))
     try:
         save(ds, args.out)
     except NqmError as exc:
         raise NqmError(f"{exc}; {output.rescue(ds, args.out, what='the comparison')}") from None
     for seed in ds.seed.values if "seed" in ds.dims else [None]:
-        _report(ds if seed is None else ds.sel(seed=seed), "" if seed is None else f"seed {seed}: ")
+        one = ds if seed is None else ds.sel(seed=seed)
+        prefix = "" if seed is None else f"seed {seed}: "
+        for size in one.batch_size.values if "batch_size" in one.dims else [None]:
+            _report(one if size is None else one.sel(batch_size=size), prefix + ("" if size is None else f"B = {size}: "))
+        if "critical_batch_size_observed" in one:
+            _critical(one, prefix)
     print(f"wrote {args.out}")
+
+
+def _one_or_list(values):
+    """A value given once as that value (no dimension), several as a list (``None``: not given)."""
+    return values if values is None or len(values) > 1 else values[0]
 
 
 def _report(ds, prefix: str) -> None:
@@ -80,3 +93,13 @@ def _report(ds, prefix: str) -> None:
                   if "best_rho_observed" in ds else "")
                  for m, r, same in zip(ds.momentum.values, row.rank_correlation.values, row.same_fastest.values)]
         print(f"  D = {delay}: " + "; ".join(cells))
+
+
+def _critical(ds, prefix: str) -> None:
+    """The critical batch sizes, NQM against model (— where a curve rises with the batch size)."""
+    print(f"{prefix}critical batch size, NQM / model (—: the curve rises with B, none given; inf: none reached):")
+    shown = lambda x: "—" if np.isnan(x) else f"{x:.3g}"
+    for method in ds.method.values:
+        row = ds.sel({"method": method})  # (a keyword "method" would be sel's own fill method)
+        print(f"  {method:>11}: " + "; ".join(f"D = {d}: {shown(p)} / {shown(o)}" for d, p, o in zip(
+            ds.delay.values, row.critical_batch_size_predicted.values, row.critical_batch_size_observed.values)))

@@ -19,7 +19,11 @@ method and delay. Compared per method, delay and momentum:
   method is the same; with several AB braking coefficients ρ (one row each, ``ab:rho=…``), the
   best ρ on each side.
 
-Several seeds (a new starting point, measurement, minibatch order and NQM noise each) give each of
+Several batch sizes give, per method and delay, the fastest steps over the whole grid against the
+batch size on each side, and so the critical batch size (where steps reach twice perfect scaling,
+as :mod:`nqm.search.scaling` defines it) predicted against observed; a curve that rises with the
+batch size (less noise cannot need more steps: a grid too coarse, or a model the NQM misses) has
+none. Several seeds (a new starting point, measurement, minibatch order and NQM noise each) give each of
 these per seed: their spread is the comparison's. Predicted, observed and their ratios; where the model's edge is the grid's largest lr, the edge lies
 beyond the grid and the ratio is only a bound (``*_beyond_grid``). The NQM is a model of the start
 of training: where the model's curvature changes as it trains (the logistic loss flattens as it
@@ -34,7 +38,7 @@ import itertools
 import numpy as np
 import xarray as xr
 
-from nqm import optimizers, validate
+from nqm import jobs, optimizers, validate
 from nqm.optimizers import base
 from nqm.errors import NqmError
 from nqm.status import SETTLED
@@ -57,7 +61,8 @@ def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4)
       delays: constant delays.
       lr, momentum: the grid, the same for both.
       steps: the budget of each run.
-      batch_size: examples per step (``None``: the whole data, no gradient noise).
+      batch_size: examples per step (``None``: the whole data, no gradient noise); a list of
+        increasing sizes adds a ``batch_size`` dimension and the critical batch sizes.
       seed: the problem's, the minibatches' and the NQM's noise seed; a list of seeds adds a ``seed``
         dimension (each seed its own starting point, measurement and runs).
       x64: both in float64 (the model's parameters and the NQM).
@@ -72,6 +77,10 @@ def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4)
       ``best_steps_observed``; over (method, delay, momentum, lr): ``status_predicted``,
       ``status_observed``; over (delay, momentum): ``rank_correlation`` (Spearman, of the methods'
       best steps), ``same_fastest``, and with several ρ ``best_rho_predicted``, ``best_rho_observed``;
+      with several batch sizes, over (method, delay, batch_size) ``fastest_steps_SIDE`` (the best over
+      the whole grid) and over (method, delay) ``consistent_SIDE`` (that curve never rises beyond
+      :data:`RISE`), ``critical_batch_size_SIDE`` (where its steps reach twice perfect scaling,
+      :func:`nqm.search.scaling.critical_batch_size`; NaN where not consistent) and their ratio;
       λ_max, σ and how they were measured in its attributes (with several seeds, ``lam_max`` and
       ``sigma_per_example`` are variables over ``seed``).
 
@@ -112,27 +121,48 @@ def _rows(methods, rho) -> dict:
 
 
 def _transfer(problem, rows: dict, delays, lr, momentum, steps, batch_size, seed, x64, top) -> xr.Dataset:
-    """One seed's comparison (see :func:`transfer`)."""
+    """One seed's comparison (see :func:`transfer`): measured once, trained per batch size."""
     import jax
 
     delays = [validate.count(d, "delay", low=0, high=validate.MAX_DELAY) for d in np.atleast_1d(delays).tolist()]
     steps = validate.count(steps, "steps", low=2, high=validate.MAX_STEPS)
-    if batch_size is not None:
-        batch_size = validate.count(batch_size, "batch_size")
+    sizes = [None] if batch_size is None else [validate.count(b, "batch_size") for b in np.atleast_1d(batch_size).tolist()]
+    if len(sizes) > 1 and not np.all(np.diff(sizes) > 0):
+        raise NqmError(f"batch sizes must be increasing, got {batch_size!r}")
     x64 = validate.flag(x64, "x64")
     coords = validate.coordinates(lr=lr, momentum=momentum)
     with jax.enable_x64(x64):
         real = real_problem(problem, seed)
         fitted = measure(real.loss, real.params, real.data, top=top, seed=seed)
-        twin = nqm_as_model(fitted.eigenvalues, fitted.sigma, seed=seed, name=f"the NQM of {problem}")
+        # as many examples as the model: a minibatch drawn without replacement is as noisy on both sides
+        twin = nqm_as_model(fitted.eigenvalues, fitted.sigma, examples=jobs.examples(real.data), seed=seed,
+                            name=f"the NQM of {problem}")
         # the same fraction of the initial loss as the model's target
         twin = twin._replace(target=real.target / float(real.loss(real.params, real.data)) *
                              float(twin.loss(twin.params, twin.data)))
-        runs = {side: [[train(p.loss, p.params, p.data, method, lr=coords["lr"], momentum=coords["momentum"],
-                              delay=delay, steps=steps, target=p.target, batch_size=batch_size, seed=seed,
-                              **extra).squeeze(drop=True)
-                        for delay in delays] for method, extra in rows.values()]
-                for side, p in (("predicted", twin), ("observed", real))}
+        parts = [_compare({"predicted": twin, "observed": real}, rows, delays, coords, steps, size, seed, fitted)
+                 for size in sizes]
+    if batch_size is None or np.ndim(batch_size) == 0:
+        ds = parts[0]
+    else:
+        ds = xr.concat(parts, "batch_size").assign_coords(batch_size=sizes)
+        ds = ds.assign(_critical(ds))
+    rhos = sorted({extra["rho"] for _, extra in rows.values() if "rho" in extra})
+    return ds.assign_attrs(
+        problem=problem, description=real.description, steps=steps, seed=seed, x64=int(x64),
+        **({} if len(sizes) > 1 else {"batch_size": -1 if sizes[0] is None else sizes[0]}),
+        target=real.target, nqm_target=twin.target, sigma_per_example=fitted.sigma,
+        rho=rhos[0] if len(rhos) == 1 else ", ".join(f"{r:g}" for r in rhos), lam_max=float(fitted.top[0]),
+        **{f"measured_{k}": v if isinstance(v, (int, float, str)) else str(v) for k, v in fitted.how.items()})
+
+
+def _compare(sides: dict, rows: dict, delays, coords, steps, batch_size, seed, fitted) -> xr.Dataset:
+    """Both sides trained on the grid at one batch size, and what is compared (no attributes)."""
+    runs = {side: [[train(p.loss, p.params, p.data, method, lr=coords["lr"], momentum=coords["momentum"],
+                          delay=delay, steps=steps, target=p.target, batch_size=batch_size, seed=seed,
+                          **extra).squeeze(drop=True)
+                    for delay in delays] for method, extra in rows.values()]
+            for side, p in sides.items()}
     dims = ("method", "delay", "momentum")
     stack = lambda side, name: np.array([[run[name].values.reshape(coords["momentum"].size, -1) for run in row]
                                          for row in runs[side]])
@@ -148,15 +178,35 @@ def _transfer(problem, rows: dict, delays, lr, momentum, steps, batch_size, seed
                  f"{edge}_beyond_grid": (dims, (theirs == coords["lr"][-1]).astype(np.int8))}
     data["lr_threshold"] = (dims, _thresholds([m for m, _ in rows.values()], delays, coords["momentum"], fitted.top[0]))
     data |= _ranks(data["best_steps_predicted"][1], data["best_steps_observed"][1], rows)
-    rhos = sorted({extra["rho"] for _, extra in rows.values() if "rho" in extra})
-    attrs = {"problem": problem, "description": real.description, "steps": steps, "seed": seed, "x64": int(x64),
-             "batch_size": -1 if batch_size is None else batch_size, "target": real.target, "nqm_target": twin.target,
-             "sigma_per_example": fitted.sigma, "rho": rhos[0] if len(rhos) == 1 else ", ".join(f"{r:g}" for r in rhos),
-             "lam_max": float(fitted.top[0]),
-             **{f"measured_{k}": v if isinstance(v, (int, float, str)) else str(v) for k, v in fitted.how.items()}}
     rho_of = [extra.get("rho", np.nan) for _, extra in rows.values()]
-    return xr.Dataset(data, coords={"method": list(rows), "rho": ("method", rho_of), "delay": delays, **coords},
-                      attrs=attrs)
+    return xr.Dataset(data, coords={"method": list(rows), "rho": ("method", rho_of), "delay": delays, **coords})
+
+
+RISE = 1.1  # a steps-against-batch-size curve that rises by more than this between two sizes is not consistent
+
+
+def _critical(ds: xr.Dataset) -> dict:
+    """Over (method, delay), per side: the fastest steps over the whole grid at each batch size, whether
+    that curve is consistent (less noise never needs more steps: no rise beyond :data:`RISE`), and its
+    critical batch size (:func:`nqm.search.scaling.critical_batch_size`; NaN where the curve is not
+    consistent), and the ratio predicted / observed."""
+    from nqm.search.scaling import critical_batch_size
+
+    out = {}
+    for side in ("predicted", "observed"):
+        fastest = ds[f"best_steps_{side}"].min("momentum").transpose("method", "delay", "batch_size")
+        curves = fastest.values
+        with np.errstate(invalid="ignore"):  # ∞/∞: two sizes that both never settle, not a rise
+            rises = np.array([[np.nanmax(np.append(c[1:] / np.fmin.accumulate(c)[:-1], 0)) > RISE if c.size > 1 else False
+                               for c in row] for row in np.where(np.isfinite(curves), curves, np.inf)])
+        critical = np.array([[np.nan if rise else critical_batch_size(ds.batch_size.values, c)
+                              for c, rise in zip(row, row_rises)] for row, row_rises in zip(curves, rises)])
+        out |= {f"fastest_steps_{side}": fastest, f"consistent_{side}": (("method", "delay"), (~rises).astype(np.int8)),
+                f"critical_batch_size_{side}": (("method", "delay"), critical)}
+    with np.errstate(invalid="ignore"):  # ∞/∞: neither curve gets to twice perfect scaling
+        ratio = out["critical_batch_size_predicted"][1] / out["critical_batch_size_observed"][1]
+    out["critical_batch_size_ratio"] = (("method", "delay"), ratio)
+    return out
 
 
 def _ranks(predicted: np.ndarray, observed: np.ndarray, rows: dict) -> dict:

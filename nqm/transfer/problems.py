@@ -7,7 +7,8 @@
   convex (its Hessian has negative eigenvalues, which the NQM drops and counts).
 * ``quadratic``: an NQM written as a model (``½ wᵀ diag(λ) w − σ (√λ ⊙ z_i)ᵀ w`` per example, with
   whitened z: gradient noise of covariance exactly σ² H): the check that a fitted NQM predicts
-  what the model does where the model *is* an NQM.
+  what the model does where the model *is* an NQM; ``quadratic-noisy`` the same with per-example
+  noise σ = 1 (minibatches: the batch-size check).
 
 scikit-learn is needed for the digits only (``pip install -e ".[transfer]"``).
 """
@@ -91,7 +92,14 @@ def quadratic(seed: int = 0, dim: int = 32, sigma: float = 0.0) -> RealProblem:
                         name="quadratic")._replace(description=f"the NQM zhang({dim}) written as a model, noise σ = {sigma:g}")
 
 
-PROBLEMS = {"digits-logistic": digits_logistic, "digits-mlp": digits_mlp, "quadratic": quadratic}
+def noisy_quadratic(seed: int = 0) -> RealProblem:
+    return quadratic(seed, sigma=NOISY_SIGMA)
+
+
+NOISY_SIGMA = 0.3  # quadratic-noisy's per-example noise
+
+PROBLEMS = {"digits-logistic": digits_logistic, "digits-mlp": digits_mlp, "quadratic": quadratic,
+            "quadratic-noisy": noisy_quadratic}
 
 
 def problem(name: str, seed: int = 0) -> RealProblem:
