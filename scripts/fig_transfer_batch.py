@@ -40,18 +40,34 @@ KEPT = ("critical_batch_size_predicted", "critical_batch_size_observed", "consis
 SIDES = ("observed", "predicted")
 
 
-def compute(smoke):
+def compute(smoke, checkpoint=None):
+    """Each (problem, seed) is its own comparison, kept in ``checkpoint`` as it finishes (a rerun
+    resumes), then the seeds of a problem side by side."""
+    import json
+    import os
+
+    import xarray as xr
+
+    from nqm.io import write_bytes
     from nqm.transfer.compare import transfer
 
     size = SMOKE if smoke else FULL
     lr = np.geomspace(*size["lr"])
+    done = json.loads(open(checkpoint).read()) if checkpoint and os.path.exists(checkpoint) else {}
     out = {"grid": {**size, "lr": lr.tolist()}, "problems": {}}
     for problem in size["problems"]:
-        ds = transfer(problem, methods=size["methods"], rho=size["rho"], delays=size["delays"], lr=lr,
-                      momentum=size["momenta"], steps=size["steps"], batch_size=size["sizes"], seed=size["seeds"])
-        out["problems"][problem] = {"rows": ds.method.values.tolist(), "lam_max": ds.lam_max.values.tolist(),
-                                    "sigma": ds.sigma_per_example.values.tolist(),
-                                    "description": ds.attrs["description"],
+        for seed in size["seeds"]:
+            if f"{problem}|{seed}" not in done:
+                ds = transfer(problem, methods=size["methods"], rho=size["rho"], delays=size["delays"], lr=lr,
+                              momentum=size["momenta"], steps=size["steps"], batch_size=size["sizes"], seed=seed)
+                done[f"{problem}|{seed}"] = ds.to_dict()
+                if checkpoint:
+                    write_bytes(checkpoint, json.dumps(done).encode())
+        seeds = [xr.Dataset.from_dict(done[f"{problem}|{seed}"]) for seed in size["seeds"]]
+        ds = xr.concat(seeds, "seed")
+        out["problems"][problem] = {"rows": ds.method.values.tolist(), "lam_max": [s.attrs["lam_max"] for s in seeds],
+                                    "sigma": [s.attrs["sigma_per_example"] for s in seeds],
+                                    "description": seeds[0].attrs["description"],
                                     **{k: {"dims": list(ds[k].dims), "values": ds[k].values.tolist()} for k in KEPT}}
     return out
 
@@ -139,7 +155,7 @@ def claims(data):
     return out
 
 
-main = FigureScript("fig_transfer_batch", compute, draw, claims, doc=__doc__).main
+main = FigureScript("fig_transfer_batch", compute, draw, claims, doc=__doc__, checkpoint=True).main
 
 if __name__ == "__main__":
     raise SystemExit(main())

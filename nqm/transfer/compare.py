@@ -98,8 +98,14 @@ def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4)
     if np.ndim(seed) == 0:
         return one(seeds[0])
     runs = [one(s) for s in seeds]
-    measured = {k: ("seed", [r.attrs.pop(k) for r in runs]) for k in ("lam_max", "sigma_per_example")}
-    return xr.concat(runs, "seed", combine_attrs="drop_conflicts").assign_coords(seed=seeds).assign(measured)
+    # what differs between seeds: numbers become variables over seed, texts list their values
+    differs = {k for r in runs for k, v in r.attrs.items() if any(o.attrs.get(k) != v for o in runs)} - {"seed"}
+    numeric = {k for k in differs if all(isinstance(r.attrs.get(k), (int, float, np.number)) for r in runs)}
+    measured = {k: ("seed", [r.attrs.get(k) for r in runs]) for k in numeric}
+    texts = {k: " | ".join(dict.fromkeys(str(r.attrs.get(k)) for r in runs)) for k in differs - numeric}
+    attrs = {**{k: v for k, v in runs[0].attrs.items() if k not in differs and k != "seed"}, **texts}
+    ds = xr.concat([r.drop_attrs() for r in runs], "seed").assign_coords(seed=seeds).assign(measured)
+    return ds.assign_attrs(attrs)
 
 
 def _rows(methods, rho) -> dict:

@@ -68,7 +68,7 @@ def digits_mlp(seed: int = 0, hidden: int = 32) -> RealProblem:
               "b2": jnp.zeros(10)}
     loss = lambda p, b: _cross_entropy(jnp.tanh(b["x"] @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"], b["y"])
     return RealProblem("digits-mlp", loss, params, {"x": jnp.asarray(x), "y": jnp.asarray(y)}, 0.3,
-                       f"a 64–{hidden}–10 tanh network on the digits, Glorot initialisation (seed {seed})")
+                       f"a 64–{hidden}–10 tanh network on the digits, Glorot initialisation")
 
 
 def nqm_as_model(eigenvalues, sigma: float = 0.0, examples: int = 256, seed: int = 0, target: float = 0.01,
