@@ -98,8 +98,10 @@ def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4)
     if np.ndim(seed) == 0:
         return one(seeds[0])
     runs = [one(s) for s in seeds]
-    # what differs between seeds: numbers become variables over seed, texts list their values
+    # what is measured per seed, and any other number that differs, become variables over seed;
+    # texts that differ list their values
     differs = {k for r in runs for k, v in r.attrs.items() if any(o.attrs.get(k) != v for o in runs)} - {"seed"}
+    differs |= {"lam_max", "sigma_per_example"}
     numeric = {k for k in differs if all(isinstance(r.attrs.get(k), (int, float, np.number)) for r in runs)}
     measured = {k: ("seed", [r.attrs.get(k) for r in runs]) for k in numeric}
     texts = {k: " | ".join(dict.fromkeys(str(r.attrs.get(k)) for r in runs)) for k in differs - numeric}
