@@ -46,7 +46,11 @@ SMOKE = dict(dim=10, budget=2_000, sizes=np.array([1, 16, 256]), delays=[0, 4], 
 SIGMA, TARGET = 0.3, 0.01
 
 
-def compute(smoke):
+def compute(smoke, checkpoint=None):
+    """Each (delay, method) curve keeps its finished batch sizes in a file beside ``checkpoint`` (a
+    rerun resumes; removed once the figure's data is written)."""
+    import os
+
     import nqm
     from nqm.search.scaling import scaling
 
@@ -59,10 +63,14 @@ def compute(smoke):
             k = len(BOXES[m])
             found[m] = scaling(m, delay=delay, batch_size=size["sizes"], noise=SIGMA, problem=nqm.zhang(size["dim"]),
                                target=TARGET, max_steps=size["budget"], seeds=size["seeds"], max_cells=size["cells"][k],
-                               coarse=size["coarse"][k], progress=False, **BOXES[m])
+                               coarse=size["coarse"][k], progress=False, **BOXES[m],
+                               checkpoint=checkpoint and f"{checkpoint}.{m}.d{delay}")
         critical = xr.DataArray([found[m].attrs["critical_batch_size"] for m in methods], dims="method")
         per_delay[delay] = stack({m: found[m][["steps", "steps_min", "steps_max", "perfect", "lr", "answered"]]
                                   for m in methods}, "method").assign(critical_batch_size=critical)
+    for delay, m in ((d, m) for d in size["delays"] for m in methods if checkpoint):
+        if os.path.exists(f"{checkpoint}.{m}.d{delay}"):
+            os.remove(f"{checkpoint}.{m}.d{delay}")
     first = found[methods[0]].attrs
     return stack(per_delay, "delay").assign_attrs(
         {k: first[k] for k in ("spectrum", "dim", "target", "max_steps", "evaluation", "seeds")}, noise=SIGMA,
@@ -123,7 +131,7 @@ def claims(data):
     return out
 
 
-main = FigureScript("fig_batch_delay_mc", compute, draw, claims, doc=__doc__).main
+main = FigureScript("fig_batch_delay_mc", compute, draw, claims, doc=__doc__, checkpoint=True).main
 
 if __name__ == "__main__":
     raise SystemExit(main())
