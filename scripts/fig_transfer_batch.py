@@ -49,7 +49,7 @@ def compute(smoke, checkpoint=None):
     import xarray as xr
 
     from nqm.io import write_bytes
-    from nqm.transfer.compare import transfer
+    from nqm.transfer.compare import critical_batch_sizes, transfer
 
     size = SMOKE if smoke else FULL
     lr = np.geomspace(*size["lr"])
@@ -63,7 +63,9 @@ def compute(smoke, checkpoint=None):
                 done[f"{problem}|{seed}"] = ds.to_dict()
                 if checkpoint:
                     write_bytes(checkpoint, json.dumps(done).encode())
-        seeds = [xr.Dataset.from_dict(done[f"{problem}|{seed}"]) for seed in size["seeds"]]
+        # the critical batch sizes derived again from each seed's runs, by the library's reading of them
+        seeds = [(lambda ds: ds.assign(critical_batch_sizes(ds)))(xr.Dataset.from_dict(done[f"{problem}|{seed}"]))
+                 for seed in size["seeds"]]
         ds = xr.concat(seeds, "seed")
         out["problems"][problem] = {"rows": ds.method.values.tolist(), "lam_max": [s.attrs["lam_max"] for s in seeds],
                                     "sigma": [s.attrs["sigma_per_example"] for s in seeds],
@@ -77,7 +79,7 @@ def _array(found, name):
     return np.array(found[name]["values"], dtype=float)
 
 
-def _critical(found, side):
+def _over_seeds(found, side):
     """(row, delay) → the median over seeds and its min–max, NaN unless every seed has a value."""
     values = _array(found, f"critical_batch_size_{side}")  # (seed, method, delay)
     whole = np.isfinite(values).all(0) | np.isinf(values).all(0)
@@ -92,14 +94,14 @@ def draw(data):
     styles = dict(zip(next(iter(data["problems"].values()))["rows"], ("o", "s", "D", "^")))
     for (p, (problem, found)), (side, ls) in itertools.product(enumerate(data["problems"].items()),
                                                                zip(SIDES, ("-", "--"))):
-        median, low, high = _critical(found, side)
+        median, low, high = _over_seeds(found, side)
         for r, row in enumerate(found["rows"]):
             shift = 1 + 0.05 * (r - 1.5)
             finite = np.isfinite(median[r])
             ax.errorbar((delays + 1)[finite] * shift, median[r][finite],
                         yerr=[(median[r] - low[r])[finite], (high[r] - median[r])[finite]], color=f"C{p}", ls=ls,
                         marker=styles[row], mfc="none" if side == "predicted" else f"C{p}", capsize=3, lw=1.1)
-    drawn = any(np.isfinite(_critical(f, side)[0]).any() for f in data["problems"].values() for side in SIDES)
+    drawn = any(np.isfinite(_over_seeds(f, side)[0]).any() for f in data["problems"].values() for side in SIDES)
     ax.set(xscale="log", yscale="log" if drawn else "linear", xlabel="delay D (axis: D + 1)", ylabel="critical batch size B*",
            title="critical batch size: model (solid) and its NQM (dashed); median, bars min–max over seeds")
     ax.set_xticks(delays + 1, [str(d) for d in delays])

@@ -244,17 +244,23 @@ def test_the_nqm_of_a_noisy_nqm_predicts_its_critical_batch_size_under_delay():
     assert critical[0, 1] == critical_batch_size(sizes, fastest[0, 1]) and sizes[0] < critical[0, 1] < sizes[-1]
 
 
-def test_a_curve_that_rises_with_the_batch_size_has_no_critical_batch_size():
-    from nqm.transfer.compare import RISE, _critical
+def test_a_curve_that_rises_with_the_batch_size_has_no_critical_batch_size_and_both_share_an_anchor():
+    from nqm.search.scaling import critical_batch_size
+    from nqm.transfer.compare import RISE, critical_batch_sizes
 
-    curves = np.array([[[800.0, 400, 300, 260]], [[800.0, 400, 400 * RISE * 1.01, 260]]])  # (method, delay, B)
-    ds = xr.Dataset({f"best_steps_{side}": (("method", "delay", "batch_size", "momentum"), curves[..., None])
-                     for side in ("predicted", "observed")},
-                    coords={"method": ["a", "b"], "delay": [0], "batch_size": [1, 2, 4, 8], "momentum": [0.0]})
-    out = xr.Dataset(_critical(ds))
-    assert out.consistent_observed.values.ravel().tolist() == [1, 0]
-    assert np.isfinite(out.critical_batch_size_observed.values[0, 0])
+    curves = np.array([[[800.0, 400, 300, 260]], [[800.0, 400, 400 * RISE * 1.01, 260]],  # (method, delay, B)
+                       [[800.0, 400, 300, 260]]])
+    observed = curves.copy()
+    observed[2, 0, 0] = np.nan  # the model settles from B = 2 on: both sides are read from there
+    ds = xr.Dataset({f"best_steps_{side}": (("method", "delay", "batch_size", "momentum"), c[..., None])
+                     for side, c in (("predicted", curves), ("observed", observed))},
+                    coords={"method": ["a", "b", "c"], "delay": [0], "batch_size": [1, 2, 4, 8], "momentum": [0.0]})
+    out = xr.Dataset(critical_batch_sizes(ds))
+    assert out.consistent_observed.values.ravel().tolist() == [1, 0, 1]
+    assert out.critical_batch_size_observed.values[0, 0] == critical_batch_size([1, 2, 4, 8], curves[0, 0])
     assert np.isnan(out.critical_batch_size_observed.values[1, 0])  # a miss is no value
+    assert out.critical_batch_size_predicted.values[2, 0] == critical_batch_size([2, 4, 8], curves[2, 0, 1:])
+    assert out.critical_batch_size_ratio.values[2, 0] == 1.0
 
 
 def test_nqm_transfer_compares_several_seeds_and_batch_sizes(tmp_path, capsys):

@@ -154,7 +154,7 @@ def _transfer(problem, rows: dict, delays, lr, momentum, steps, batch_size, seed
         ds = parts[0]
     else:
         ds = xr.concat(parts, "batch_size").assign_coords(batch_size=sizes)
-        ds = ds.assign(_critical(ds))
+        ds = ds.assign(critical_batch_sizes(ds))
     rhos = sorted({extra["rho"] for _, extra in rows.values() if "rho" in extra})
     return ds.assign_attrs(
         problem=problem, description=real.description, steps=steps, seed=seed, x64=int(x64),
@@ -193,27 +193,52 @@ def _compare(sides: dict, rows: dict, delays, coords, steps, batch_size, seed, f
 RISE = 1.1  # a steps-against-batch-size curve that rises by more than this between two sizes is not consistent
 
 
-def _critical(ds: xr.Dataset) -> dict:
-    """Over (method, delay), per side: the fastest steps over the whole grid at each batch size, whether
-    that curve is consistent (less noise never needs more steps: no rise beyond :data:`RISE`), and its
-    critical batch size (:func:`nqm.search.scaling.critical_batch_size`; NaN where the curve is not
-    consistent), and the ratio predicted / observed."""
+def critical_batch_sizes(ds: xr.Dataset) -> dict:
+    """Over (method, delay, batch_size), per side, the fastest steps over the whole grid; over (method,
+    delay) what :func:`critical` makes of them."""
+    fastest = {side: ds[f"best_steps_{side}"].min("momentum").transpose("method", "delay", "batch_size")
+               for side in ("predicted", "observed")}
+    found = critical(ds.batch_size.values, fastest["predicted"].values, fastest["observed"].values)
+    return {**{f"fastest_steps_{side}": curve for side, curve in fastest.items()},
+            **{name: (("method", "delay"), values) for name, values in found.items()}}
+
+
+def critical(batch_size, predicted, observed) -> dict:
+    """The critical batch sizes of steps-against-batch-size curves, the NQM's (``predicted``) and the
+    model's (``observed``), arrays of the fastest steps over ``(..., batch_size)`` (NaN: no cell
+    settled). Both curves are read from the same anchor — the smallest batch size where both
+    settled — so that perfect scaling means the same on both sides. Per side: ``consistent_SIDE``
+    (from the anchor on, the curve never rises beyond :data:`RISE`: less noise cannot need more
+    steps, and a size that no longer settles is a rise) and ``critical_batch_size_SIDE``
+    (:func:`nqm.search.scaling.critical_batch_size`; NaN where not consistent or no common anchor,
+    ∞ where no size reaches twice perfect scaling); and ``critical_batch_size_ratio``.
+
+    Args:
+      batch_size: the increasing batch sizes.
+      predicted, observed: the two curves, batch size last.
+
+    Returns:
+      The arrays by name, over the curves' leading dimensions.
+    """
     from nqm.search.scaling import critical_batch_size
 
-    out = {}
-    for side in ("predicted", "observed"):
-        fastest = ds[f"best_steps_{side}"].min("momentum").transpose("method", "delay", "batch_size")
-        curves = fastest.values
-        with np.errstate(invalid="ignore"):  # ∞/∞: two sizes that both never settle, not a rise
-            rises = np.array([[np.nanmax(np.append(c[1:] / np.fmin.accumulate(c)[:-1], 0)) > RISE if c.size > 1 else False
-                               for c in row] for row in np.where(np.isfinite(curves), curves, np.inf)])
-        critical = np.array([[np.nan if rise else critical_batch_size(ds.batch_size.values, c)
-                              for c, rise in zip(row, row_rises)] for row, row_rises in zip(curves, rises)])
-        out |= {f"fastest_steps_{side}": fastest, f"consistent_{side}": (("method", "delay"), (~rises).astype(np.int8)),
-                f"critical_batch_size_{side}": (("method", "delay"), critical)}
+    sizes = np.asarray(batch_size)
+    predicted, observed = np.asarray(predicted, float), np.asarray(observed, float)
+    out = {f"{k}_{side}": np.zeros(predicted.shape[:-1], dtype) for side in ("predicted", "observed")
+           for k, dtype in (("consistent", np.int8), ("critical_batch_size", float))}
+    for index in np.ndindex(*predicted.shape[:-1]):
+        both = np.flatnonzero(np.isfinite(predicted[index]) & np.isfinite(observed[index]))
+        for side, curve in (("predicted", predicted[index]), ("observed", observed[index])):
+            if both.size == 0:
+                out[f"critical_batch_size_{side}"][index] = np.nan
+                continue
+            tail = np.where(np.isfinite(curve[both[0]:]), curve[both[0]:], np.inf)
+            with np.errstate(invalid="ignore"):  # ∞/∞: two sizes that both never settle, not a rise
+                rise = tail.size > 1 and np.nanmax(tail[1:] / np.fmin.accumulate(tail)[:-1]) > RISE
+            out[f"consistent_{side}"][index] = not rise
+            out[f"critical_batch_size_{side}"][index] = np.nan if rise else critical_batch_size(sizes[both[0]:], tail)
     with np.errstate(invalid="ignore"):  # ∞/∞: neither curve gets to twice perfect scaling
-        ratio = out["critical_batch_size_predicted"][1] / out["critical_batch_size_observed"][1]
-    out["critical_batch_size_ratio"] = (("method", "delay"), ratio)
+        out["critical_batch_size_ratio"] = out["critical_batch_size_predicted"] / out["critical_batch_size_observed"]
     return out
 
 
