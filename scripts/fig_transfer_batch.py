@@ -10,10 +10,11 @@ finite-population noise), one budget; three seeds (each its own starting point, 
 minibatch order and NQM noise).
 
 Left: the critical batch size (the fastest steps over the grid reach twice perfect scaling) against
-D, predicted by the NQM (dashed) and observed on the model (solid), median over seeds, bars the
-seeds' min–max; a seed whose curve rises with B (more than 10 % between two sizes: less noise cannot
-need more steps, so the grid missed) gives none, and a point needs every seed. Right: the fastest
-steps against B at D = 4, SGDM, each seed.
+D, predicted by the NQM (dashed) and observed on the model (solid), both read from the smallest B
+where both settle (``nqm.transfer.compare.critical``), median over seeds, bars the seeds' min–max;
+a seed whose curve rises with B (more than 10 % between two sizes: less noise cannot need more
+steps, so the grid missed) gives none, and a point needs every seed. Right: the fastest steps
+against B at D = 4, SGDM, each seed.
 
     python scripts/fig_transfer_batch.py [--smoke] [--redraw]
 """
@@ -103,7 +104,7 @@ def draw(data):
                         marker=styles[row], mfc="none" if side == "predicted" else f"C{p}", capsize=3, lw=1.1)
     drawn = any(np.isfinite(_over_seeds(f, side)[0]).any() for f in data["problems"].values() for side in SIDES)
     ax.set(xscale="log", yscale="log" if drawn else "linear", xlabel="delay D (axis: D + 1)", ylabel="critical batch size B*",
-           title="critical batch size: model (solid) and its NQM (dashed); median, bars min–max over seeds")
+           title="critical batch size B*: model (solid), its NQM (dashed)")
     ax.set_xticks(delays + 1, [str(d) for d in delays])
     ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
     handles = [plt.Line2D([], [], color=f"C{p}", label=problem) for p, problem in enumerate(data["problems"])]
@@ -119,12 +120,14 @@ def draw(data):
                     label=f"{problem}, {'model' if side == 'observed' else 'NQM'}" if s == 0 else None)
     drawn = any(np.isfinite(_array(f, f"fastest_steps_{side}")).any() for f in data["problems"].values() for side in SIDES)
     ax.set(xscale="log", yscale="log" if drawn else "linear", xlabel="batch size B", ylabel="fastest steps over the grid",
-           title=f"SGDM at D = {size['shown_delay']}: steps against B, each seed (a gap: no cell settled)")
+           title=f"SGDM at D = {size['shown_delay']}: fastest steps against B, each seed")
     ax.legend(fontsize=8)
     suptitle(fig, f"A real model's NQM against the model, minibatches: {size['steps']:,} steps, lr grid of "
                   f"{len(size['lr'])} from {size['lr'][0]:g} to {size['lr'][-1]:g} × momentum "
                   f"{', '.join(f'{m:g}' for m in size['momenta'])}, B ∈ {{{', '.join(map(str, size['sizes']))}}}, "
-                  f"{len(size['seeds'])} seeds; a missing point: some seed's curve rises with B, or never settles",
+                  f"{len(size['seeds'])} seeds\nleft: median over seeds, bars min–max; a missing point: some seed has none "
+                  f"(its curve rises with B, no B settles on both sides, or none reaches twice perfect scaling); "
+                  f"right: a gap where no cell settled",
              fontsize=10)
     return fig
 
@@ -139,6 +142,9 @@ def claims(data):
         both = np.isfinite(predicted) & np.isfinite(observed)
         ratios += (predicted[both] / observed[both]).tolist()
     out["critical_compared"], out["critical_no_answer"] = len(ratios), misses
+    for (problem, found), side in itertools.product(data["problems"].items(), SIDES):  # SGDM's, as drawn
+        median = _over_seeds(found, side)[0][found["rows"].index("sgdm")]
+        out |= {f"{problem}_sgdm_d{d}_{side}": float(v) for d, v in zip(data["grid"]["delays"], median) if np.isfinite(v)}
     if ratios:
         out["critical_ratio_median"] = float(np.median(ratios))
         out["critical_ratio_min"], out["critical_ratio_max"] = float(min(ratios)), float(max(ratios))
