@@ -25,7 +25,7 @@ def add_parser(subparsers):
     parser.add_argument("--method", nargs="+", default=list(METHODS), metavar="M",
                         help="methods with a momentum (ab once per --rho)")
     parser.add_argument("--rho", nargs="+", default=[str(RHO)], metavar="V",
-                        help=f"AB's braking coefficients ρ >= 0 (default {RHO:g}; several: one row each, and the best ρ)")
+                        help="AB's braking coefficients ρ >= 0 (several: one row each, and the best ρ)")
     parser.add_argument("--delay", nargs="+", type=int, default=[0, 4], metavar="D", help="constant delays")
     grid = parser.add_argument_group(f"grid (each takes {RANGES})")
     grid.add_argument("--lr", nargs="+", required=True, metavar="V", help="learning rates η > 0")
