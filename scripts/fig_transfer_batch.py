@@ -50,7 +50,7 @@ def compute(smoke, checkpoint=None):
     import xarray as xr
 
     from nqm.io import write_bytes
-    from nqm.transfer.compare import critical_batch_sizes, transfer
+    from nqm.transfer.compare import transfer
 
     size = SMOKE if smoke else FULL
     lr = np.geomspace(*size["lr"])
@@ -64,9 +64,7 @@ def compute(smoke, checkpoint=None):
                 done[f"{problem}|{seed}"] = ds.to_dict()
                 if checkpoint:
                     write_bytes(checkpoint, json.dumps(done).encode())
-        # the critical batch sizes derived again from each seed's runs, by the library's reading of them
-        seeds = [(lambda ds: ds.assign(critical_batch_sizes(ds)))(xr.Dataset.from_dict(done[f"{problem}|{seed}"]))
-                 for seed in size["seeds"]]
+        seeds = [xr.Dataset.from_dict(done[f"{problem}|{seed}"]) for seed in size["seeds"]]
         ds = xr.concat(seeds, "seed")
         out["problems"][problem] = {"rows": ds.method.values.tolist(), "lam_max": [s.attrs["lam_max"] for s in seeds],
                                     "sigma": [s.attrs["sigma_per_example"] for s in seeds],

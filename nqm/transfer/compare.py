@@ -23,9 +23,11 @@ Several batch sizes give, per method and delay, the fastest steps over the whole
 batch size on each side, and so the critical batch size (where steps reach twice perfect scaling,
 as :mod:`nqm.search.scaling` defines it) predicted against observed; a curve that rises with the
 batch size (less noise cannot need more steps: a grid too coarse, or a model the NQM misses) has
-none. Several seeds (a new starting point, measurement, minibatch order and NQM noise each) give each of
-these per seed: their spread is the comparison's. Predicted, observed and their ratios; where the model's edge is the grid's largest lr, the edge lies
-beyond the grid and the ratio is only a bound (``*_beyond_grid``). The NQM is a model of the start
+none. Several seeds (a new starting point, measurement, minibatch order and NQM noise each) give
+each of these per seed: their spread is the comparison's.
+
+Predicted, observed and their ratios; where the model's edge is the grid's largest lr, the edge
+lies beyond the grid and the ratio is only a bound (``*_beyond_grid``). The NQM is a model of the start
 of training: where the model's curvature changes as it trains (the logistic loss flattens as it
 fits, and its gradients stay bounded), the prediction is of the first steps, and the comparison says
 how far that carries. Where the model is an NQM, the two sides are the same runs.
@@ -263,7 +265,7 @@ def _ranks(predicted: np.ndarray, observed: np.ndarray, rows: dict) -> dict:
     out = {"rank_correlation": (("delay", "momentum"), correlation), "same_fastest": (("delay", "momentum"), same)}
     braked = [i for i, (_, extra) in enumerate(rows.values()) if "rho" in extra]
     if len(braked) > 1:
-        rho = np.array([rows_extra["rho"] for _, rows_extra in rows.values() if "rho" in rows_extra])
+        rho = np.array([extra["rho"] for _, extra in rows.values() if "rho" in extra])
         for side, steps in (("predicted", p), ("observed", o)):
             best = steps[braked].argmin(0)
             out[f"best_rho_{side}"] = (("delay", "momentum"), np.where(np.isfinite(steps[braked].min(0)), rho[best], np.nan))
