@@ -6,14 +6,14 @@ README). Sizes:
 
     --smoke   N = 100, 6 × 6 grid, 2 000 steps          (seconds; CI)
     (default) N = 10⁴, 24 × 24 grid, 100 000 steps      (the committed figure; about 46 min on 2 cores)
-    --paper   N = 10⁴, 32 × 32 grid, 500 000 steps      (the paper's scale; hours)
+
+The paper's scale (N = 10⁴, 32 × 32, 500,000 steps) is ``scripts/fig1_paper.py``.
 
 The sweep is checkpointed next to the output: an interrupted run resumes where it stopped.
 """
 
 from __future__ import annotations
 
-import os
 
 import matplotlib
 
@@ -32,7 +32,6 @@ SIZES = {
     "paper": dict(dim=10_000, side=32, max_steps=500_000),
 }
 OPTIONS = {
-    "--paper": dict(action="store_true", help="the paper's scale: 32 × 32 cells, 500,000 steps"),
     "--delay": dict(type=int, default=4, help="the delayed rows' D (default 4)"),
     "--noise": dict(type=float, default=0.05, help="the noisy rows' σ (default 0.05)"),
     "--rho": dict(type=float, default=0.5, help="AB's ρ (default 0.5)"),
@@ -40,10 +39,10 @@ OPTIONS = {
 }
 
 
-def compute(smoke, paper=False, delay=4, noise=0.05, rho=0.5, no_progress=False, checkpoint=None):
+def compute(smoke, delay=4, noise=0.05, rho=0.5, no_progress=False, checkpoint=None):
     import nqm
 
-    size = "smoke" if smoke else os.environ.get("NQM_FIG1_SIZE", "paper" if paper else "default")
+    size = "smoke" if smoke else "default"
     s = SIZES[size]
     return nqm.sweep(
         "ab",
