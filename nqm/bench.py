@@ -9,6 +9,13 @@ their ratios.
   the same cells × N, no delay, noise or loss: the practical roofline for this work.
   ``probe_tiled`` is the same update with the engine's layout (cache blocks, one shard per
   device), for reference.
+* ``probe_loss``, ``probe_sgdm``, ``probe_ab``: the tiled probe plus, step by step, what an exact
+  first passage needs — each cell's loss ``½ Σ λ w²`` and a flag when it falls below the target;
+  then the gradient at the weights D steps old (a ring) and the noise; then AB's three reductions
+  ``⟨g, v⟩, ‖g‖², ‖v‖²`` and its braking (:func:`probe`). The last two are the least that an
+  engine which knows the step each cell crosses must compute, written as one plain XLA program:
+  ``sgdm_vs_probe_sgdm`` and ``ab_vs_probe_ab`` say how far nqm is from it, and
+  ``probe_*_vs_probe`` what XLA:CPU itself makes of that work against the bare update.
 * ``numpy``: the loop a researcher writes by hand (SGDM with delay and noise, one cell at a
   time), timed on a few cells and scaled.
 * ``sgdm`` / ``ab`` / ``adam``: the engine on a noisy delayed grid for a fixed number of steps
@@ -70,37 +77,67 @@ def missed_targets(result: dict) -> list[str]:
     return [name for name, floor in TARGETS.items() if not result[name] >= floor]
 
 
-def probe_rate(lam, cells: int, steps: int, tiled: bool) -> float:
-    """Element-steps per second of the bare fused momentum update."""
-    n = lam.size
-    lr = jnp.linspace(0.1, 1.0, cells, dtype=jnp.float32)[:, None]
+PROBES = ("update", "loss", "sgdm", "ab")  # the probe's work per step: see probe()
+
+
+def probe(lam, cells: int, steps: int, tiled: bool, work: str = "update"):
+    """The probe as ``(program, arguments)``: ``program(*arguments)`` runs ``steps`` steps of the
+    fused momentum update on ``cells`` cells (lr 0.1–1, with delay 0.001–0.02; m 0.9, w₀ = 1) and
+    returns ``(w, v, crossed)``. ``work`` (one of :data:`PROBES`) is the update alone; ``"loss"``: with each cell's
+    loss every step and whether it fell below 0.01; ``"sgdm"``: the loss, a gradient read from a
+    ring of the last D + 1 weights (D = :data:`DELAY`) and noise σ√λ ⊙ ξ_t, one row per step shared
+    by the cells and drawn beforehand (as the engine draws a chunk's) — the least an exact first
+    passage of delayed noisy SGDM computes; ``"ab"``: that and AB's braking (ρ = 0.5)."""
+    n, slots = lam.size, DELAY + 1
+    delayed = work in ("sgdm", "ab")  # (at the engine's benchmark cells' lr: under delay 0.1–1 diverges)
+    lr = (jnp.geomspace(0.001, 0.02, cells) if delayed else jnp.linspace(0.1, 1.0, cells)).astype(jnp.float32)[:, None]
     momentum = jnp.full((cells, 1), 0.9, jnp.float32)
+    draws = steps if delayed else 1
+    noise = NOISE * jnp.sqrt(lam) * jax.random.normal(jax.random.key(0), (draws, n), jnp.float32)
+    total = lambda x: jnp.sum(x, axis=-1, keepdims=True)
 
-    def run(w, v, lr, momentum):
-        def body(_, carry):
-            w, v = carry
-            v = momentum * v + lam * w
-            return w - lr * v, v
+    def run(w, v, lr, momentum, noise):
+        def body(t, carry):
+            w, v, crossed, ring = carry
+            if delayed:
+                g = lam * jax.lax.dynamic_index_in_dim(ring, (t - DELAY) % slots, 1, keepdims=False) + noise[t]
+            else:
+                g = lam * w
+            if work == "ab":  # g scaled by 1 − ρ cos(g, v)
+                g = g * (1 - 0.5 * total(g * v) / jnp.sqrt(total(g * g) * total(v * v) + 1e-12))
+            v = momentum * v + g
+            w = w - lr * v
+            if work != "update":
+                crossed = crossed | (0.5 * total(lam * w * w) < 0.01)
+            if delayed:
+                ring = jax.lax.dynamic_update_index_in_dim(ring, w[:, None], (t + 1) % slots, 1)
+            return w, v, crossed, ring
 
-        return jax.lax.fori_loop(0, steps, body, (w, v))
+        ring = jnp.broadcast_to(w[:, None], (w.shape[0], slots if delayed else 1, n))
+        return jax.lax.fori_loop(0, steps, body, (w, v, jnp.zeros_like(w[:, :1], bool), ring))[:3]
 
     if tiled:
         devices = jax.devices()
         mesh = jax.sharding.Mesh(np.array(devices), ("cells",))
         block = 8
-        spec = jax.sharding.PartitionSpec("cells")
+        spec, everywhere = jax.sharding.PartitionSpec("cells"), jax.sharding.PartitionSpec()
 
-        def per_device(w, v, lr, momentum):
+        def per_device(w, v, lr, momentum, noise):
             shape = lambda x: x.reshape((-1, block) + x.shape[1:])
-            out = jax.lax.map(lambda a: run(*a), (shape(w), shape(v), shape(lr), shape(momentum)))
+            out = jax.lax.map(lambda a: run(*a, noise), (shape(w), shape(v), shape(lr), shape(momentum)))
             return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), out)
 
-        fn = jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=spec, out_specs=spec))
+        fn = jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=(spec,) * 4 + (everywhere,), out_specs=spec))
     else:
         fn = jax.jit(run)
-    w, v = jnp.ones((cells, n), jnp.float32), jnp.zeros((cells, n), jnp.float32)
-    jax.block_until_ready(fn(w, v, lr, momentum))
-    return cells * n * steps / _best_time(lambda: jax.block_until_ready(fn(w, v, lr, momentum)), repeats=3)[0]
+    return fn, (jnp.ones((cells, n), jnp.float32), jnp.zeros((cells, n), jnp.float32), lr, momentum, noise)
+
+
+def probe_rate(lam, cells: int, steps: int, tiled: bool, work: str = "update") -> float:
+    """Element-steps per second of :func:`probe`."""
+    fn, args = probe(lam, cells, steps, tiled, work)
+    jax.block_until_ready(fn(*args))
+    return cells * lam.size * steps / _best_time(lambda: jax.block_until_ready(fn(*args)), repeats=3)[0]
 
 
 def numpy_rate(lam: np.ndarray, cells: int, steps: int) -> float:
@@ -181,6 +218,7 @@ def main(cells: int = DEFAULT["cells"], dim: int = DEFAULT["dim"], steps: int = 
     rates = {
         "probe": probe_rate(lam, cells, steps, tiled=False),
         "probe_tiled": probe_rate(lam, cells, steps, tiled=True),
+        **{f"probe_{work}": probe_rate(lam, cells, steps, tiled=True, work=work) for work in PROBES[1:]},
         "numpy": numpy_rate(problem.eigenvalues, cells=2, steps=max(steps // 10, 20)),
         "sgdm": engine_rate(problem, "sgdm", cells, steps, chunk),
         "ab": engine_rate(problem, "ab", cells, steps, chunk),
@@ -196,6 +234,11 @@ def main(cells: int = DEFAULT["cells"], dim: int = DEFAULT["dim"], steps: int = 
     print(f"{'':<22}{'elem-steps/s':>14}{'vs probe':>10}")
     for name, rate in rates.items():
         print(f"{name:<22}{rate:>14.3e}{rate / rates['probe']:>10.3f}")
+    print(f"what an exact first passage costs under XLA (the probes in the engine's layout): each cell's loss every "
+          f"step takes the update to {rates['probe_loss'] / rates['probe']:.2f}x the probe, the delay ring and noise to "
+          f"{rates['probe_sgdm'] / rates['probe']:.2f}x (nqm SGDM runs at {rates['sgdm'] / rates['probe_sgdm']:.2f}x "
+          f"that), AB's braking to {rates['probe_ab'] / rates['probe']:.2f}x (nqm AB: "
+          f"{rates['ab'] / rates['probe_ab']:.2f}x that)")
     print(f"early exit: {efficiency:.3f} of the computed cell-steps were useful; the run took "
           f"{1 / time_ratio:.2f}x the time of its useful work at the full-grid rate; {counts}")
     result = {
@@ -204,6 +247,9 @@ def main(cells: int = DEFAULT["cells"], dim: int = DEFAULT["dim"], steps: int = 
         "ab_vs_probe": rates["ab"] / rates["probe"],
         "adam_vs_sgdm": rates["adam"] / rates["sgdm"],
         "sgdm_vs_probe_tiled": rates["sgdm"] / rates["probe_tiled"],
+        **{f"probe_{work}_vs_probe": rates[f"probe_{work}"] / rates["probe"] for work in PROBES[1:]},
+        "sgdm_vs_probe_sgdm": rates["sgdm"] / rates["probe_sgdm"],
+        "ab_vs_probe_ab": rates["ab"] / rates["probe_ab"],
         "sgdm_vs_numpy": rates["sgdm"] / rates["numpy"],
         **{f"{name}_vs_constant": rates[f"sgdm_{name}"] / rates["sgdm_constant"] for name in DELAYS if name != "constant"},
         "early_exit_efficiency": efficiency,

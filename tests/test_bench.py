@@ -2,6 +2,7 @@
 
 import json
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -53,3 +54,29 @@ def test_the_peer_benchmark_counts_the_same_steps_as_nqm(method, delay):
     peer = runpy.run_path(str(pathlib.Path(__file__).resolve().parents[1] / "scripts" / "bench_peer.py"))
     row = peer["case"](32, method, delay, 0.0, side=3, steps=1500, x64=True, repeat=1)
     assert row["cells"] == 9 and row["t_reached"] >= 5 and row["t_equal"] == 9 and row["t_max_difference"] == 0, row
+
+
+@pytest.mark.parametrize("tiled", [False, True], ids=["full-grid", "tiled"])
+@pytest.mark.parametrize("work", bench.PROBES)
+def test_each_probe_does_the_work_it_is_measured_for(work, tiled):
+    """The probes are what their ratios say — the heavy-ball update, each cell's crossing of the
+    target (a per-step loss), the gradient at the weights D steps old plus the step's noise, AB's
+    braking — against a numpy loop in float64, in either layout."""
+    lam = np.asarray(nqm.zhang(50).eigenvalues)
+    cells, steps = 16, 2000
+    fn, args = bench.probe(jnp.asarray(lam, jnp.float32), cells=cells, steps=steps, tiled=tiled, work=work)
+    w, v, crossed = (np.asarray(x) for x in fn(*args))
+    lr, momentum, noise = (np.asarray(a, np.float64) for a in args[2:])
+    rw, rv, rcrossed = np.ones((cells, lam.size)), np.zeros((cells, lam.size)), np.zeros((cells, 1), bool)
+    ring = [rw] * (bench.DELAY + 1)  # ring[-1] is w_t, ring[0] w_{t−D}
+    for t in range(steps):
+        g = lam * ring[0] + noise[t] if work in ("sgdm", "ab") else lam * rw
+        if work == "ab":
+            dot = lambda a, b: (a * b).sum(-1, keepdims=True)
+            g = g * (1 - 0.5 * dot(g, rv) / np.sqrt(dot(g, g) * dot(rv, rv) + 1e-12))
+        rv = momentum * rv + g
+        rw = rw - lr * rv
+        ring = ring[1:] + [rw]
+        rcrossed |= 0.5 * (lam * rw * rw).sum(-1, keepdims=True) < 0.01
+    np.testing.assert_allclose(w, rw, rtol=2e-4, atol=1e-5)
+    assert np.array_equal(crossed, rcrossed & (work != "update")) and (work == "update" or rcrossed.any())
