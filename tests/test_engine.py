@@ -163,6 +163,30 @@ def test_cell_result_does_not_depend_on_its_grid():
         np.testing.assert_array_equal(getattr(part, field), getattr(full, field)[pick])
 
 
+@pytest.mark.parametrize("method,extra,config", [
+    ("sgdm", {}, QUIET), ("ab", {"rho": 0.5}, QUIET), ("ab", {"rho": 1.5}, X64), ("adam", {}, QUIET),
+    ("lion", {}, QUIET), ("shifted", {}, dataclasses.replace(QUIET, chunk_steps=50)),
+], ids=["sgdm", "ab", "ab-x64", "adam", "lion", "shifted-short-chunks"])
+def test_noiseless_cells_alone_draw_no_noise_and_give_the_same_bits(method, extra, config, monkeypatch):
+    """A run whose cells are all noiseless draws no noise (σ·ξ is 0 whatever ξ): each cell has the
+    steps, status and loss it has beside a noisy cell, where the step's noise is drawn and scaled by 0
+    (over several chunks, all reading the same zeros)."""
+    lr, m = np.geomspace(0.02, 3, 12), np.tile([0.0, 0.5, 0.9], 4)
+    optimizer = make(method, delay=3)
+    given = {"lr": lr, "momentum": m, **{k: np.full(12, v) for k, v in extra.items()}}
+    hyper = {k: given.get(k, np.full(12, optimizer.hyper._field_defaults.get(k, 0.0))) for k in optimizer.hyper._fields}
+    cells = lambda sigma, pick: engine.Cells(optimizer, {k: v[pick] for k, v in hyper.items()}, sigma, delay=3)
+    draws = []
+    monkeypatch.setattr(engine.loop, "common_noise", lambda *a, draw=engine.loop.common_noise: draws.append(1) or draw(*a))
+    quiet = engine.simulate(PROBLEM, cells(np.zeros(12), slice(None)), config)
+    assert not draws
+    beside = engine.simulate(PROBLEM, cells(np.r_[np.zeros(12), 0.05], np.r_[np.arange(12), 0]), config)
+    assert draws
+    assert len(set(quiet.steps)) >= 8  # cells that stop at many different steps
+    for field in ("steps", "status", "loss"):
+        np.testing.assert_array_equal(getattr(quiet, field), getattr(beside, field)[:12])
+
+
 def test_same_seed_same_numbers_and_other_seed_differs():
     lr, m = np.geomspace(0.05, 1, 6), np.full(6, 0.5)
     a, b = (run("ab", {}, {"rho": 0.5}, 1, lr=lr, momentum=m, sigma=0.05, seed=7) for _ in range(2))

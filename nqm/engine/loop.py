@@ -34,6 +34,13 @@ def common_noise(seed, t0, model: Model, steps: int, mesh: Mesh):
     return jax.lax.with_sharding_constraint(noise[:steps], NamedSharding(mesh, PartitionSpec()))
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def no_noise(shape, dtype, mesh: Mesh):
+    """What :func:`common_noise` gives for noiseless cells to multiply by σ = 0: zeros of its shape
+    and layout, drawn from nothing (the same program then runs on them, so the same bits)."""
+    return jax.lax.with_sharding_constraint(jnp.zeros(shape, dtype), NamedSharding(mesh, PartitionSpec()))
+
+
 @functools.partial(jax.jit, static_argnums=0, donate_argnums=1)
 def advance(spec: Spec, cells: CellState, inputs: Inputs, model: Model, noise, schedule, row, t0, length, seed, limits) -> CellState:
     """Advance a batch of cells by up to ``length ≤ spec.chunk_steps`` steps from step ``t0``,
