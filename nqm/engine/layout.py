@@ -61,11 +61,12 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
     if config.block_cells is not None:
         block = config.block_cells
     elif devices[0].platform == "cpu":
-        # Blocks of 2..8 cells all compile to the same rounding (one cell, or larger blocks of small
-        # cells, compile differently), so the choice is speed alone: enough elements per step to
-        # amortise a step's fixed cost (tens of small kernels), few enough that XLA does not split a
-        # block's loops over the core pool the other device is using. A step touches a few vectors
-        # per cell (two rows of the history, however deep), so N alone sets it, never the grid.
+        # Enough elements per step to amortise a step's fixed cost (tens of small kernels), few
+        # enough that XLA does not split a block's loops over the core pool the other device is
+        # using. A step touches a few vectors per cell (two rows of the history, however deep), so N
+        # alone sets it, never the grid — nor how few cells a run has (a probe of 2 cells would run
+        # faster in blocks of 2): the block's size may change the rounding (AB at N = 2,000 in
+        # blocks of 2 and of 8 differs in the last bits; 4 and 8 agree, tests/test_engine.py).
         block = 2 ** int(math.log2(min(8, max(2, BLOCK_ELEMENTS // problem.dim))))
     else:  # accelerators: one vectorised block per device, as large as memory allows
         block = max(1, min(math.ceil(cells / count), fits // count))
