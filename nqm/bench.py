@@ -83,11 +83,12 @@ PROBES = ("update", "loss", "sgdm", "ab")  # the probe's work per step: see prob
 def probe(lam, cells: int, steps: int, tiled: bool, work: str = "update"):
     """The probe as ``(program, arguments)``: ``program(*arguments)`` runs ``steps`` steps of the
     fused momentum update on ``cells`` cells (lr 0.1–1, with delay 0.001–0.02; m 0.9, w₀ = 1) and
-    returns ``(w, v, crossed)``. ``work`` (one of :data:`PROBES`) is the update alone; ``"loss"``: with each cell's
-    loss every step and whether it fell below 0.01; ``"sgdm"``: the loss, a gradient read from a
-    ring of the last D + 1 weights (D = :data:`DELAY`) and noise σ√λ ⊙ ξ_t, one row per step shared
-    by the cells and drawn beforehand (as the engine draws a chunk's) — the least an exact first
-    passage of delayed noisy SGDM computes; ``"ab"``: that and AB's braking (ρ = 0.5)."""
+    returns ``(w, v, crossed)``. ``work`` (one of :data:`PROBES`) is the update alone; ``"loss"``:
+    with each cell's loss every step and whether it fell below 0.01; ``"sgdm"``: the loss, a
+    gradient read from a ring of the last D + 1 weights (D = :data:`DELAY`) and noise σ√λ ⊙ ξ_t, one
+    row per step shared by the cells and drawn beforehand (as the engine draws a chunk's) — the
+    least an exact first passage of delayed noisy SGDM computes; ``"ab"``: that and AB's braking
+    (ρ = 0.5)."""
     n, slots = lam.size, DELAY + 1
     delayed = work in ("sgdm", "ab")  # (at the engine's benchmark cells' lr: under delay 0.1–1 diverges)
     lr = (jnp.geomspace(0.001, 0.02, cells) if delayed else jnp.linspace(0.1, 1.0, cells)).astype(jnp.float32)[:, None]
