@@ -207,6 +207,22 @@ def _best_time(fn, repeats: int = 2):
     return best
 
 
+def ratios(rates: dict) -> dict:
+    """The ratios of the measured ``rates`` (element-steps/s by name) that the report prints and
+    the targets read."""
+    return {
+        "sgdm_vs_probe": rates["sgdm"] / rates["probe"],
+        "ab_vs_probe": rates["ab"] / rates["probe"],
+        "adam_vs_sgdm": rates["adam"] / rates["sgdm"],
+        "sgdm_vs_probe_tiled": rates["sgdm"] / rates["probe_tiled"],
+        **{f"probe_{work}_vs_probe": rates[f"probe_{work}"] / rates["probe"] for work in PROBES[1:]},
+        "sgdm_vs_probe_sgdm": rates["sgdm"] / rates["probe_sgdm"],
+        "ab_vs_probe_ab": rates["ab"] / rates["probe_ab"],
+        "sgdm_vs_numpy": rates["sgdm"] / rates["numpy"],
+        **{f"{name}_vs_constant": rates[f"sgdm_{name}"] / rates["sgdm_constant"] for name in DELAYS if name != "constant"},
+    }
+
+
 def main(cells: int = DEFAULT["cells"], dim: int = DEFAULT["dim"], steps: int = DEFAULT["steps"],
          quick: bool = False) -> dict:
     if quick:
@@ -235,24 +251,16 @@ def main(cells: int = DEFAULT["cells"], dim: int = DEFAULT["dim"], steps: int = 
     print(f"{'':<22}{'elem-steps/s':>14}{'vs probe':>10}")
     for name, rate in rates.items():
         print(f"{name:<22}{rate:>14.3e}{rate / rates['probe']:>10.3f}")
+    ratio = ratios(rates)
     print(f"what an exact first passage costs under XLA (the probes in the engine's layout): each cell's loss every "
-          f"step takes the update to {rates['probe_loss'] / rates['probe']:.2f}x the probe, the delay ring and noise to "
-          f"{rates['probe_sgdm'] / rates['probe']:.2f}x (nqm SGDM runs at {rates['sgdm'] / rates['probe_sgdm']:.2f}x "
-          f"that), AB's braking to {rates['probe_ab'] / rates['probe']:.2f}x (nqm AB: "
-          f"{rates['ab'] / rates['probe_ab']:.2f}x that)")
+          f"step takes the update to {ratio['probe_loss_vs_probe']:.2f}x the probe, the delay ring and noise to "
+          f"{ratio['probe_sgdm_vs_probe']:.2f}x (nqm SGDM runs at {ratio['sgdm_vs_probe_sgdm']:.2f}x that), AB's "
+          f"braking to {ratio['probe_ab_vs_probe']:.2f}x (nqm AB: {ratio['ab_vs_probe_ab']:.2f}x that)")
     print(f"early exit: {efficiency:.3f} of the computed cell-steps were useful; the run took "
           f"{1 / time_ratio:.2f}x the time of its useful work at the full-grid rate; {counts}")
     result = {
         **{f"{name}_elem_steps_per_s": rate for name, rate in rates.items()},
-        "sgdm_vs_probe": rates["sgdm"] / rates["probe"],
-        "ab_vs_probe": rates["ab"] / rates["probe"],
-        "adam_vs_sgdm": rates["adam"] / rates["sgdm"],
-        "sgdm_vs_probe_tiled": rates["sgdm"] / rates["probe_tiled"],
-        **{f"probe_{work}_vs_probe": rates[f"probe_{work}"] / rates["probe"] for work in PROBES[1:]},
-        "sgdm_vs_probe_sgdm": rates["sgdm"] / rates["probe_sgdm"],
-        "ab_vs_probe_ab": rates["ab"] / rates["probe_ab"],
-        "sgdm_vs_numpy": rates["sgdm"] / rates["numpy"],
-        **{f"{name}_vs_constant": rates[f"sgdm_{name}"] / rates["sgdm_constant"] for name in DELAYS if name != "constant"},
+        **ratio,
         "early_exit_efficiency": efficiency,
         "early_exit_time_ratio": time_ratio,
         "cells": cells, "dim": dim, "steps": steps, "long_steps": long_steps, "delay": DELAY, "noise": NOISE,
