@@ -24,7 +24,27 @@ def test_a_search_stopped_at_its_cell_limit_is_rerun_with_twice_the_cells():
     assert ds.attrs["max_cells"] == 140 and answer(ds)["t_star"] <= answer(short)["t_star"]
     # answered: it stopped on its tolerance, or twice the cells moved its answer by at most 2 × tol
     assert ds.attrs["stopped"] != "max_cells" or abs(1 - ds.attrs["best_steps"] / ds.attrs["half_steps"]) <= 0.02
-    assert ds.attrs["cells_total"] == answer(short)["cells"] + answer(ds)["cells"]
+    assert ds.attrs["cells_total"] == answer(ds)["cells"]  # the rerun ran only the cells past the first's limit
+
+
+def test_a_rerun_of_the_same_box_runs_only_its_new_cells_and_answers_as_a_fresh_search(monkeypatch):
+    """The rerun takes the first search's points instead of running them again (the rounds are the
+    same until its limit), so it runs only the cells past that limit — and its result, every point
+    and every answer, is the one a fresh search with twice the cells gives."""
+    box = dict(lr=(0.01, 8.0), momentum=(0.0, 0.9), **SMALL)
+    fresh = best("sgdm", max_cells=140, **box)
+    ran = []
+    run = nqm.jobs.Job.run
+    monkeypatch.setattr(nqm.jobs.Job, "run", lambda self, process, values, *a, **k: ran.append(np.size(values["lr"]))
+                        or run(self, process, values, *a, **k))
+    ds = answered_best("sgdm", max_cells=70, **box)
+    assert ds.attrs["attempts"] == 2 and sum(ran) == ds.attrs["cells_total"] == fresh.attrs["cells"]
+    for name in ("steps", "status", "loss", "median_steps", "robust_steps", "lr", "momentum", "round_number"):
+        if name in fresh.variables:
+            np.testing.assert_array_equal(ds[name].values, fresh[name].values)
+    assert {k: v for k, v in ds.attrs.items() if k in fresh.attrs} == fresh.attrs
+    with pytest.raises(nqm.NqmError, match="same search"):
+        best("sgdm", max_cells=140, reuse=best("sgdm", max_cells=70, **dict(box, max_steps=1000)), **box)
 
 
 def test_an_answer_on_the_box_edge_is_searched_again_in_a_wider_box():

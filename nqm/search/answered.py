@@ -63,7 +63,8 @@ def answered_best(method: str = "sgdm", *, attempts: int = ATTEMPTS, **search) -
     Returns:
       The last search's result, with attributes ``answered`` (1 or 0), ``miss`` (the reasons it still
       misses, ``"; "``-joined, empty when answered), ``attempts`` (the searches run) and
-      ``cells_total`` (the cells they ran together).
+      ``cells_total`` (the cells they ran together: a rerun of the same box runs only the cells past
+      the last one's limit).
     """
     from nqm.search.api import best  # here: judging a result needs no JAX, searching does
 
@@ -73,14 +74,17 @@ def answered_best(method: str = "sgdm", *, attempts: int = ATTEMPTS, **search) -
         wider = _widened(ds, search)
         if reasons == ["no point settled"] and wider == search:
             break  # nothing to widen: more cells of the same box rarely settle what none did
+        same = wider == search  # the same search with more cells: its points are the rerun's first ones
         key = "robust_best_steps" if ds.attrs["robust"] != "none" else "best_steps"
-        half = float(ds.attrs[key]) if wider == search else math.nan  # (another box: not the same search)
+        half = float(ds.attrs[key]) if same else math.nan  # (another box: not the same search)
         search = {**wider, "max_cells": GROWTH * int(ds.attrs["max_cells"]), "checkpoint": None}
         try:
-            ds = best(method, **search).assign_attrs(half_steps=half)
+            rerun = best(method, **search, reuse=ds if same else None).assign_attrs(half_steps=half)
         except NqmError:  # a widened box the method refuses: keep the last result, which misses
             break
-        attempt, cells = attempt + 1, cells + int(ds.attrs["cells"])
+        # (the same search's rerun holds every point of the last one, which it did not run again)
+        attempt, cells = attempt + 1, cells + int(rerun.attrs["cells"]) - (int(ds.attrs["cells"]) if same else 0)
+        ds = rerun
     reasons = misses(ds)
     return ds.assign_attrs(answered=int(not reasons), miss="; ".join(reasons), attempts=attempt, cells_total=cells)
 

@@ -65,7 +65,7 @@ import functools
 import numpy as np
 import xarray as xr
 
-from nqm import jobs
+from nqm import jobs, results
 from nqm.progress import bar as progress_bar
 from nqm.checkpoint import checked, discard_checkpoint, resume_search
 from nqm.errors import NqmError
@@ -77,7 +77,7 @@ from nqm.status import meaning
 def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_size=None, seeds: int = 1, seed: int = 0,
          robust: float | None = None, tol: float = 0.01, max_cells: int = 2000, expected: bool = False,
          problem=None, coarse: int | None = None, width: int = 1, patience: int = 3, checkpoint=None,
-         restart: bool = False, objective: str = "first", **options) -> xr.Dataset:
+         restart: bool = False, objective: str = "first", reuse: xr.Dataset | None = None, **options) -> xr.Dataset:
     """The smallest T (steps to the target) over a box of hyperparameters, by successive refinement.
 
     Args:
@@ -112,6 +112,11 @@ def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_s
         :func:`nqm.settling.stay_steps` for noiseless runs of the engine; with ``expected=True``,
         of the expected loss, with or without noise); a settled run that has none (its loss keeps
         coming back) counts as transient.
+      reuse: a result of this same search run with fewer ``max_cells`` (every other setting the
+        same, else one error line): its points are taken instead of evaluated again — the rounds
+        are the same until its limit, so the answer is the one a fresh search gives
+        (:func:`nqm.search.answered.answered_best` reruns a search that stopped at its cell limit
+        this way).
       **options: as :func:`nqm.sweep`: the method's hyperparameters and options and run settings
         (``target``, ``max_steps``, ``x64``, ``progress``, …); with ``expected=True``, ``bins``,
         ``dampening``, ``target``, ``max_steps``, ``diverge_factor``.
@@ -141,12 +146,13 @@ def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_s
     search = _Search.create(method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected,
                             problem, coarse, width, patience, options, objective, batch_size)
     checked(checkpoint, restart)
+    known = search.reused(reuse)
     with contextlib.ExitStack() as stack:
         if checkpoint is not None:
             stack.enter_context(lock(checkpoint))  # one search per checkpoint (and CLI output)
             if restart:
                 discard_checkpoint(checkpoint)
-        return search.run(checkpoint)
+        return search.run(checkpoint, known)
 
 
 @dataclasses.dataclass
@@ -184,9 +190,9 @@ class _Search:
         return cls(method, grid.names, grid.fixed, grid.axes, asked.seeds, asked.delta, asked.tol, grid.max_cells,
                    grid.coarse, asked.width, asked.patience, evaluate, attrs, asked.progress)
 
-    def run(self, checkpoint=None) -> xr.Dataset:
+    def run(self, checkpoint=None, known: dict | None = None) -> xr.Dataset:
         refine = Refinement(self)
-        kept = self._kept(checkpoint)
+        kept = {**(known or {}), **self._kept(checkpoint)}
         bar = progress_bar(self.progress, desc=f"best {self.method}", unit="cell")  # over the evaluated cells
         with bar:
             points, nudges = refine.coarse_grid(), None
@@ -206,8 +212,23 @@ class _Search:
     def _kept(self, checkpoint) -> dict:
         """``{point: (steps, status, loss) per seed}`` of every point the checkpoint holds (none without one)."""
         saved = None if checkpoint is None else resume_search(self.attrs, checkpoint)
-        if saved is None:
+        return {} if saved is None else self._values(saved)
+
+    def reused(self, result) -> dict:
+        """The points of ``result`` — this search's own result with fewer cells — as :meth:`_kept`
+        gives them (none for ``None``); its refinement runs the same rounds, so a rerun with more
+        cells evaluates only what lies past the first one's limit. Anything else is refused."""
+        if result is None:
             return {}
+        mine = {k: v for k, v in self.attrs.items() if k != "max_cells"}
+        different = results.difference(xr.Dataset(attrs={k: result.attrs.get(k) for k in mine}),
+                                       xr.Dataset(attrs=mine))
+        if different or "point" not in result.dims:
+            raise NqmError(f"reuse= takes a result of the same search (only max_cells may differ): {different}")
+        return self._values(result)
+
+    def _values(self, saved: xr.Dataset) -> dict:
+        """``{point: (steps, status, loss) per seed}`` of a search's result."""
         saved = saved.transpose("seed", "point")
         rows = zip(*(saved[n].values.tolist() for n in self.names))
         return {tuple(x): tuple(saved[v].values[:, j] for v in ("steps", "status", "loss")) for j, x in enumerate(rows)}
