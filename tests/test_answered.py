@@ -130,3 +130,62 @@ def test_sgdm_under_delay_is_found_in_no_more_cells_than_a_tenth_of_a_64_grid():
               max_steps=20_000, progress=False)
     found = answer(ds)
     assert found["cells"] <= 410 and found["t_star"] <= 441
+
+
+def _jobs():
+    small = dict(method="sgdm", lr=(0.05, 2.0), momentum=0.5, problem=nqm.zhang(10), max_steps=500, max_cells=40)
+    return {"a": dict(small, delay=0), "b": dict(small, delay=1)}
+
+
+def test_searches_another_live_process_claimed_are_left_to_it_and_read_when_it_finishes(tmp_path):
+    """Several processes may share a figure's checkpoint: a search another live process has claimed
+    is not run here; its outcome is read from the checkpoint once that process writes it."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from nqm.search import answers
+    checkpoint = str(tmp_path / "searches.json")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "searches.json.claims").write_text(json.dumps({"b": other.pid}))
+        theirs = {"t_star": 12345, "cells": 1}  # what the other process found (never computed here)
+
+        def finish():  # the other process writes its outcome and lets its claim go
+            with answers._locked(checkpoint):
+                done = json.loads(open(checkpoint).read()) if os.path.exists(checkpoint) else {}
+                done["b"] = {"asked": answers._describe(_jobs()["b"]), "outcome": theirs}
+                open(checkpoint, "w").write(json.dumps(done))
+            answers._claim(checkpoint, "b", release=True)
+
+        timer = threading.Timer(1.0, finish)
+        timer.start()
+        lines = []
+        found = answers.run(_jobs(), checkpoint=checkpoint, log=lines.append, wait=0.05)
+        timer.join()
+    finally:
+        other.kill()
+    assert found["b"] == theirs and found["a"]["t_star"] is not None
+    assert any(line.startswith("a:") for line in lines) and not any(line.startswith("b:") for line in lines)
+    assert any("waiting for 1 search" in line for line in lines)
+    assert not (tmp_path / "searches.json.claims").exists()  # every claim let go
+
+
+def test_a_claim_whose_process_died_is_taken_over(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from nqm.search import answers
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    checkpoint = tmp_path / "searches.json"
+    (tmp_path / "searches.json.claims").write_text(json.dumps({"a": dead.pid, "b": dead.pid}))
+    lines = []
+    found = answers.run(_jobs(), checkpoint=str(checkpoint), log=lines.append, wait=0.05)
+    assert sorted(line.split(":")[0] for line in lines) == ["a", "b"] and set(json.loads(checkpoint.read_text())) == {"a", "b"}
+    fresh = answers.run(_jobs(), log=lambda line: None)  # no checkpoint, no claims: the same outcomes
+    assert [{k: v for k, v in found[key].items() if k != "wall_seconds"} for key in "ab"] == \
+        [{k: v for k, v in fresh[key].items() if k != "wall_seconds"} for key in "ab"]

@@ -25,6 +25,7 @@ script's tiny size.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import io
@@ -120,8 +121,9 @@ class FigureScript:
                       "wall_seconds": round(time.perf_counter() - start, 1),
                       "options": {k: v for k, v in options.items() if k != "checkpoint"}}
             data_path = write_data(data, png, regime)
-            if self.checkpoint and os.path.exists(options["checkpoint"]):
-                os.remove(options["checkpoint"])
+            if self.checkpoint:
+                with contextlib.suppress(FileNotFoundError):  # (another process of the same script may have)
+                    os.remove(options["checkpoint"])
         data = read_data(data_path)
         fig = self.draw(data)
         write_figure(fig, png, self.dpi)
