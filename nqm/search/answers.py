@@ -261,16 +261,20 @@ def _claim(checkpoint: str, key: str, release: bool = False) -> bool:
             return False
         else:
             claims[key] = os.getpid()
-        path = checkpoint + ".claims"
         if claims:
-            write_bytes(path, (json.dumps(claims) + "\n").encode())
-        elif os.path.exists(path):
-            os.remove(path)
+            write_bytes(_claims_path(checkpoint), (json.dumps(claims) + "\n").encode())
+        elif os.path.exists(_claims_path(checkpoint)):
+            os.remove(_claims_path(checkpoint))
     return True
 
 
+def _claims_path(checkpoint: str) -> str:
+    return checkpoint + ".claims"
+
+
 def _claims(checkpoint: str) -> dict:
-    path = checkpoint + ".claims"
+    """``{key: pid}`` of the searches claimed (read under the checkpoint's lock)."""
+    path = _claims_path(checkpoint)
     return json.loads(open(path).read()) if os.path.exists(path) else {}
 
 
@@ -280,8 +284,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # it runs, as another user
+        pass
     return True
 
 
