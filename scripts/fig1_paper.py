@@ -12,8 +12,11 @@ Resumable: each method's sweep keeps its finished cells and its running cells' s
 figure's checkpoint (``figures/fig1_paper.nc.partial.sgdm`` and ``.ab``), so an interrupted run —
 Ctrl-C, SIGTERM, a lost session — resumes where it stopped, bit-identical; the compute time of
 every run that went into it is added up in ``….seconds`` beside them and recorded in the data.
+Started once per core, each process sweeps a method of its own (:mod:`nqm.sharing`) and the
+first to finish reads the other's from its checkpoint when it is done.
 
     python scripts/fig1_paper.py [--smoke] [--redraw]     (hours: see the README)
+    taskset -c 0 python scripts/fig1_paper.py & taskset -c 1 python scripts/fig1_paper.py
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import numpy as np  # noqa: E402
 
 from fig1_heatmaps import SIZES  # noqa: E402
 from nqm.plots.heatmap import draw_panels  # noqa: E402
+from nqm import sharing  # noqa: E402
 from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
 from nqm.status import REACHED, TRANSIENT, t_star  # noqa: E402
 
@@ -50,29 +54,33 @@ def compute(smoke, no_progress=False, checkpoint=None):
     grid = dict(lr=np.geomspace(0.01, 4.0, s["side"]), momentum=np.linspace(0.0, 0.98, s["side"]),
                 delay=[0, DELAY], noise=[0.0, NOISE], problem=nqm.zhang(s["dim"]), max_steps=s["max_steps"],
                 progress=not no_progress)
-    clock = checkpoint and f"{checkpoint}.seconds"
-    seconds = json.loads(Path(clock).read_text()) if clock and os.path.exists(clock) else {}
-    panels, tests = {}, {}
-    for method in METHODS:
+    panels, tests, clock = {}, {}, checkpoint and f"{checkpoint}.seconds"
+    for method in sharing.each(METHODS, checkpoint):  # started once per core, each core sweeps a method
         start = time.perf_counter()
         try:
             ds = nqm.sweep(method, checkpoint=checkpoint and f"{checkpoint}.{method}",
                            **grid, **({"rho": RHO} if method == "ab" else {}))
         finally:  # an interrupted run's time counts too
-            seconds[method] = seconds.get(method, 0.0) + time.perf_counter() - start
             if clock:
-                Path(clock).write_text(json.dumps(seconds))
+                _add_seconds(clock, method, time.perf_counter() - start)
         panels[method] = ds.squeeze("rho", drop=True) if "rho" in ds.dims else ds
         tests[f"settled_test_{method}"] = ds.attrs["settled_test"]
-    out = stack(panels, "method").assign_attrs(  # (the machine: each result's ``platform`` attribute)
+    seconds = _seconds(clock) if clock else {}
+    return stack({m: panels[m] for m in METHODS}, "method").assign_attrs(  # (the machine: each result's ``platform``)
         fig1_size="smoke" if smoke else "paper", rho=RHO, cores=len(os.sched_getaffinity(0)), **tests,
         **{f"compute_seconds_{m}": round(v, 1) for m, v in seconds.items()})
-    for path in (f"{checkpoint}.{m}{tail}" for m in METHODS for tail in ("", ".cells.npz")) if checkpoint else ():
-        if os.path.exists(path):
-            os.remove(path)
-    if clock and os.path.exists(clock):
-        os.remove(clock)
-    return out
+
+
+def _seconds(clock: str) -> dict:
+    """The compute time of every run that went into each method's sweep so far."""
+    return json.loads(Path(clock).read_text()) if os.path.exists(clock) else {}
+
+
+def _add_seconds(clock: str, method: str, seconds: float) -> None:
+    with sharing.locked(clock):  # several processes may add theirs
+        total = _seconds(clock)
+        total[method] = total.get(method, 0.0) + seconds
+        Path(clock).write_text(json.dumps(total))
 
 
 def first_passage(panel):

@@ -144,8 +144,8 @@ def test_searches_another_live_process_claimed_are_left_to_it_and_read_when_it_f
     import os
     import subprocess
     import sys
-    import threading
 
+    from nqm import sharing
     from nqm.search import answers
     checkpoint = str(tmp_path / "searches.json")
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -154,22 +154,25 @@ def test_searches_another_live_process_claimed_are_left_to_it_and_read_when_it_f
         theirs = {"t_star": 12345, "cells": 1}  # what the other process found (never computed here)
 
         def finish():  # the other process writes its outcome and lets its claim go
-            with answers._locked(checkpoint):
+            with sharing.locked(checkpoint):
                 done = json.loads(open(checkpoint).read()) if os.path.exists(checkpoint) else {}
                 done["b"] = {"asked": answers._describe(_jobs()["b"]), "outcome": theirs}
                 open(checkpoint, "w").write(json.dumps(done))
-            answers._claim(checkpoint, "b", release=True)
+            sharing._claim(checkpoint, "b", release=True)
 
-        timer = threading.Timer(1.0, finish)
-        timer.start()
         lines = []
-        found = answers.run(_jobs(), checkpoint=checkpoint, log=lines.append, wait=0.05)
-        timer.join()
+
+        def log(line):  # once this process waits for "b", the other one finishes it
+            lines.append(line)
+            if line.startswith("waiting"):
+                finish()
+
+        found = answers.run(_jobs(), checkpoint=checkpoint, log=log, wait=0.05)
     finally:
         other.kill()
     assert found["b"] == theirs and found["a"]["t_star"] is not None
     assert any(line.startswith("a:") for line in lines) and not any(line.startswith("b:") for line in lines)
-    assert any("waiting for 1 search" in line for line in lines)
+    assert any("waiting for 1 piece" in line for line in lines)
     assert not (tmp_path / "searches.json.claims").exists()  # every claim let go
 
 

@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime
+import glob
 import io
 import json
 import os
@@ -41,7 +42,7 @@ from typing import Any, Callable
 import numpy as np
 import xarray as xr
 
-from nqm import __version__
+from nqm import __version__, sharing
 from nqm.devices import use_every_core
 from nqm.errors import NqmError
 from nqm.io import check_writable, json_plain, load_dataset, save, write_bytes
@@ -113,17 +114,16 @@ class FigureScript:
         else:
             dests = [kw.get("dest", flag.lstrip("-").replace("-", "_")) for flag, kw in self.options.items()]
             options = {dest: getattr(args, dest) for dest in dests}
-            if self.checkpoint:
-                options["checkpoint"] = str(png.with_name(png.stem + ".nc.partial"))
-            start = time.perf_counter()
-            data = self.compute(smoke, **options)
-            regime = {"figure": self.name, "size": "smoke" if smoke else "full",
-                      "wall_seconds": round(time.perf_counter() - start, 1),
-                      "options": {k: v for k, v in options.items() if k != "checkpoint"}}
-            data_path = write_data(data, png, regime)
-            if self.checkpoint:
-                with contextlib.suppress(FileNotFoundError):  # (another process of the same script may have)
-                    os.remove(options["checkpoint"])
+            with contextlib.ExitStack() as stack:
+                if self.checkpoint:  # removed with the files beside it once the data is written
+                    options["checkpoint"] = partial = str(png.with_name(png.stem + ".nc.partial"))
+                    stack.enter_context(sharing.member(partial, clear=lambda: remove_checkpoint(partial)))
+                start = time.perf_counter()
+                data = self.compute(smoke, **options)
+                regime = {"figure": self.name, "size": "smoke" if smoke else "full",
+                          "wall_seconds": round(time.perf_counter() - start, 1),
+                          "options": {k: v for k, v in options.items() if k != "checkpoint"}}
+                data_path = write_data(data, png, regime)
         data = read_data(data_path)
         fig = self.draw(data)
         write_figure(fig, png, self.dpi)
@@ -131,6 +131,14 @@ class FigureScript:
         write_bytes(claims_path(png), _json({"figure": self.name, "data": data_path.name, "claims": numbers}))
         print(f"wrote {png} (drawn from {data_path}; claims in {claims_path(png).name})")
         return png
+
+
+def remove_checkpoint(path: str) -> None:
+    """Remove a figure's checkpoint and the files its pieces keep beside it (``PATH.*``), all but
+    the lock the caller holds."""
+    for file in [Path(path), *Path(path).parent.glob(glob.escape(Path(path).name) + ".*")]:
+        if file.is_file() and file.suffix != ".lock":
+            file.unlink()
 
 
 def claims_path(png: Path) -> Path:

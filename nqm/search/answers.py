@@ -22,7 +22,6 @@ The numbers kept per search (``outcome``):
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import math
@@ -33,7 +32,8 @@ import numpy as np
 import xarray as xr
 
 from nqm.errors import NqmError
-from nqm.io import check_writable, json_plain, lock, write_bytes
+from nqm import sharing
+from nqm.io import check_writable, json_plain, write_bytes
 from nqm.search.answered import misses
 from nqm.search.refine import Axis
 from nqm.status import REACHED
@@ -186,11 +186,10 @@ def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log
 
     With ``checkpoint`` (a JSON file), each finished search is written there at once, and a search
     already there with the same arguments is not run again: an interrupted run resumes. Several
-    processes may share one checkpoint (the same script started once per core): each claims a
-    search before running it (``CHECKPOINT.claims``, under a lock), leaves the searches other live
-    processes on this host have claimed to them, and once nothing is left to start, waits for them
-    (``wait`` seconds between looks). A search's outcome does not depend on who runs it.
-    ``points(key)``: whether to keep that search's evaluated points.
+    processes may share one checkpoint (the same script started once per core, :mod:`nqm.sharing`):
+    each claims a search before running it, leaves the searches other live processes hold to them,
+    and reads their outcomes once they let them go (``wait`` seconds between looks). A search's
+    outcome does not depend on who runs it. ``points(key)``: whether to keep that search's evaluated points.
 
     Args:
       jobs: ``{key: keyword arguments of nqm.best}``.
@@ -209,84 +208,33 @@ def run(jobs: dict, checkpoint: str | None = None, points=lambda key: False, log
 
     if checkpoint:
         check_writable(checkpoint)
-    results, asked, waiting = {}, {key: _describe(kwargs) for key, kwargs in jobs.items()}, None
-    while True:
-        done, taken = _shared(checkpoint)
-        results.update({k: done[k]["outcome"] for k in jobs if k in done and done[k].get("asked") == asked[k]})
-        free = [k for k in jobs if k not in results and k not in taken]
-        if not free:
-            if len(results) == len(jobs):
-                return {key: results[key] for key in jobs}
-            if waiting != len(jobs) - len(results):
-                waiting = len(jobs) - len(results)
-                log(f"waiting for {waiting} search(es) that another process runs")
-            time.sleep(wait)
+    results, asked = {}, {key: _describe(kwargs) for key, kwargs in jobs.items()}
+    for key in sharing.each(jobs, checkpoint, wait=wait, log=log):
+        done = _finished(checkpoint)
+        if key in done and done[key].get("asked") == asked[key]:
+            results[key] = done[key]["outcome"]  # finished before, here or by another process
             continue
-        key = free[0]
-        if checkpoint and not _claim(checkpoint, key):
-            continue  # another process took it meanwhile
         start = time.perf_counter()
-        try:
-            ds = answered_best(**{"progress": False, **jobs[key]})
-            found = outcome(ds, points=points(key))
-            found["wall_seconds"] = round(time.perf_counter() - start, 1)
-            results[key] = found
-            log(f"{key}: robust T*_best {found['robust_t_star']}, T*_best {found['t_star']}, {found['cells']} cells, "
-                f"{found['wall_seconds']} s")
-            if checkpoint:
-                with _locked(checkpoint):
-                    done = _read(checkpoint)
-                    done[key] = {"asked": asked[key], "outcome": found}
-                    write_bytes(checkpoint, (json.dumps(done) + "\n").encode())
-        finally:
-            if checkpoint:
-                _claim(checkpoint, key, release=True)
+        ds = answered_best(**{"progress": False, **jobs[key]})
+        found = outcome(ds, points=points(key))
+        found["wall_seconds"] = round(time.perf_counter() - start, 1)
+        results[key] = found
+        log(f"{key}: robust T*_best {found['robust_t_star']}, T*_best {found['t_star']}, {found['cells']} cells, "
+            f"{found['wall_seconds']} s")
+        if checkpoint:
+            with sharing.locked(checkpoint):
+                done = _read(checkpoint)
+                done[key] = {"asked": asked[key], "outcome": found}
+                write_bytes(checkpoint, (json.dumps(done) + "\n").encode())
+    return {key: results[key] for key in jobs}
 
 
-def _shared(checkpoint) -> tuple[dict, set]:
-    """The finished searches in ``checkpoint`` and the keys live processes have claimed (none without one)."""
+def _finished(checkpoint: str | None) -> dict:
+    """The finished searches in ``checkpoint`` (none without one)."""
     if not checkpoint:
-        return {}, set()
-    with _locked(checkpoint):
-        return _read(checkpoint), {k for k, pid in _claims(checkpoint).items() if _alive(pid)}
-
-
-def _claim(checkpoint: str, key: str, release: bool = False) -> bool:
-    """Claim ``key`` for this process (False: a live process holds it), or release it."""
-    with _locked(checkpoint):
-        claims = _claims(checkpoint)
-        if release:
-            claims.pop(key, None)
-        elif key in claims and claims[key] != os.getpid() and _alive(claims[key]):
-            return False
-        else:
-            claims[key] = os.getpid()
-        if claims:
-            write_bytes(_claims_path(checkpoint), (json.dumps(claims) + "\n").encode())
-        elif os.path.exists(_claims_path(checkpoint)):
-            os.remove(_claims_path(checkpoint))
-    return True
-
-
-def _claims_path(checkpoint: str) -> str:
-    return checkpoint + ".claims"
-
-
-def _claims(checkpoint: str) -> dict:
-    """``{key: pid}`` of the searches claimed (read under the checkpoint's lock)."""
-    path = _claims_path(checkpoint)
-    return json.loads(open(path).read()) if os.path.exists(path) else {}
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` (on this host) still runs."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it runs, as another user
-        pass
-    return True
+        return {}
+    with sharing.locked(checkpoint):
+        return _read(checkpoint)
 
 
 def _read(checkpoint: str) -> dict:
@@ -296,23 +244,6 @@ def _read(checkpoint: str) -> dict:
         return json.loads(open(checkpoint).read())
     except ValueError as exc:
         raise NqmError(f"cannot read the checkpoint {checkpoint} ({exc}); delete it to start over") from None
-
-
-@contextlib.contextmanager
-def _locked(checkpoint: str, patience: float = 60.0):
-    """:func:`nqm.io.lock` on the checkpoint, waiting up to ``patience`` seconds for another
-    process's turn (each holds it for a read or a write)."""
-    deadline = time.monotonic() + patience
-    with contextlib.ExitStack() as stack:
-        while True:
-            try:
-                stack.enter_context(lock(checkpoint))
-                break
-            except NqmError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        yield
 
 
 def answered(found) -> bool:

@@ -1,0 +1,70 @@
+"""Work shared by processes (nqm.sharing): the last to leave clears what they shared, an
+interrupted one leaves it to resume from, and a figure's checkpoint goes with the files beside it."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from nqm import sharing
+from nqm.plots.script import remove_checkpoint
+
+
+@pytest.fixture
+def other():
+    """Another live process on this host."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield process.pid
+    process.kill()
+    process.wait()
+
+
+def test_without_a_shared_file_every_key_comes_in_order():
+    assert list(sharing.each(["b", "a", "c"], None)) == ["b", "a", "c"]
+
+
+def test_keys_another_process_holds_come_last_once_it_lets_them_go(tmp_path, other):
+    path = str(tmp_path / "work.json")
+    (tmp_path / "work.json.claims").write_text(json.dumps({"a": other}))
+    lines = []
+
+    def log(line):  # the other process finishes "a" once this one waits for it
+        lines.append(line)
+        sharing._claim(path, "a", release=True)
+
+    assert list(sharing.each(["a", "b"], path, wait=0.01, log=log)) == ["b", "a"]
+    assert lines == ["waiting for 1 piece(s) of work that another process does"]
+    assert not (tmp_path / "work.json.claims").exists()
+
+
+def test_a_dead_process_claim_is_taken_over(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path = str(tmp_path / "work.json")
+    (tmp_path / "work.json.claims").write_text(json.dumps({"a": dead.pid}))
+    assert list(sharing.each(["a", "b"], path, log=pytest.fail)) == ["a", "b"]
+
+
+def test_only_the_last_member_to_leave_clears_and_an_interrupted_one_never_does(tmp_path, other):
+    path, cleared = str(tmp_path / "work.json"), []
+    (tmp_path / "work.json.members").write_text(json.dumps([other]))
+    with sharing.member(path, clear=lambda: cleared.append("with another")):
+        pass
+    assert cleared == [] and json.loads((tmp_path / "work.json.members").read_text()) == [other]
+    (tmp_path / "work.json.members").unlink()
+    with pytest.raises(KeyboardInterrupt), sharing.member(path, clear=lambda: cleared.append("interrupted")):
+        raise KeyboardInterrupt
+    assert cleared == []
+    with sharing.member(path, clear=lambda: cleared.append("last")):
+        assert json.loads((tmp_path / "work.json.members").read_text()) != []
+    assert cleared == ["last"] and not (tmp_path / "work.json.members").exists()
+
+
+def test_a_figure_checkpoint_goes_with_the_files_its_pieces_keep_and_nothing_else(tmp_path):
+    names = ["fig.nc.partial", "fig.nc.partial.sgdm", "fig.nc.partial.sgdm.cells.npz", "fig.nc.partial.seconds",
+             "fig.nc.partial.claims", "fig.nc.partialx", "fig.nc", "other.nc.partial"]
+    for name in names:
+        (tmp_path / name).write_text("x")
+    remove_checkpoint(str(tmp_path / "fig.nc.partial"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.nc", "fig.nc.partialx", "other.nc.partial"]
