@@ -11,15 +11,18 @@ what they shared, so that none removes files another is still reading.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import time
 from typing import Callable, Hashable, Iterable, Iterator
 
-from nqm.errors import NqmError
-from nqm.io import lock, write_bytes
+import numpy as np
 
-__all__ = ["each", "locked", "member"]
+from nqm.errors import NqmError
+from nqm.io import load_bytes, lock, to_bytes, write_bytes
+
+__all__ = ["each", "keep", "kept", "locked", "member"]
 
 
 def each(keys: Iterable[Hashable], path: str | None, wait: float = 30.0, log: Callable = print) -> Iterator:
@@ -54,6 +57,38 @@ def each(keys: Iterable[Hashable], path: str | None, wait: float = 30.0, log: Ca
         finally:
             _claim(path, key, release=True)
         pending.remove(key)
+
+
+def kept(path: str | None, key: str):
+    """The result kept under ``key`` in ``path`` (:func:`keep`), or ``None``."""
+    if not path or not os.path.exists(path):
+        return None
+    with locked(path):
+        data = _pieces(path).get(key)
+    return None if data is None else load_bytes(data, f"{key} in {path}")
+
+
+def keep(path: str | None, key: str, result):
+    """Add ``result`` (an xarray Dataset) to ``path`` under ``key`` (an npz of netCDF bytes, one per
+    finished piece; several processes may add theirs) and return it."""
+    if path:
+        with locked(path):
+            pieces = {**_pieces(path), key: to_bytes(result)}
+            buffer = io.BytesIO()
+            np.savez(buffer, **{k: np.frombuffer(v, np.uint8) for k, v in pieces.items()})
+            write_bytes(path, buffer.getvalue())
+    return result
+
+
+def _pieces(path: str) -> dict:
+    """``{key: bytes}`` of the pieces in ``path`` (read under its lock)."""
+    if not os.path.exists(path):
+        return {}
+    try:
+        with np.load(path) as saved:
+            return {k: saved[k].tobytes() for k in saved.files}
+    except (OSError, ValueError) as exc:
+        raise NqmError(f"cannot read {path} ({exc}); delete it to start over") from None
 
 
 @contextlib.contextmanager

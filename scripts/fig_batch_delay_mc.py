@@ -15,7 +15,7 @@ search that misses is run again with more cells and a wider box, and a batch siz
 exceed a smaller one's (less noise cannot need more steps) is searched again (``nqm scaling``); what
 still misses is a gap, never a value.
 
-    python scripts/fig_batch_delay_mc.py [--smoke] [--redraw]
+    python scripts/fig_batch_delay_mc.py [--smoke] [--redraw]     (once per core: see fig1_paper.py)
 """
 
 import sys
@@ -47,30 +47,31 @@ SIGMA, TARGET = 0.3, 0.01
 
 
 def compute(smoke, checkpoint=None):
-    """Each (delay, method) curve keeps its finished batch sizes in a file beside ``checkpoint`` (a
-    rerun resumes; removed once the figure's data is written)."""
-    import os
-
+    """Each (delay, method) curve is kept in ``checkpoint`` as it finishes, and the batch sizes of
+    the curve under way beside it, so a rerun resumes; started once per core, each process takes
+    curves of its own (:mod:`nqm.sharing`)."""
     import nqm
+    from nqm import sharing
     from nqm.search.scaling import scaling
 
     size = SMOKE if smoke else FULL
     methods = size.get("methods", list(METHODS))
+    curves = {}
+    for key in sharing.each([f"{m}.d{d}" for d in size["delays"] for m in methods], checkpoint):
+        m, delay = key.split(".d")
+        k = len(BOXES[m])
+        curves[key] = sharing.kept(checkpoint, key)
+        if curves[key] is None:
+            curves[key] = sharing.keep(checkpoint, key, scaling(
+                m, delay=int(delay), batch_size=size["sizes"], noise=SIGMA, problem=nqm.zhang(size["dim"]),
+                target=TARGET, max_steps=size["budget"], seeds=size["seeds"], max_cells=size["cells"][k],
+                coarse=size["coarse"][k], progress=False, **BOXES[m], checkpoint=checkpoint and f"{checkpoint}.{key}"))
     per_delay = {}
     for delay in size["delays"]:
-        found = {}
-        for m in methods:
-            k = len(BOXES[m])
-            found[m] = scaling(m, delay=delay, batch_size=size["sizes"], noise=SIGMA, problem=nqm.zhang(size["dim"]),
-                               target=TARGET, max_steps=size["budget"], seeds=size["seeds"], max_cells=size["cells"][k],
-                               coarse=size["coarse"][k], progress=False, **BOXES[m],
-                               checkpoint=checkpoint and f"{checkpoint}.{m}.d{delay}")
+        found = {m: curves[f"{m}.d{delay}"] for m in methods}
         critical = xr.DataArray([found[m].attrs["critical_batch_size"] for m in methods], dims="method")
         per_delay[delay] = stack({m: found[m][["steps", "steps_min", "steps_max", "perfect", "lr", "answered"]]
                                   for m in methods}, "method").assign(critical_batch_size=critical)
-    for delay, m in ((d, m) for d in size["delays"] for m in methods if checkpoint):
-        if os.path.exists(f"{checkpoint}.{m}.d{delay}"):
-            os.remove(f"{checkpoint}.{m}.d{delay}")
     first = found[methods[0]].attrs
     return stack(per_delay, "delay").assign_attrs(
         {k: first[k] for k in ("spectrum", "dim", "target", "max_steps", "evaluation", "seeds")}, noise=SIGMA,

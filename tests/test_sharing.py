@@ -68,3 +68,22 @@ def test_a_figure_checkpoint_goes_with_the_files_its_pieces_keep_and_nothing_els
         (tmp_path / name).write_text("x")
     remove_checkpoint(str(tmp_path / "fig.nc.partial"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.nc", "fig.nc.partialx", "other.nc.partial"]
+
+
+def test_finished_pieces_are_kept_whole_and_read_back_bit_for_bit(tmp_path):
+    import numpy as np
+    import xarray as xr
+
+    from nqm.errors import NqmError
+    path = str(tmp_path / "curves.partial")
+    curve = xr.Dataset({"steps": ("b", np.array([410.0, np.nan, 97.5]))}, attrs={"critical_batch_size": 12.5})
+    assert sharing.kept(path, "ab.d4") is None
+    sharing.keep(path, "sgdm.d4", curve * 2)
+    assert sharing.keep(path, "ab.d4", curve) is curve
+    for key, want in (("ab.d4", curve), ("sgdm.d4", curve * 2)):
+        back = sharing.kept(path, key)
+        assert back.steps.values.tobytes() == want.steps.values.tobytes() and back.attrs == want.attrs
+    assert sharing.kept(path, "ab.d16") is None
+    (tmp_path / "curves.partial").write_bytes(b"not a zip")
+    with pytest.raises(NqmError, match="delete it to start over"):
+        sharing.kept(path, "ab.d4")
