@@ -88,6 +88,7 @@ def test_figure_script_runs_at_smoke_size_and_redraws_from_its_data(script, tmp_
     claims_path = tmp_path / f"{script.stem}.claims.json"
     claims = json.loads(claims_path.read_text())
     assert claims["figure"] == script.stem and claims["data"] == data[0].name
+    assert not list(tmp_path.glob("*.partial*")), "the checkpoint and the files beside it are removed"
 
     monkeypatch.undo()  # the redraw runs in a fresh process, where importing JAX would show
     drawn = out.read_bytes()
