@@ -21,9 +21,11 @@ first to finish reads the other's from its checkpoint when it is done.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -39,6 +41,7 @@ import numpy as np  # noqa: E402
 from fig1_heatmaps import SIZES  # noqa: E402
 from nqm.plots.heatmap import draw_panels  # noqa: E402
 from nqm import sharing  # noqa: E402
+from nqm.io import write_bytes  # noqa: E402
 from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
 from nqm.status import REACHED, TRANSIENT, t_star  # noqa: E402
 
@@ -56,13 +59,9 @@ def compute(smoke, no_progress=False, checkpoint=None):
                 progress=not no_progress)
     panels, tests, clock = {}, {}, checkpoint and f"{checkpoint}.seconds"
     for method in sharing.each(METHODS, checkpoint):  # started once per core, each core sweeps a method
-        start = time.perf_counter()
-        try:
+        with _timed(clock, method):
             ds = nqm.sweep(method, checkpoint=checkpoint and f"{checkpoint}.{method}",
                            **grid, **({"rho": RHO} if method == "ab" else {}))
-        finally:  # an interrupted run's time counts too
-            if clock:
-                _add_seconds(clock, method, time.perf_counter() - start)
         panels[method] = ds.squeeze("rho", drop=True) if "rho" in ds.dims else ds
         tests[f"settled_test_{method}"] = ds.attrs["settled_test"]
     seconds = _seconds(clock) if clock else {}
@@ -76,11 +75,34 @@ def _seconds(clock: str) -> dict:
     return json.loads(Path(clock).read_text()) if os.path.exists(clock) else {}
 
 
-def _add_seconds(clock: str, method: str, seconds: float) -> None:
-    with sharing.locked(clock):  # several processes may add theirs
-        total = _seconds(clock)
-        total[method] = total.get(method, 0.0) + seconds
-        Path(clock).write_text(json.dumps(total))
+@contextlib.contextmanager
+def _timed(clock, method: str, every: float = 60.0):
+    """Add the time spent inside to ``clock`` every ``every`` seconds and at the end, so that an
+    interrupted run's time counts too (one killed outright loses at most ``every``)."""
+    last, stop = [time.perf_counter()], threading.Event()
+
+    def add():
+        now = time.perf_counter()
+        with sharing.locked(clock):  # several processes may add theirs
+            total = _seconds(clock)
+            total[method] = total.get(method, 0.0) + now - last[0]
+            write_bytes(clock, json.dumps(total).encode())
+        last[0] = now
+
+    def tick():
+        while not stop.wait(every):
+            add()
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    if clock:
+        ticker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if clock:
+            ticker.join()
+            add()
 
 
 def first_passage(panel):

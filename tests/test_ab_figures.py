@@ -135,3 +135,24 @@ def test_rho_searches_share_one_regime_and_braking_pays_under_delay():
     claims = script.claims(data)
     assert np.isfinite(claims["d4_s0.05_speedup"]) and claims["d4_s0.05_best_rho"] in size["rhos"] + [0.707, 1.41]
     assert claims["d4_s0.05_within_lo"] <= claims["d4_s0.05_best_rho"] <= claims["d4_s0.05_within_hi"]
+
+
+def test_fig1_paper_counts_the_time_of_a_run_as_it_goes_and_of_one_interrupted(tmp_path):
+    """The paper-scale figure runs for hours over several sessions: its clock gains each run's time
+    while the run goes (a run killed outright loses at most one tick) and when it is interrupted."""
+    import json
+    import time
+
+    script, clock = _script("fig1_paper"), str(tmp_path / "fig.seconds")
+    with pytest.raises(KeyboardInterrupt), script._timed(clock, "ab", every=0.05):
+        deadline = time.monotonic() + 5
+        while "ab" not in (json.loads(open(clock).read()) if (tmp_path / "fig.seconds").exists() else {}):
+            assert time.monotonic() < deadline, "no tick while the run went"
+            time.sleep(0.01)
+        time.sleep(0.2)
+        raise KeyboardInterrupt
+    spent = json.loads(open(clock).read())["ab"]
+    with script._timed(clock, "sgdm", every=60):
+        time.sleep(0.1)
+    total = json.loads(open(clock).read())
+    assert spent >= 0.2 and total["ab"] == spent and total["sgdm"] >= 0.1
