@@ -87,3 +87,42 @@ def test_finished_pieces_are_kept_whole_and_read_back_bit_for_bit(tmp_path):
     (tmp_path / "curves.partial").write_bytes(b"not a zip")
     with pytest.raises(NqmError, match="delete it to start over"):
         sharing.kept(path, "ab.d4")
+
+
+TOY = '''
+import sys, time
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import xarray as xr
+from nqm import sharing
+from nqm.plots.script import FigureScript
+
+def compute(smoke, checkpoint=None):
+    done = {}
+    for key in sharing.each(["a", "b", "c", "d"], checkpoint, wait=0.05):
+        found = sharing.kept(checkpoint, key)
+        if found is None:  # a piece takes a while, so that both processes have some
+            time.sleep(0.5)
+            with open(sys.argv[-1], "a") as log:
+                log.write(key + "\\n")
+            found = sharing.keep(checkpoint, key, xr.Dataset({"x": ("i", [float(ord(key))])}))
+        done[key] = float(found.x.values[0])
+    return {"values": done}
+
+main = FigureScript("toy", compute, lambda data: plt.figure(), checkpoint=True).main
+raise SystemExit(main(sys.argv[1:-1]))
+'''
+
+
+def test_a_figure_started_twice_does_each_piece_once_and_both_write_it_whole(tmp_path):
+    """Two processes of one figure script: every piece is done by exactly one of them, each
+    writes the whole figure, and the checkpoint goes only when the last one is done (a process
+    that cleared it early would make the other redo a piece)."""
+    script, log, png = tmp_path / "toy.py", tmp_path / "done.log", tmp_path / "toy.png"
+    script.write_text(TOY)
+    runs = [subprocess.Popen([sys.executable, str(script), "--out", str(png), str(log)]) for _ in range(2)]
+    assert [run.wait(timeout=300) for run in runs] == [0, 0]
+    assert sorted(log.read_text().split()) == ["a", "b", "c", "d"]
+    assert json.loads((tmp_path / "toy.json").read_text())["values"] == {k: float(ord(k)) for k in "abcd"}
+    assert not list(tmp_path.glob("*.partial*"))
