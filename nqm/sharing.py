@@ -116,16 +116,11 @@ def member(path: str, clear: Callable[[], None]):
 
 
 def _members(path: str) -> set:
-    members = path + ".members"
-    return set(json.loads(open(members).read())) if os.path.exists(members) else set()
+    return set(_load(path + ".members", []))
 
 
 def _write_members(path: str, pids: set) -> None:
-    members = path + ".members"
-    if pids:
-        write_bytes(members, (json.dumps(sorted(pids)) + "\n").encode())
-    elif os.path.exists(members):
-        os.remove(members)
+    _store(path + ".members", sorted(pids))
 
 
 @contextlib.contextmanager
@@ -165,21 +160,26 @@ def _claim(path, key, release: bool = False) -> bool:
             return False
         else:
             claims[key] = os.getpid()
-        if claims:
-            write_bytes(_claims_path(path), (json.dumps(claims) + "\n").encode())
-        elif os.path.exists(_claims_path(path)):
-            os.remove(_claims_path(path))
+        _store(path + ".claims", claims)
     return True
-
-
-def _claims_path(path: str) -> str:
-    return path + ".claims"
 
 
 def _claims(path: str) -> dict:
     """``{key: pid}`` of the keys claimed (read under ``path``'s lock)."""
-    claims = _claims_path(path)
-    return json.loads(open(claims).read()) if os.path.exists(claims) else {}
+    return _load(path + ".claims", {})
+
+
+def _load(file: str, empty):
+    """The JSON value in ``file`` (``empty`` where there is none)."""
+    return json.loads(open(file).read()) if os.path.exists(file) else empty
+
+
+def _store(file: str, value) -> None:
+    """Write ``value`` to ``file`` as JSON, or remove the file when ``value`` is empty."""
+    if value:
+        write_bytes(file, (json.dumps(value) + "\n").encode())
+    elif os.path.exists(file):
+        os.remove(file)
 
 
 def _alive(pid: int) -> bool:

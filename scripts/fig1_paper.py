@@ -39,9 +39,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from fig1_heatmaps import SIZES  # noqa: E402
-from nqm.plots.heatmap import draw_panels  # noqa: E402
 from nqm import sharing  # noqa: E402
 from nqm.io import write_bytes  # noqa: E402
+from nqm.plots.heatmap import draw_panels  # noqa: E402
 from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
 from nqm.status import REACHED, TRANSIENT, t_star  # noqa: E402
 

@@ -31,8 +31,8 @@ import time
 import numpy as np
 import xarray as xr
 
-from nqm.errors import NqmError
 from nqm import sharing
+from nqm.errors import NqmError
 from nqm.io import check_writable, json_plain, write_bytes
 from nqm.search.answered import misses
 from nqm.search.refine import Axis
