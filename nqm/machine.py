@@ -1,6 +1,7 @@
 """What a result's last bits depend on beyond its settings: the versions of the numeric libraries,
 the CPU and the XLA flags (XLA:CPU and numpy pick kernels per CPU: vector width, FMA contraction,
-reduction order). Recorded in every result (attribute ``platform``), never part of its identity:
+reduction order), and the accelerator where one ran the cells (a GPU's kernels round differently
+again). Recorded in every result (attribute ``platform``), never part of its identity:
 the same settings on another machine are the same computation, equal within rounding.
 No JAX is imported here: the versions come from the installed packages' metadata.
 """
@@ -32,12 +33,25 @@ def describe() -> dict:
     return fields
 
 
-def summary() -> str:
-    """:func:`describe` in one line, as results record it."""
+def summary(devices=()) -> str:
+    """:func:`describe` in one line, as results record it; with the JAX ``devices`` that ran the
+    cells, an accelerator among them is named at the end (e.g. ``"; gpu: 1 x NVIDIA H200"``)."""
     d = describe()
     versions = ", ".join(f"{name} {d[name]}" for name in LIBRARIES)
     flags = "; ".join(f"{k}={d[k]}" for k in ("xla_flags", "npy_disable_cpu_features") if d[k])
-    return f"{d['machine']} {d['cpu_vendor']} '{d['cpu_model']}' {d['cpu_isa']}; {versions}" + (f"; {flags}" if flags else "")
+    line = f"{d['machine']} {d['cpu_vendor']} '{d['cpu_model']}' {d['cpu_isa']}; {versions}" + (f"; {flags}" if flags else "")
+    return line + "".join(f"; {kind}" for kind in accelerators(devices))
+
+
+def accelerators(devices) -> list[str]:
+    """The accelerators among JAX ``devices``, one entry per platform and model, e.g.
+    ``["gpu: 1 x NVIDIA H200"]`` (empty on CPU: the CPU is already described)."""
+    counts = {}
+    for device in devices:
+        if device.platform != "cpu":
+            key = f"{device.platform}: %d x {device.device_kind}"
+            counts[key] = counts.get(key, 0) + 1
+    return [key % count for key, count in counts.items()]
 
 
 def vector_isa(info: dict) -> str | None:

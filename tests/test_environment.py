@@ -42,3 +42,14 @@ def test_every_result_records_its_platform_outside_its_identity():
     other = ds.copy()
     other.attrs["platform"] = "elsewhere"
     assert results.difference(ds, other) is None  # a checkpoint resumes on another machine
+
+
+def test_a_result_made_on_an_accelerator_names_it_and_a_cpu_result_is_unchanged():
+    from types import SimpleNamespace
+
+    gpu = [SimpleNamespace(platform="gpu", device_kind="NVIDIA H200")] * 2
+    cpus = [SimpleNamespace(platform="cpu", device_kind="cpu")] * 2
+    assert machine.summary(gpu) == machine.summary() + "; gpu: 2 x NVIDIA H200"
+    assert machine.summary(cpus) == machine.summary()
+    assert machine.accelerators(gpu + [SimpleNamespace(platform="tpu", device_kind="TPU v5")]) == [
+        "gpu: 2 x NVIDIA H200", "tpu: 1 x TPU v5"]
