@@ -1,6 +1,10 @@
 """The benchmark runs and reports what it promises (its numbers are read by people, not asserted)."""
 
 import json
+import os
+import pathlib
+import subprocess
+import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -48,7 +52,6 @@ def test_the_engine_rate_runs_every_registered_method(method):
 def test_the_peer_benchmark_counts_the_same_steps_as_nqm(method, delay):
     """scripts/bench_peer.py times nqm against a plain JAX/optax implementation; its comparison
     means something only if both run the same dynamics: in float64, the same T in every cell."""
-    import pathlib
     import runpy
 
     peer = runpy.run_path(str(pathlib.Path(__file__).resolve().parents[1] / "scripts" / "bench_peer.py"))
@@ -80,3 +83,17 @@ def test_each_probe_does_the_work_it_is_measured_for(work, tiled):
         rcrossed |= 0.5 * (lam * rw * rw).sum(-1, keepdims=True) < 0.01
     np.testing.assert_allclose(w, rw, rtol=2e-4, atol=1e-5)
     assert np.array_equal(crossed, rcrossed & (work != "update")) and (work == "update" or rcrossed.any())
+
+
+def test_the_gpu_check_script_runs_its_panels_at_smoke_size(tmp_path):
+    """scripts/gpu_check.sh (what made figures/gpu_h200/) at its smoke size, on the CPU."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    done = subprocess.run(["bash", str(root / "scripts" / "gpu_check.sh"), str(tmp_path), "300", "smoke"],
+                          env={**os.environ, "PYTHON": sys.executable}, cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = (tmp_path / "log.txt").read_text()
+    assert "panel first_passage: exit 0" in log and "panel settled: exit 0" in log
+    first, settled = (nqm.load(tmp_path / f"panel_{mode}.nc") for mode in ("first_passage", "settled"))
+    assert (first.attrs["first_passage"], settled.attrs["first_passage"]) == (1, 0)
+    assert first.sizes["lr"] == first.sizes["momentum"] == 3 and first.attrs["dim"] == 50
+    assert not (first.status == 2).any()  # a first passage is never "transient"

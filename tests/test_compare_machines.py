@@ -1,0 +1,66 @@
+"""scripts/compare_machines.py: the same sweep from two machines, cell by cell; and the committed
+GPU-against-CPU comparison (figures/gpu_h200/) is what its data says."""
+
+import json
+import pathlib
+import runpy
+
+import pytest
+
+import nqm
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SCRIPT = runpy.run_path(str(ROOT / "scripts" / "compare_machines.py"))
+GPU = ROOT / "figures" / "gpu_h200"
+
+
+@pytest.fixture(scope="module")
+def result():
+    return nqm.sweep("sgdm", lr=[0.1, 0.5, 1.5], momentum=[0.0, 0.5], delay=[0, 2], noise=[0.0, 0.1],
+                     problem=nqm.zhang(20), max_steps=400, progress=False)
+
+
+def test_a_result_agrees_with_itself_and_a_changed_cell_shows(result):
+    rows = SCRIPT["compare"](result, result.copy(deep=True))
+    assert len(rows) == 4 and all(r["same_status"] == r["cells"] == 6 for r in rows)
+    assert all(r["same_t"] == r["reached_both"] and r["max_abs_dt"] == 0 for r in rows)
+    assert sum(r["reached_both"] for r in rows) > 0
+    other = result.copy(deep=True)
+    reached = (other.status.values >= 1).nonzero()
+    first = tuple(i[0] for i in reached)
+    other.steps.values[first] += 7
+    other.status.values[tuple(i[-1] for i in reached)] = -1
+    changed = SCRIPT["compare"](result, other)
+    assert sum(r["cells"] - r["same_status"] for r in changed) == 1
+    assert max(r["max_abs_dt"] for r in changed) == 7
+
+
+def test_a_panel_cut_out_of_a_larger_sweep_compares_with_it(result):
+    panel = nqm.sweep("sgdm", lr=[0.1, 0.5, 1.5], momentum=[0.0, 0.5], delay=2, noise=0.1, problem=nqm.zhang(20),
+                      max_steps=400, progress=False)
+    (row,) = SCRIPT["compare"](result, panel)
+    assert (row["delay"], row["noise"], row["same_status"], row["max_abs_dt"]) == (2, 0.1, 6, 0)
+
+
+def test_another_computation_is_refused_in_one_line(result, tmp_path, capsys):
+    other = nqm.sweep("nesterov", lr=[0.1, 0.5, 1.5], momentum=[0.0, 0.5], problem=nqm.zhang(20), max_steps=400,
+                      progress=False)
+    with pytest.raises(nqm.NqmError, match="not the same computation"):
+        SCRIPT["compare"](result, other)
+    nqm.save(result, tmp_path / "a.nc")
+    nqm.save(other, tmp_path / "b.nc")
+    assert SCRIPT["main"]([str(tmp_path / "a.nc"), str(tmp_path / "b.nc")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_the_committed_gpu_comparison_is_its_data_and_every_verdict_and_t_agrees():
+    committed = json.loads((GPU / "agreement.json").read_text())
+    recomputed = []
+    for pair in dict.fromkeys((row["a"], row["b"]) for row in committed):
+        a, b = (nqm.load(GPU / name) for name in pair)
+        recomputed += [{"a": pair[0], "b": pair[1], "method": a.attrs["method"], **row}
+                       for row in SCRIPT["compare"](a, b)]
+    assert recomputed == committed
+    assert all(r["same_status"] == r["cells"] and r["same_t"] == r["reached_both"] for r in committed)
+    for row in committed:  # two machines: the GPU's host and the CPU that ran its counterpart
+        assert nqm.load(GPU / row["a"]).attrs["platform"] != nqm.load(GPU / row["b"]).attrs["platform"]
