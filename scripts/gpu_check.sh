@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # nqm on an accelerator, in one go: the machine, `nqm bench` at its default size, then one panel of
 # Figure 1 at the paper's scale (AB, rho = 0.5, D = 4, sigma = 0.05, 32 x 32 lr x momentum, N = 10^4,
-# 500,000 steps) by first passage and settled, each timed. Every result lands in OUTDIR.
+# 500,000 steps) by first passage and settled, each timed, and the same panel in the automatic blocks
+# against one block of all its cells (scripts/bench_blocks.py). Every result lands in OUTDIR.
 #
 #   bash scripts/gpu_check.sh OUTDIR [SECONDS] [SIZE]
 #
@@ -27,3 +28,5 @@ for mode in first_passage settled; do
       --out "$out/panel_$mode.nc" --force 2> "$out/panel_$mode.log"
   echo "panel $mode: exit $? after $((SECONDS - start)) s"; tail -c 600 "$out/panel_$mode.log"; echo
 done
+size=""; [ -n "$smoke" ] && size=--smoke
+timeout "$(left)" $py scripts/bench_blocks.py $size --out "$out"

@@ -97,3 +97,5 @@ def test_the_gpu_check_script_runs_its_panels_at_smoke_size(tmp_path):
     assert (first.attrs["first_passage"], settled.attrs["first_passage"]) == (1, 0)
     assert first.sizes["lr"] == first.sizes["momentum"] == 3 and first.attrs["dim"] == 50
     assert not (first.status == 2).any()  # a first passage is never "transient"
+    row = json.loads(log.strip().splitlines()[-1])  # scripts/bench_blocks.py's: the same cells in any blocks
+    assert row["cells"] == 16 and row["same_status"] == row["same_t"] == 16

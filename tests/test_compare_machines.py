@@ -64,3 +64,10 @@ def test_the_committed_gpu_comparison_is_its_data_and_every_verdict_and_t_agrees
     assert all(r["same_status"] == r["cells"] and r["same_t"] == r["reached_both"] for r in committed)
     for row in committed:  # two machines: the GPU's host and the CPU that ran its counterpart
         assert nqm.load(GPU / row["a"]).attrs["platform"] != nqm.load(GPU / row["b"]).attrs["platform"]
+
+
+def test_the_gpu_panel_in_128_cell_blocks_is_the_one_block_panel():
+    """On the H200, Figure 1's AB panel in the blocks an accelerator now gets (128 cells at N = 10⁴)
+    against one block of all its cells: every status and T the same."""
+    (row,) = SCRIPT["compare"](nqm.load(GPU / "ab_d4_first_passage_blocks128.nc"), nqm.load(GPU / "ab_d4_first_passage.nc"))
+    assert row["same_status"] == row["cells"] == 1024 and row["same_t"] == row["reached_both"] == 480

@@ -353,3 +353,15 @@ def test_a_chunk_of_common_noise_is_held_to_the_memory_budget():
                                                                  chunk_steps=layout.spec.chunk_steps))
     for name in ("steps", "status", "loss"):
         np.testing.assert_array_equal(getattr(capped, name), getattr(chosen, name))
+
+
+def test_blocks_fit_the_cache_on_cpu_and_about_a_million_elements_on_an_accelerator():
+    """CPU blocks depend on N alone (2 cells at N = 10⁴, 8 at N ≤ 4,096), never on the grid; an
+    accelerator's hold at least 2²⁰ elements (128 cells at N = 10⁴: finished cells are repacked away)
+    unless the grid or the memory holds fewer."""
+    from nqm.engine.layout import block_size
+
+    assert [block_size("cpu", n, 1000, 10**6) for n in (10_000, 4096, 100)] == [2, 8, 8]
+    assert block_size("cpu", 10_000, 1, 10**6) == 2
+    assert [block_size("gpu", n, 10**5, 10**6) for n in (10_000, 1000, 2**20, 2**22)] == [128, 2048, 1, 1]
+    assert block_size("gpu", 10_000, 40, 10**6) == 40 and block_size("gpu", 10_000, 1024, 16) == 16

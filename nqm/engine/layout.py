@@ -28,6 +28,10 @@ from nqm.validate import format_bytes
 
 
 BLOCK_ELEMENTS = 2**15  # elements per cache block on CPU (measured: N = 10⁴ runs best in 2-cell blocks, N ≤ 4096 in 8)
+# Elements per block on an accelerator: enough to fill it, few enough that finished cells are repacked
+# away (measured on one H200: Figure 1's AB panel, N = 10⁴, runs 1.9× faster in 128-cell blocks than in
+# one block of all 1,024 cells, which carries every finished cell to the last one's step; the same T).
+ACCELERATOR_BLOCK_ELEMENTS = 2**20
 
 
 class Layout(NamedTuple):
@@ -58,18 +62,8 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
         budget = count * limit / 2 if limit else 4 * 2**30
     # Compaction may hold two copies of the state for a moment: count it twice.
     fits = int(budget // (2 * cell_bytes))
-    if config.block_cells is not None:
-        block = config.block_cells
-    elif devices[0].platform == "cpu":
-        # Enough elements per step to amortise a step's fixed cost (tens of small kernels), few
-        # enough that XLA does not split a block's loops over the core pool the other device is
-        # using. A step touches a few vectors per cell (two rows of the history, however deep), so N
-        # alone sets it, never the grid — nor how few cells a run has (a probe of 2 cells would run
-        # faster in blocks of 2): the block's size may change the rounding (AB at N = 2,000 in
-        # blocks of 2 and of 8 differs in the last bits; 4 and 8 agree, tests/test_engine.py).
-        block = 2 ** int(math.log2(min(8, max(2, BLOCK_ELEMENTS // problem.dim))))
-    else:  # accelerators: one vectorised block per device, as large as memory allows
-        block = max(1, min(math.ceil(cells / count), fits // count))
+    block = config.block_cells if config.block_cells is not None else block_size(
+        devices[0].platform, problem.dim, math.ceil(cells / count), fits // count)
     if block < 1:
         raise NqmError(f"block_cells must be >= 1, got {block}")
     unit = count * block
@@ -91,6 +85,25 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
     spec = Spec(optimizer, int(history.slots), bool(history.by_worker), chunk, block, bool(config.independent_noise),
                 mesh, record, summaries, stride, bool(settle))
     return Layout(spec, batch, group, NamedSharding(mesh, PartitionSpec(CELLS)))
+
+
+def block_size(platform: str, dim: int, per_device: int, fits: int) -> int:
+    """Cells a device advances together in one block, on ``platform`` ("cpu" or an accelerator's),
+    for cells of ``dim`` elements, ``per_device`` cells to run on each device and room for ``fits``.
+
+    On CPU: enough elements per step to amortise a step's fixed cost (tens of small kernels), few
+    enough that XLA does not split a block's loops over the core pool the other device is using. A
+    step touches a few vectors per cell (two rows of the history, however deep), so N alone sets it,
+    never the grid — nor how few cells a run has (a probe of 2 cells would run faster in blocks of
+    2): the block's size may change the rounding (AB at N = 2,000 in blocks of 2 and of 8 differs in
+    the last bits; 4 and 8 agree, tests/test_engine.py). On an accelerator: the fewest cells, a
+    power of two, that hold :data:`ACCELERATOR_BLOCK_ELEMENTS` elements, fewer where the grid or the
+    memory holds fewer.
+    """
+    if platform == "cpu":
+        return 2 ** int(math.log2(min(8, max(2, BLOCK_ELEMENTS // dim))))
+    filled = 2 ** math.ceil(math.log2(max(1.0, ACCELERATOR_BLOCK_ELEMENTS / dim)))
+    return max(1, min(filled, per_device, fits))
 
 
 def put(tree, sharding):
