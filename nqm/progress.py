@@ -1,11 +1,14 @@
 """Progress bars wherever the user is: a widget in a Jupyter kernel (text there when ipywidgets is
-missing), text on a terminal, and none in a log or on CI (stderr neither a terminal nor a kernel)
-or when a run asks for quiet (``progress=False``, ``--quiet``). Every bar of nqm comes from here."""
+missing), text on a terminal, and in a log (stderr neither a terminal nor a kernel: a batch job, a
+background run, CI) one line every :data:`LOG_EVERY` seconds, none for a bar that ends sooner; none
+when a run asks for quiet (``progress=False``, ``--quiet``). Every bar of nqm comes from here."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+
+LOG_EVERY = 60.0  # seconds between a bar's lines in a log (the first comes after as long)
 
 
 def in_kernel() -> bool:
@@ -35,5 +38,29 @@ def bar(enabled: bool = True, **options):
         from tqdm.notebook import tqdm
     else:
         from tqdm import tqdm
-    disable = True if not enabled else (False if kernel else None)
-    return tqdm(disable=disable, dynamic_ncols=True, **options)
+    if enabled and not kernel and not _terminal(sys.stderr):
+        return tqdm(file=_Lines(sys.stderr), mininterval=LOG_EVERY, maxinterval=LOG_EVERY, delay=LOG_EVERY, ascii=True,
+                    **options)
+    return tqdm(disable=not enabled, dynamic_ncols=True, **options)
+
+
+def _terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no such method, or closed
+        return False
+
+
+class _Lines:
+    """A log's view of a text bar: each redraw a line of its own (a terminal redraws in place)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        line = text.replace("\r", "").strip()
+        if line:
+            self.stream.write(line + "\n")
+
+    def flush(self) -> None:
+        self.stream.flush()

@@ -1,6 +1,6 @@
 """Progress wherever the user is: a sweep run in a real Jupyter kernel shows its bar in the cell's
-output (a widget, or text where ipywidgets is missing); a quiet run and a run whose stderr is a
-log show none."""
+output (a widget, or text where ipywidgets is missing); a run whose stderr is a log prints a line a
+while, none when it ends sooner; a quiet run shows none."""
 
 import os
 import pathlib
@@ -43,10 +43,22 @@ def test_a_sweep_in_a_kernel_shows_its_bar_and_a_quiet_one_none(tmp_path, monkey
     assert not _bars(outputs[[i for i, o in enumerate(outputs) if o.get("name") == "stdout"][0] + 1:])
 
 
-def test_outside_a_kernel_a_bar_is_shown_only_on_a_terminal(capsys):
-    assert not progress.in_kernel()
-    with progress.bar(total=3, desc="cells") as shown:  # stderr is captured: not a terminal
-        shown.update(3)
+def test_in_a_log_a_bar_prints_a_line_a_while_and_nothing_when_short_or_quiet(capsys, monkeypatch):
+    import time
+
+    assert not progress.in_kernel()  # and stderr is captured: a log, not a terminal
+    with progress.bar(total=3, desc="cells") as short:
+        short.update(3)
     with progress.bar(False, total=3) as quiet:
         quiet.update(3)
-    assert shown.disable and quiet.disable and capsys.readouterr().err == ""
+    assert quiet.disable and capsys.readouterr().err == ""  # the short bar ended before its first line
+    monkeypatch.setattr(progress, "LOG_EVERY", 0.2)
+    with progress.bar(total=8, desc="steps", leave=False) as long:
+        for _ in range(8):
+            time.sleep(0.1)
+            long.update(1)
+    lines = capsys.readouterr().err.splitlines(keepends=True)
+    assert 1 <= len(lines) <= 8, lines  # the first after 0.2 s of at least 0.8, then at most one an update
+    assert all(line.startswith("steps: ") and line.endswith("\n") and "\r" not in line for line in lines)
+    counts = [int(line.split("|")[2].split("/")[0]) for line in lines]  # "steps:  25%|##  | 2/8 [...]"
+    assert counts == sorted(set(counts))
