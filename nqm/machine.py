@@ -34,8 +34,15 @@ def describe() -> dict:
 
 
 def summary(devices=()) -> str:
-    """:func:`describe` in one line, as results record it; with the JAX ``devices`` that ran the
-    cells, an accelerator among them is named at the end (e.g. ``"; gpu: 1 x NVIDIA H200"``)."""
+    """:func:`describe` in one line, as results record it.
+
+    Args:
+      devices: the JAX devices that ran the cells (``jax.devices()``): an accelerator among them is
+        named at the end (e.g. ``"; gpu: 1 x NVIDIA H200"``); none, or CPUs, add nothing.
+
+    Returns:
+      The line.
+    """
     d = describe()
     versions = ", ".join(f"{name} {d[name]}" for name in LIBRARIES)
     flags = "; ".join(f"{k}={d[k]}" for k in ("xla_flags", "npy_disable_cpu_features") if d[k])
@@ -44,8 +51,14 @@ def summary(devices=()) -> str:
 
 
 def accelerators(devices) -> list[str]:
-    """The accelerators among JAX ``devices``, one entry per platform and model, e.g.
-    ``["gpu: 1 x NVIDIA H200"]`` (empty on CPU: the CPU is already described)."""
+    """The accelerators among JAX devices, one entry per platform and model.
+
+    Args:
+      devices: JAX devices (anything with ``platform`` and ``device_kind``).
+
+    Returns:
+      e.g. ``["gpu: 1 x NVIDIA H200"]``; empty on CPU (:func:`describe` describes the CPU).
+    """
     counts = {}
     for device in devices:
         if device.platform != "cpu":
