@@ -79,6 +79,16 @@ def test_every_committed_answer_over_seeds_settles_in_every_seed(path):
             assert found["seeds"]["max"] is not None, f"{path.stem}/{key}: an answer with an unsettled seed"
 
 
+def test_every_committed_batch_size_answer_settles_in_every_seed():
+    import numpy as np
+    import xarray as xr
+
+    with xr.open_dataset(ROOT / "figures" / "fig_batch_delay_mc.nc") as ds:
+        found = np.isfinite(ds.steps.values)
+        assert found.any() and np.isfinite(ds.steps_max.values[found]).all()
+        assert ((ds.answered.values == 1) == found).all()  # a search without an answer has no value
+
+
 def test_no_quoted_number_comes_from_a_search_that_missed():
     """A number the README or a guide quotes from a figure of searches is that of a search that
     answered (nqm.search.answered: stopped on its tolerance, off its box's edges), never of one
