@@ -62,3 +62,22 @@ def test_in_a_log_a_bar_prints_a_line_a_while_and_nothing_when_short_or_quiet(ca
     assert all(line.startswith("steps: ") and line.endswith("\n") and "\r" not in line for line in lines)
     counts = [int(line.split("|")[2].split("/")[0]) for line in lines]  # "steps:  25%|##  | 2/8 [...]"
     assert counts == sorted(set(counts))
+
+
+def test_a_sweeps_bar_says_when_settling_runs_go_past_the_budget():
+    from nqm.engine.observers import Progress
+
+    class Bar:
+        def update(self, n):
+            pass
+
+        def set_postfix_str(self, text, refresh=True):
+            self.text = text
+
+    shared = Bar()
+    observer = Progress("D=0 seed=0", bar=shared)
+    observer.total = 500_000
+    observer.progress(400_000, 0, 9, 0)
+    assert shared.text == "D=0 seed=0: step 400,000/500,000, 9 running"
+    observer.progress(600_000, 0, 3, 3)
+    assert shared.text == "D=0 seed=0: step 600,000, past the 500,000-step budget, 3 running (3 settling)"

@@ -183,8 +183,10 @@ class Progress(Observer):
             self.bar.set_postfix_str(f"running {running} cells{label}", refresh=False)
         else:
             self.bar.update(finished)
-            self.bar.set_postfix_str(f"{self.description}: step {t:,}/{self.total:,}, {running} running{label}",
-                                     refresh=False)
+            # Settling runs go on past the budget: say so rather than show a step beyond the total.
+            step = f"step {t:,}/{self.total:,}" if t <= self.total else \
+                f"step {t:,}, past the {self.total:,}-step budget"
+            self.bar.set_postfix_str(f"{self.description}: {step}, {running} running{label}", refresh=False)
 
     def end(self) -> None:
         if self.by_step and self.bar is not None:
