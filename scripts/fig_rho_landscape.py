@@ -1,7 +1,7 @@
 """How to choose ρ: Adaptive Braking's best braking coefficient against the constant delay D, found by
 search, robust to a nudge, over seeds.
 
-On zhang N = 1,000, target 0.01, for D ∈ {0, 1, 4, 16} and σ ∈ {0, 0.05}, every T is a robust answer
+On zhang N = 100, target 0.01, for D ∈ {0, 1, 4, 16} and σ ∈ {0, 0.05}, every T is a robust answer
 of ``nqm.best`` over lr × momentum (successive refinement over a box, not the argmin of one grid):
 robust T*_best, the smallest over points of the largest T in the point's ±2 % nudge neighbourhood.
 Per (D, σ), over the same box and regime:
@@ -12,8 +12,9 @@ Per (D, σ), over the same box and regime:
   within ρ ∈ [0.05, 4]), ``rounds`` rounds. *The best ρ* is the one with the smallest robust
   T*_best; the curve of robust T*_best against ρ shows how flat the optimum is;
 * noiseless, as a check: AB with ρ searched jointly with lr and momentum (one 3-parameter
-  ``nqm.best``, as fig_methods_vs_delay does). With 600 cells it lands on slower robust points than
-  the per-ρ searches at every D, which is why the best ρ is searched over ρ, one ``nqm.best`` per ρ.
+  ``nqm.best``, as fig_methods_vs_delay does). A joint search can land on slower robust points than
+  the per-ρ searches (it did at every D at N = 1,000), which is why the best ρ is searched over ρ,
+  one ``nqm.best`` per ρ.
 
 Noiseless runs are deterministic (one seed); noisy ones use 5 seeds, ranked by the median T (a
 point counting only if it settles in every seed), the bars spanning each seed's own robust T at the
@@ -25,8 +26,9 @@ Left and middle: per σ, robust T*_best relative to SGDM's at the same D against
 dashed line at 1), one line per D through every ρ evaluated, the best ρ a star. Right: the best ρ
 against D, the bar spanning the evaluated ρ within the spread of the best.
 
-FULL is what fits in about 40 minutes of two shared cores (six fixed ρ, two rounds over ρ; the
-data's ``wall_seconds`` per search); the searches are resumable: an interrupted run resumes from
+FULL: N = 100, six fixed ρ, two rounds over ρ (each search's time is in the data, ``wall_seconds``;
+at N = 1,000 the float64 probes of the noiseless cells the settled test doubts made it days of CPU);
+the searches are resumable: an interrupted run resumes from
 its checkpoint (``fig_rho_landscape.nc.partial`` beside the PNG, a JSON file), and ``--redraw``
 draws from the committed data.
 """
@@ -44,9 +46,9 @@ from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 
 BOX = {"lr": (1e-4, 2.0), "momentum": (0.0, 0.999), "rho": (0.05, 4.0)}
 EXACT_WITHIN = 0.05  # noiseless (no seed spread): the ρ within 5 % of the best count as "within"
-FULL = dict(dim=1000, delays=[0, 1, 4, 16], sigmas=[0.0, 0.05], target=0.01,
+FULL = dict(dim=100, delays=[0, 1, 4, 16], sigmas=[0.0, 0.05], target=0.01,
             budget={0: 20_000, 1: 20_000, 4: 20_000, 16: 40_000}, seeds=5, delta=0.02,
-            rhos=[0.25, 0.5, 0.75, 1.0, 1.5, 2.0], rounds=2, cells=150, noiseless_cells=300, joint_cells=600,
+            rhos=[0.25, 0.5, 0.75, 1.0, 1.5, 2.0], rounds=2, cells=300, noiseless_cells=600, joint_cells=1200,
             coarse=None)
 SMOKE = dict(dim=32, delays=[0, 4], sigmas=[0.0, 0.05], target=0.01, budget={0: 2_000, 4: 2_000}, seeds=3,
              delta=0.02, rhos=[0.5, 1.0], rounds=1, cells=40, noiseless_cells=120, joint_cells=180, coarse=3)
