@@ -71,3 +71,24 @@ def test_the_gpu_panel_in_128_cell_blocks_is_the_one_block_panel():
     against one block of all its cells: every status and T the same."""
     (row,) = SCRIPT["compare"](nqm.load(GPU / "ab_d4_first_passage_blocks128.nc"), nqm.load(GPU / "ab_d4_first_passage.nc"))
     assert row["same_status"] == row["cells"] == 1024 and row["same_t"] == row["reached_both"] == 480
+
+
+def test_the_settled_gpu_panel_in_blocks_agrees_where_it_finished():
+    """The settled panel in 128-cell blocks, stopped by its time limit (a checkpoint: status 3 is a
+    cell still running): every cell it finished has the one-block run's status and T."""
+    import xarray as xr
+
+    part = xr.open_dataset(GPU / "ab_d4_settled_blocks128.partial.nc", engine="h5netcdf").squeeze()
+    whole = nqm.load(GPU / "ab_d4_settled.nc").squeeze()
+    done = part.status.values != 3
+    assert done.sum() == 942 and (part.status.values[done] == 2).sum() == 75
+    assert (part.status.values[done] == whole.status.values[done]).all()
+    assert (part.steps.values[done] == whole.steps.values[done]).all()
+
+
+def test_the_bench_in_accelerator_blocks_is_its_data():
+    """The second H200 bench (engine blocks of ≥ 2²⁰ elements) kept more of its cell-steps useful
+    than the first (one block per device)."""
+    first, blocks = (json.loads((GPU / name).read_text()) for name in ("bench.json", "bench_blocks.json"))
+    assert blocks["backend"] == "gpu" and blocks["early_exit_efficiency"] > 0.6 > 0.45 > first["early_exit_efficiency"]
+    assert blocks["ab_vs_probe_ab"] == blocks["ab_elem_steps_per_s"] / blocks["probe_ab_elem_steps_per_s"]
