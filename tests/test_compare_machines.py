@@ -78,7 +78,7 @@ def test_the_settled_gpu_panel_in_blocks_agrees_where_it_finished():
     cell still running): every cell it finished has the one-block run's status and T."""
     import xarray as xr
 
-    part = xr.open_dataset(GPU / "ab_d4_settled_blocks128.partial.nc", engine="h5netcdf").squeeze()
+    part = xr.open_dataset(GPU / "ab_d4_settled_blocks128_stopped.nc", engine="h5netcdf").squeeze()
     whole = nqm.load(GPU / "ab_d4_settled.nc").squeeze()
     done = part.status.values != 3
     assert done.sum() == 942 and (part.status.values[done] == 2).sum() == 75
