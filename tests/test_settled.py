@@ -249,6 +249,30 @@ def test_the_exact_modes_steps_stay_of_more_points_than_its_slots_is_each_points
         assert alone.steps_stay.values[0] == many.steps_stay.values[i]
 
 
+def test_a_point_proven_late_steps_only_its_own_octave_and_every_point_keeps_its_steps_stay():
+    """The exact mode steps each curve to an octave of the step its closed form proves (shifted
+    momentum, D = 4: from ~100 to ~28,000 here), not every curve to the latest: the same
+    ``steps_stay`` as each point alone, and no group stepped past twice its points' reach."""
+    import nqm.expected
+    from nqm.expected.api import _octaves, stays_from
+
+    problem = nqm.zhang(20)
+    lr, momentum = (a.ravel() for a in np.meshgrid(np.linspace(0.1, 0.6, 12), np.linspace(0.5, 0.9, 12)))
+    grid = nqm.expected.evaluate("shifted", lr=lr, momentum=momentum, delay=4, problem=problem, max_steps=5000)
+    keep = np.flatnonzero(grid.status.values == SETTLED)
+    reach = stays_from(problem, "shifted", 4, lr[keep], momentum[keep], target=0.01)
+    assert reach.max() > 100 * reach.min() > 0
+    groups = list(_octaves(np.arange(reach.size), reach))
+    assert len(groups) >= 3 and sorted(np.concatenate([g for _, g in groups])) == list(range(reach.size))
+    assert all((budget >= reach[g]).all() and (budget < 2 * reach[g]).all() for budget, g in groups)
+    together = nqm.expected.evaluate("shifted", lr=lr[keep], momentum=momentum[keep], delay=4, problem=problem,
+                                     max_steps=5000, stay=True).steps_stay.values
+    for i in np.argsort(reach)[[0, reach.size // 2, -1]]:
+        alone = nqm.expected.evaluate("shifted", lr=[lr[keep][i]], momentum=[momentum[keep][i]], delay=4,
+                                      problem=problem, max_steps=5000, stay=True)
+        assert alone.steps_stay.values[0] == together[i]
+
+
 @pytest.mark.parametrize("method", ["sgdm", "nesterov", "shifted"])
 def test_the_closed_form_proves_the_step_from_which_the_loss_stays_below_the_target(method):
     """``stays_from``: from S on, the loss of an independent float64 loop is below the target at

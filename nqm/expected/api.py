@@ -200,8 +200,8 @@ def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampe
     for level in range(status.shape[1]):
         settled = status[:, level] == SETTLED
         certain = np.flatnonzero(settled & (proven[:, level] > 0))
-        if certain.size:  # one curve length for them all: one compilation
-            for cell, row in curves(certain, level, int(proven[certain, level].max())):
+        for budget, group in _octaves(certain, proven[certain, level]):
+            for cell, row in curves(group, level, budget):
                 out[cell, level] = stay(row)
         pending = np.flatnonzero(settled & (proven[:, level] == 0))
         horizon = 2 * int(steps[pending, level].max(initial=0)) + CONTINUE
@@ -218,6 +218,19 @@ def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampe
             if budget == validate.MAX_STEPS:
                 break  # what stays pending has no step after which it stays, within any budget
     return out
+
+
+def _octaves(cells: np.ndarray, reach: np.ndarray):
+    """``cells`` grouped by the octave of ``reach`` (the steps each one's curve must cover), with the
+    steps that cover the group: ``(budget, cells)``. A call steps all its curves to one length, so
+    one cell proven only late (a shifted-momentum cell can leave the target again near step 10⁶
+    after reaching it by 300) would make every curve that long; powers of two bound the lengths,
+    hence the compilations."""
+    if cells.size == 0:
+        return
+    octave = np.ceil(np.log2(np.maximum(reach, 1))).astype(np.int64)
+    for k in np.unique(octave):
+        yield int(min(2**k, reach.max())), cells[octave == k]
 
 
 def stays_from(problem: Problem, method: str, delay, lr, momentum, *, target: float, dampening: bool = False,
