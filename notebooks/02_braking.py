@@ -52,7 +52,7 @@ grid = dict(lr=np.geomspace(0.005, 2.0, SIDE), momentum=np.linspace(0, 0.95, max
 # use 3 seeds (a point's T is the median); `nqm.search.answers.run` keeps each answer with the
 # spread of each seed's own robust T. The best ρ is the one with the smallest robust T\*_best, and
 # the curve against ρ shows how flat the optimum is. (`scripts/fig_rho_landscape.py` does the same
-# on a larger problem with more seeds and rounds of bisection over ρ.)
+# with more cells, seeds and delays and rounds of bisection over ρ.)
 
 # %%
 from nqm.search import answers
@@ -119,8 +119,8 @@ plt.show()
 # outside the seed spread (noisy runs: SGDM's robust T within the best AB's min–max is a tie;
 # noiseless: within 5 %). Where one seed has no robust T (a transient run in its neighbourhood:
 # "∞" in the table) the best's spread is unbounded, and "as good" then takes every ρ: the seeds do
-# not separate them. `scripts/fig_rho_landscape.py` runs the same search on a larger problem with
-# more seeds and rounds of bisection over ρ.
+# not separate them. `scripts/fig_rho_landscape.py` runs the same search with more cells, seeds and
+# delays and rounds of bisection over ρ.
 
 # %%
 for (sigma, d), row in verdicts.items():
