@@ -35,8 +35,8 @@ MOMENTUM = {"adam": "b1", "ab-adam": "b1"}  # a method's momentum by its own nam
 METHODS = ("ab", "dana", "dc-asgd", "nesterov", "ormo", "ormo-da", "restart", "sgdm", "shifted", "staleness", "adam",
            "ab-adam")
 # N = 100: each noiseless AB or Adam cell the settled test doubts runs again in float64 for up to 4
-# million steps (nqm.settling), which at N = 1,000 made the figure days of CPU; at N = 100 it is about
-# an hour on two cores, with twice the cells per search.
+# million steps (nqm.settling), which at N = 1,000 made the figure days of CPU; at N = 100, with twice
+# the cells per search, it took 1 h 45 min on two cores (the data's wall_seconds add up per search).
 FULL = dict(dim=100, delays=[0, 4, 16], budget={0: 20_000, 4: 20_000, 16: 40_000}, sigma=0.05, seeds=5,
             workers="workers:16:slow=0.25:4", workers_budget=30_000, cells={2: 300, 3: 600}, coarse=None,
             noiseless_cells={2: 600, 3: 1200})

@@ -226,8 +226,6 @@ def _octaves(cells: np.ndarray, reach: np.ndarray):
     one cell proven only late (a shifted-momentum cell can leave the target again near step 10⁶
     after reaching it by 300) would make every curve that long; powers of two bound the lengths,
     hence the compilations."""
-    if cells.size == 0:
-        return
     octave = np.ceil(np.log2(np.maximum(reach, 1))).astype(np.int64)
     for k in np.unique(octave):
         yield int(min(2**k, reach.max())), cells[octave == k]
