@@ -8,12 +8,15 @@ first passage's (over every cell that reached it, as the paper counts). SGDM run
 its settled test is the exact one (its steady state and stability at every eigenvalue); AB is
 continued past its first passage (nqm.settling).
 
-Resumable: each method's sweep keeps its finished cells and its running cells' state beside the
-figure's checkpoint (``figures/fig1_paper.nc.partial.sgdm`` and ``.ab``), so an interrupted run —
-Ctrl-C, SIGTERM, a lost session — resumes where it stopped, bit-identical; the compute time of
-every run that went into it is added up in ``….seconds`` beside them and recorded in the data.
-Started once per core, each process sweeps a method of its own (:mod:`nqm.sharing`) and the
-first to finish reads the other's from its checkpoint when it is done.
+Swept panel by panel (the same numbers as one sweep of the whole grid: a cell's result does not
+depend on the grid it runs in), each finished panel kept in ``figures/fig1_paper_panels/`` with
+its compute time and machine: commit them as they come, and a later run — in another session, on a
+fresh checkout — sweeps only the panels still missing. Mid-panel, the running sweep keeps its
+finished cells and its running cells' state beside the figure's checkpoint
+(``figures/fig1_paper.nc.partial.ab_d4_s0.05`` …; hundreds of MB, not committed), so an
+interruption — Ctrl-C, SIGTERM — resumes where it stopped, bit-identical; the compute time of every
+run that went into a panel is added up in ``….seconds`` beside them. Started once per core, each
+process sweeps the panels no other holds (:mod:`nqm.sharing`) and reads theirs when they are done.
 
     python scripts/fig1_paper.py [--smoke] [--redraw]     (hours: see the README)
     taskset -c 0 python scripts/fig1_paper.py & taskset -c 1 python scripts/fig1_paper.py
@@ -37,9 +40,11 @@ sys.path.insert(0, str(Path(__file__).parent))  # Figure 1's grid, beside this s
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import xarray as xr  # noqa: E402
 
 from fig1_heatmaps import SIZES  # noqa: E402
 from nqm import sharing  # noqa: E402
+from nqm.errors import NqmError  # noqa: E402
 from nqm.io import write_bytes  # noqa: E402
 from nqm.plots.heatmap import draw_panels  # noqa: E402
 from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
@@ -47,6 +52,8 @@ from nqm.status import REACHED, TRANSIENT, t_star  # noqa: E402
 
 METHODS = {"sgdm": "SGDM", "ab": "AB"}
 DELAY, NOISE, RHO = 4, 0.05, 0.5
+PANELS = {f"{m}_d{d}_s{n:g}": (m, d, n) for m in METHODS for d in (0, DELAY) for n in (0.0, NOISE)}
+PANELS_DIR = "fig1_paper_panels"  # beside the figure: each finished panel, kept across sessions
 OPTIONS = {"--no-progress": dict(action="store_true", help="no progress bar")}
 
 
@@ -55,19 +62,60 @@ def compute(smoke, no_progress=False, checkpoint=None):
 
     s = SIZES["smoke" if smoke else "paper"]
     grid = dict(lr=np.geomspace(0.01, 4.0, s["side"]), momentum=np.linspace(0.0, 0.98, s["side"]),
-                delay=[0, DELAY], noise=[0.0, NOISE], problem=nqm.zhang(s["dim"]), max_steps=s["max_steps"],
-                progress=not no_progress)
-    panels, tests, clock = {}, {}, checkpoint and f"{checkpoint}.seconds"
-    for method in sharing.each(METHODS, checkpoint):  # started once per core, each core sweeps a method
-        with _timed(clock, method):
-            ds = nqm.sweep(method, checkpoint=checkpoint and f"{checkpoint}.{method}",
-                           **grid, **({"rho": RHO} if method == "ab" else {}))
-        panels[method] = ds.squeeze("rho", drop=True) if "rho" in ds.dims else ds
-        tests[f"settled_test_{method}"] = ds.attrs["settled_test"]
-    seconds = _seconds(clock) if clock else {}
-    return stack({m: panels[m] for m in METHODS}, "method").assign_attrs(  # (the machine: each result's ``platform``)
-        fig1_size="smoke" if smoke else "paper", rho=RHO, cores=len(os.sched_getaffinity(0)), **tests,
-        **{f"compute_seconds_{m}": round(v, 1) for m, v in seconds.items()})
+                problem=nqm.zhang(s["dim"]), max_steps=s["max_steps"], progress=not no_progress)
+    kept = checkpoint and not smoke and Path(checkpoint).with_name(PANELS_DIR)
+    found = {key: _panel_sweep(key, grid, checkpoint, kept) for key in sharing.each(PANELS, checkpoint)}
+    by_method = {m: [key for key in PANELS if PANELS[key][0] == m] for m in METHODS}
+    methods = {m: _joined([found[key] for key in keys]) for m, keys in by_method.items()}
+    seconds = {key: found[key].attrs.get("compute_seconds", np.nan) for key in PANELS}
+    return stack({m: ds.squeeze("rho", drop=True) if "rho" in ds.dims else ds for m, ds in methods.items()},
+                 "method").assign_attrs(
+        fig1_size="smoke" if smoke else "paper", rho=RHO, cores=len(os.sched_getaffinity(0)),
+        platform=" | ".join(sorted({ds.attrs["platform"] for ds in found.values()})),  # the machines it ran on
+        **{f"settled_test_{m}": "; ".join(dict.fromkeys(found[key].attrs["settled_test"] for key in keys))
+           for m, keys in by_method.items()},
+        **{f"compute_seconds_{key}": value for key, value in seconds.items()},
+        **{f"compute_seconds_{m}": round(sum(seconds[key] for key in keys), 1) for m, keys in by_method.items()})
+
+
+def _joined(panels):
+    """One method's panels as one dataset, with the attributes they share (their times are the figure's)."""
+    ds = xr.combine_by_coords(panels, combine_attrs="drop_conflicts")
+    ds.attrs.pop("compute_seconds", None)
+    return ds
+
+
+def _panel_sweep(key: str, grid: dict, checkpoint, kept):
+    """One panel's sweep: read from ``kept`` (a directory of finished panels, committed between
+    sessions) when it is there, else swept — resumable mid-panel from ``CHECKPOINT.KEY`` — with its
+    compute time over every run that went into it, and kept."""
+    import nqm
+
+    path = kept and Path(kept) / f"{key}.nc"
+    if path and path.is_file():
+        return _same_grid(nqm.load(path), grid, path)
+    method, delay, noise = PANELS[key]
+    clock = checkpoint and f"{checkpoint}.seconds"
+    with _timed(clock, key):
+        ds = nqm.sweep(method, delay=delay, noise=noise, checkpoint=checkpoint and f"{checkpoint}.{key}", **grid,
+                       **({"rho": RHO} if method == "ab" else {}))
+    if clock:
+        ds = ds.assign_attrs(compute_seconds=round(_seconds(clock)[key], 1))
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nqm.save(ds, path)
+    return ds
+
+
+def _same_grid(ds, grid: dict, path):
+    """A kept panel, if it was swept on this grid and problem (else one error line)."""
+    same = (np.array_equal(ds.lr.values, grid["lr"]) and np.array_equal(ds.momentum.values, grid["momentum"])
+            and ds.attrs["spectrum_sha256"] == grid["problem"].describe()["spectrum_sha256"]
+            and ds.attrs["max_steps"] == grid["max_steps"])
+    if not same:
+        raise NqmError(f"{path} was swept on another grid or problem than this run's; remove it to sweep "
+                       "that panel again")
+    return ds
 
 
 def _seconds(clock: str) -> dict:
