@@ -8,15 +8,16 @@ first passage's (over every cell that reached it, as the paper counts). SGDM run
 its settled test is the exact one (its steady state and stability at every eigenvalue); AB is
 continued past its first passage (nqm.settling).
 
-Swept panel by panel (the same numbers as one sweep of the whole grid: a cell's result does not
-depend on the grid it runs in), each finished panel kept in ``figures/fig1_paper_panels/`` with
-its compute time and machine: commit them as they come, and a later run — in another session, on a
-fresh checkout — sweeps only the panels still missing. Mid-panel, the running sweep keeps its
-finished cells and its running cells' state beside the figure's checkpoint
-(``figures/fig1_paper.nc.partial.ab_d4_s0.05`` …; hundreds of MB, not committed), so an
-interruption — Ctrl-C, SIGTERM — resumes where it stopped, bit-identical; the compute time of every
-run that went into a panel is added up in ``….seconds`` beside them. Started once per core, each
-process sweeps the panels no other holds (:mod:`nqm.sharing`) and reads theirs when they are done.
+Swept in pieces — each panel in four blocks of momentum rows (the same numbers as one sweep of the
+whole grid: a cell's result does not depend on the grid it runs in) — and each finished piece kept
+in ``figures/fig1_paper_pieces/`` with its compute time and machine: commit them as they come, and
+a later run — in another session, on a fresh checkout — sweeps only the pieces still missing. Within
+a piece, the running sweep keeps its finished cells and its running cells' state beside the
+figure's checkpoint (``figures/fig1_paper.nc.partial.ab_d4_s0.05_m8-15`` …; up to hundreds of MB,
+not committed), so an interruption — Ctrl-C, SIGTERM — resumes where it stopped, bit-identical; the
+compute time of every run that went into a piece is added up in ``….seconds`` beside them. Started
+once per core, each process sweeps the pieces no other holds (:mod:`nqm.sharing`) and reads theirs
+when they are done.
 
     python scripts/fig1_paper.py [--smoke] [--redraw]     (hours: see the README)
     taskset -c 0 python scripts/fig1_paper.py & taskset -c 1 python scripts/fig1_paper.py
@@ -53,8 +54,16 @@ from nqm.status import REACHED, TRANSIENT, t_star  # noqa: E402
 METHODS = {"sgdm": "SGDM", "ab": "AB"}
 DELAY, NOISE, RHO = 4, 0.05, 0.5
 PANELS = {f"{m}_d{d}_s{n:g}": (m, d, n) for m in METHODS for d in (0, DELAY) for n in (0.0, NOISE)}
-PANELS_DIR = "fig1_paper_panels"  # beside the figure: each finished panel, kept across sessions
+ROW_BLOCKS = 4  # each panel is swept in blocks of momentum rows: a block is what one sitting must finish
+PIECES_DIR = "fig1_paper_pieces"  # beside the figure: each finished block, kept across sessions
 OPTIONS = {"--no-progress": dict(action="store_true", help="no progress bar")}
+
+
+def pieces(side: int) -> dict:
+    """The figure's pieces on a ``side`` × ``side`` grid: ``{"ab_d4_s0.05_m8-15": (panel, rows)}``,
+    each a block of one panel's momentum rows."""
+    blocks = np.array_split(np.arange(side), min(ROW_BLOCKS, side))
+    return {f"{panel}_m{rows[0]}-{rows[-1]}": (panel, rows) for panel in PANELS for rows in blocks}
 
 
 def compute(smoke, no_progress=False, checkpoint=None):
@@ -63,38 +72,40 @@ def compute(smoke, no_progress=False, checkpoint=None):
     s = SIZES["smoke" if smoke else "paper"]
     grid = dict(lr=np.geomspace(0.01, 4.0, s["side"]), momentum=np.linspace(0.0, 0.98, s["side"]),
                 problem=nqm.zhang(s["dim"]), max_steps=s["max_steps"], progress=not no_progress)
-    kept = checkpoint and not smoke and Path(checkpoint).with_name(PANELS_DIR)
-    found = {key: _panel_sweep(key, grid, checkpoint, kept) for key in sharing.each(PANELS, checkpoint)}
-    by_method = {m: [key for key in PANELS if PANELS[key][0] == m] for m in METHODS}
-    methods = {m: _joined([found[key] for key in keys]) for m, keys in by_method.items()}
-    seconds = {key: found[key].attrs.get("compute_seconds", np.nan) for key in PANELS}
+    plan, kept = pieces(s["side"]), checkpoint and not smoke and Path(checkpoint).with_name(PIECES_DIR)
+    found = {key: _piece(key, *plan[key], grid, checkpoint, kept) for key in sharing.each(plan, checkpoint)}
+    of = {m: [key for key in plan if PANELS[plan[key][0]][0] == m] for m in METHODS}
+    methods = {m: _joined([found[key] for key in keys]) for m, keys in of.items()}
+    seconds = {panel: sum(found[key].attrs.get("compute_seconds", np.nan) for key in plan if plan[key][0] == panel)
+               for panel in PANELS}
     return stack({m: ds.squeeze("rho", drop=True) if "rho" in ds.dims else ds for m, ds in methods.items()},
                  "method").assign_attrs(
         fig1_size="smoke" if smoke else "paper", rho=RHO, cores=len(os.sched_getaffinity(0)),
         platform=" | ".join(sorted({ds.attrs["platform"] for ds in found.values()})),  # the machines it ran on
         **{f"settled_test_{m}": "; ".join(dict.fromkeys(found[key].attrs["settled_test"] for key in keys))
-           for m, keys in by_method.items()},
-        **{f"compute_seconds_{key}": value for key, value in seconds.items()},
-        **{f"compute_seconds_{m}": round(sum(seconds[key] for key in keys), 1) for m, keys in by_method.items()})
+           for m, keys in of.items()},
+        **{f"compute_seconds_{panel}": round(value, 1) for panel, value in seconds.items()},
+        **{f"compute_seconds_{m}": round(sum(v for p, v in seconds.items() if PANELS[p][0] == m), 1) for m in METHODS})
 
 
-def _joined(panels):
-    """One method's panels as one dataset, with the attributes they share (their times are the figure's)."""
-    ds = xr.combine_by_coords(panels, combine_attrs="drop_conflicts")
+def _joined(pieces):
+    """One method's pieces as one dataset, with the attributes they share (their times are the figure's)."""
+    ds = xr.combine_by_coords(pieces, combine_attrs="drop_conflicts")
     ds.attrs.pop("compute_seconds", None)
     return ds
 
 
-def _panel_sweep(key: str, grid: dict, checkpoint, kept):
-    """One panel's sweep: read from ``kept`` (a directory of finished panels, committed between
-    sessions) when it is there, else swept — resumable mid-panel from ``CHECKPOINT.KEY`` — with its
-    compute time over every run that went into it, and kept."""
+def _piece(key: str, panel: str, rows, grid: dict, checkpoint, kept):
+    """One piece's sweep (``rows`` of ``panel``): read from ``kept`` (a directory of finished pieces,
+    committed between sessions) when it is there, else swept — resumable mid-piece from
+    ``CHECKPOINT.KEY`` — with its compute time over every run that went into it, and kept."""
     import nqm
 
+    grid = {**grid, "momentum": grid["momentum"][rows]}
     path = kept and Path(kept) / f"{key}.nc"
     if path and path.is_file():
         return _same_grid(nqm.load(path), grid, path)
-    method, delay, noise = PANELS[key]
+    method, delay, noise = PANELS[panel]
     clock = checkpoint and f"{checkpoint}.seconds"
     with _timed(clock, key):
         ds = nqm.sweep(method, delay=delay, noise=noise, checkpoint=checkpoint and f"{checkpoint}.{key}", **grid,
@@ -108,18 +119,18 @@ def _panel_sweep(key: str, grid: dict, checkpoint, kept):
 
 
 def _same_grid(ds, grid: dict, path):
-    """A kept panel, if it was swept on this grid and problem (else one error line)."""
+    """A kept piece, if it was swept on this grid and problem (else one error line)."""
     same = (np.array_equal(ds.lr.values, grid["lr"]) and np.array_equal(ds.momentum.values, grid["momentum"])
             and ds.attrs["spectrum_sha256"] == grid["problem"].describe()["spectrum_sha256"]
             and ds.attrs["max_steps"] == grid["max_steps"])
     if not same:
         raise NqmError(f"{path} was swept on another grid or problem than this run's; remove it to sweep "
-                       "that panel again")
+                       "that piece again")
     return ds
 
 
 def _seconds(clock: str) -> dict:
-    """The compute time of every run that went into each method's sweep so far."""
+    """The compute time of every run that went into each piece so far."""
     return json.loads(Path(clock).read_text()) if os.path.exists(clock) else {}
 
 

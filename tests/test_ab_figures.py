@@ -158,27 +158,29 @@ def test_fig1_paper_counts_the_time_of_a_run_as_it_goes_and_of_one_interrupted(t
     assert spent >= 0.2 and total["ab"] == spent and total["sgdm"] >= 0.1
 
 
-def test_fig1_paper_keeps_each_finished_panel_and_sweeps_only_the_missing_ones(tmp_path, monkeypatch):
-    """The paper-scale figure outlives a session panel by panel: a finished panel is kept (to be
-    committed), read back instead of swept again, refused when it was swept on another grid; and
-    the panels joined are the sweep of the whole grid, cell for cell."""
+def test_fig1_paper_keeps_each_finished_piece_and_sweeps_only_the_missing_ones(tmp_path, monkeypatch):
+    """The paper-scale figure outlives a session piece by piece: a finished piece (a block of a
+    panel's momentum rows) is kept, to be committed, read back instead of swept again, refused when
+    it was swept on another grid; and the pieces joined are the sweep of the whole grid, cell for cell."""
     from nqm.errors import NqmError
 
     script = _script("fig1_paper")
-    grid = dict(lr=np.geomspace(0.01, 4.0, 3), momentum=np.linspace(0.0, 0.98, 3), problem=nqm.zhang(16),
+    grid = dict(lr=np.geomspace(0.01, 4.0, 3), momentum=np.linspace(0.0, 0.98, 5), problem=nqm.zhang(16),
                 max_steps=400, progress=False)
-    checkpoint, kept = str(tmp_path / "fig1_paper.nc.partial"), tmp_path / "panels"
-    panels = [script._panel_sweep(key, grid, checkpoint, kept) for key in script.PANELS if key.startswith("ab_")]
-    assert sorted(p.name for p in kept.iterdir()) == sorted(f"{k}.nc" for k in script.PANELS if k.startswith("ab_"))
-    assert all(ds.attrs["compute_seconds"] > 0 for ds in panels)
+    checkpoint, kept = str(tmp_path / "fig1_paper.nc.partial"), tmp_path / "pieces"
+    plan = {key: piece for key, piece in script.pieces(5).items() if key.startswith("ab_")}
+    assert len(plan) == 4 * script.ROW_BLOCKS and "ab_d4_s0.05_m0-1" in plan
+    found = [script._piece(key, *piece, grid, checkpoint, kept) for key, piece in plan.items()]
+    assert sorted(p.name for p in kept.iterdir()) == sorted(f"{key}.nc" for key in plan)
+    assert all(ds.attrs["compute_seconds"] > 0 for ds in found)
 
     whole = nqm.sweep("ab", rho=script.RHO, delay=[0, script.DELAY], noise=[0.0, script.NOISE], **grid)
-    joined = script._joined(panels)
+    joined = script._joined(found)
     for name in ("steps", "status", "loss"):
         np.testing.assert_array_equal(joined[name].transpose(*whole[name].dims).values, whole[name].values)
 
-    monkeypatch.setattr(nqm, "sweep", lambda *a, **k: pytest.fail("a kept panel was swept again"))
-    again = script._panel_sweep("ab_d4_s0.05", grid, checkpoint, kept)
-    np.testing.assert_array_equal(again.steps.values, panels[-1].steps.values)
+    monkeypatch.setattr(nqm, "sweep", lambda *a, **k: pytest.fail("a kept piece was swept again"))
+    again = script._piece("ab_d4_s0.05_m0-1", *plan["ab_d4_s0.05_m0-1"], grid, checkpoint, kept)
+    np.testing.assert_array_equal(again.steps.values, found[-script.ROW_BLOCKS].steps.values)
     with pytest.raises(NqmError, match="another grid"):
-        script._panel_sweep("ab_d4_s0.05", {**grid, "max_steps": 500}, checkpoint, kept)
+        script._piece("ab_d4_s0.05_m0-1", *plan["ab_d4_s0.05_m0-1"], {**grid, "max_steps": 500}, checkpoint, kept)
