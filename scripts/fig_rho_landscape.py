@@ -146,6 +146,33 @@ def best(data, delay, sigma):
     return rho, found, bound, [r for r, f in points if answers.value(f) <= bound]
 
 
+def _landscape_line(ax, data, delay, sigma, color):
+    """One D's robust T*_best against ρ (answered searches only: a gap where a search gave no answer),
+    SGDM at ρ = 0 and as a dashed level, the best ρ a star, the joint search's answer a diamond."""
+    found = data["searches"]
+    sgdm = found[key(delay, sigma, "sgdm")]
+    runs = [(0.0, sgdm)] + landscape(found, delay, sigma)
+    x = np.array([rho for rho, _ in runs])
+    y = np.array([answers.value(f) for _, f in runs])
+    scale = answers.value(sgdm)
+    label = f"D = {delay}: SGDM {scale:,.0f} steps" if np.isfinite(scale) else f"D = {delay}: SGDM no answer"
+    if sigma:
+        low, high = np.array([answers.seed_bars(f) for _, f in runs]).T
+        ax.errorbar(x, y, yerr=[y - np.fmin(low, y), np.fmax(high, y) - y], color=color, marker="o", ms=4, capsize=3,
+                    lw=1.2, label=label)  # NaN where a search gave no answer: a gap in the line
+    else:
+        ax.plot(x, y, "o-", color=color, ms=4, lw=1.2, label=label)
+    if np.isfinite(scale):
+        ax.axhline(scale, color=color, ls="--", lw=0.8)
+    rho, at, _, _ = best(data, delay, sigma)
+    if at is not None:
+        ax.plot(rho, answers.value(at), "*", ms=16, color=color, mec="k", zorder=5)
+    joint = found.get(key(delay, sigma, "joint"))
+    if joint and np.isfinite(answers.value(joint)):
+        ax.plot(joint["robust_point"]["rho"], answers.value(joint), "D", ms=8, mfc="none", mew=1.5, color=color,
+                zorder=5)
+
+
 def draw(data):
     delays, sigmas = data["delays"], data["sigmas"]
     found = data["searches"]
@@ -153,44 +180,24 @@ def draw(data):
     axes = fig.subplots(1, 3, width_ratios=[1, 1, 0.8])
     for ax, sigma in zip(axes, sigmas):
         for i, delay in enumerate(delays):
-            color = f"C{i}"
-            sgdm = found[key(delay, sigma, "sgdm")]
-            scale = answers.value(sgdm)
-            points = landscape(found, delay, sigma)
-            x = np.r_[0.0, [rho for rho, _ in points]]
-            runs = [sgdm] + [f for _, f in points]
-            y = np.array([answers.value(f) for f in runs]) / scale
-            label = f"D = {delay}: SGDM {scale:,.0f} steps" if np.isfinite(scale) else f"D = {delay}: SGDM none robust"
-            if sigma:
-                low, high = np.array([answers.seed_bars(f) for f in runs]).T / scale
-                ax.errorbar(x, y, yerr=[y - np.fmin(low, y), np.fmax(high, y) - y], color=color, marker="o", ms=4,
-                            capsize=3, lw=1.2, label=label)
-            else:
-                ax.plot(x, y, "o-", color=color, ms=4, lw=1.2, label=label)
-            rho, at, _, _ = best(data, delay, sigma)
-            if at is not None:
-                ax.plot(rho, answers.value(at) / scale, "*", ms=16, color=color, mec="k", zorder=5)
-            joint = found.get(key(delay, sigma, "joint"))
-            if joint and joint["robust_point"] is not None:
-                ax.plot(joint["robust_point"]["rho"], answers.value(joint) / scale, "D", ms=8, mfc="none", mew=1.5,
-                        color=color, zorder=5)
-        ax.axhline(1, color="k", ls="--", lw=1)
+            _landscape_line(ax, data, delay, sigma, f"C{i}")
         handles, labels = ax.get_legend_handles_labels()
-        handles += [Line2D([], [], ls="", marker="*", ms=12, color="grey", mec="k"), Line2D([], [], ls="--", color="k")]
-        labels += ["the best ρ (smallest robust T*_best)", "SGDM (ρ = 0), each D"]
+        handles += [Line2D([], [], ls="", marker="*", ms=12, color="grey", mec="k"), Line2D([], [], ls="--", color="grey")]
+        labels += ["the best ρ (smallest robust T*_best)", "SGDM's robust T*_best at that D (ρ = 0)"]
         if not sigma:
             handles.append(Line2D([], [], ls="", marker="D", mfc="none", mew=1.5, color="grey"))
-            labels.append(f"check: ρ searched jointly with lr, m ({data['joint_cells']:,} cells)")
-        ax.legend(handles, labels, fontsize=8, loc="upper left")
-        spread = (f"median of {data['seeds']} seeds; bars: each seed's own robust T, min–max" if sigma else
+            labels.append(f"check: ρ searched jointly with lr, m (up to {2 * data['joint_cells']:,} cells)")
+        ax.legend(handles, labels, fontsize=8, loc="upper left", ncols=2, title_fontsize=8,
+                  title="a gap in a line: that search gave no answer")
+        spread = (f"median of {data['seeds']} seeds; bars: each seed's robust T, min–max" if sigma else
                   "deterministic (SGDM: its exact expected loss)")
-        ax.set(xlabel="ρ (braking coefficient; ρ = 0 is SGDM)",
-               ylabel="robust T*_best / SGDM's at the same D (< 1: faster)",
+        ax.set(xlabel="ρ (braking coefficient; ρ = 0 is SGDM)", ylabel="robust T*_best (steps; log scale)", yscale="log",
                title=f"({'ab'[sigmas.index(sigma)]}) σ = {sigma:g}: {spread}")
         ax.title.set_fontsize(10)
-    top = max(ax.get_ylim()[1] for ax in axes[:2])
+    low = min(ax.get_ylim()[0] for ax in axes[:2])
+    high = max(ax.get_ylim()[1] for ax in axes[:2])
     for ax in axes[:2]:
-        ax.set_ylim(0, 1.2 * top)  # room for the legend above the curves
+        ax.set_ylim(low, high * 8)  # room for the legend above the curves
     right = axes[2]
     x = np.array(delays) + 0.5
     for sigma, color, shift in zip(sigmas, ("C7", "C3"), (0.95, 1.05)):
@@ -201,9 +208,10 @@ def draw(data):
         within = "the seeds' spread" if sigma else f"{data['within']:.0%}"
         right.errorbar(x * shift, (low + high) / 2, yerr=(high - low) / 2, fmt="none", ecolor=color, elinewidth=7,
                        capsize=7, capthick=2, alpha=0.4, label=f"σ = {sigma:g}: every ρ within {within} of the best")
-        right.plot(x * shift, rho, "*-", ms=15, mec="k", color=color, lw=1, label=f"σ = {sigma:g}: the best ρ")
-    right.set(xscale="log", xlabel="delay D (+0.5, to show D = 0 on a log axis)", ylabel="ρ", ylim=(0, None),
-              title="(c) the best ρ against D; bars: the ρ as good (within the spread)")
+        right.plot(x * shift, rho, "*-", ms=15, mec="k", color=color, lw=1, label=f"σ = {sigma:g}: the best ρ", zorder=5)
+    right.set(xscale="log", xlabel="delay D (+0.5, to show D = 0 on a log axis)", ylabel="ρ",
+              ylim=(0, 1.35 * right.get_ylim()[1]),
+              title="(c) the best ρ against D; bars: the ρ as good")
     right.title.set_fontsize(10)
     right.set_xticks(x, [str(d) for d in delays])
     right.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
@@ -215,13 +223,17 @@ def draw(data):
                   f"{budgets}. Every point a robust answer (nudge δ = {data['delta']:g}) of nqm.best over lr ∈ "
                   f"[{box['lr'][0]:g}, {box['lr'][1]:g}] × m ∈ [{box['momentum'][0]:g}, {box['momentum'][1]:g}] at a"
                   f" fixed ρ: ρ ∈ {{{', '.join(f'{r:g}' for r in data['rhos'])}}}, then {data['rounds']} rounds over ρ "
-                  f"(midpoints around the best), at most {data['noiseless_cells']:,} cells per noiseless search, "
-                  f"{data['cells'] * data['seeds']:,} per noisy one ({data['seeds']} seeds); "
-                  f"{sum(f['cells'] for f in found.values()):,} cells in all", fontsize=11)
+                  f"(midpoints around the best), {data['noiseless_cells']:,} cells per noiseless search, "
+                  f"{data['cells'] * data['seeds']:,} per noisy one ({data['seeds']} seeds), a search that misses rerun "
+                  f"once with twice the cells and a wider box; {sum(answers.answered(f) for f in found.values())} of "
+                  f"{len(found)} searches answered, {sum(f['cells'] for f in found.values()):,} cells", fontsize=11)
     return fig
 
 
 def claims(data):
+    """Only answers (:func:`nqm.search.answers.value`: NaN where a search missed): the best ρ, its
+    robust T*_best and seed spread, SGDM's, the speed-up, the ρ as good, every ρ's robust T*_best,
+    the joint search's; per (D, σ) the searches and cells, and over all the answered count and time."""
     out = {}
     for sigma in data["sigmas"]:
         for delay in data["delays"]:
@@ -229,23 +241,25 @@ def claims(data):
             sgdm = data["searches"][key(delay, sigma, "sgdm")]
             rho, at, _, inside = best(data, delay, sigma)
             out[f"{name}_best_rho"] = rho
-            out[f"{name}_robust_t"] = None if at is None else at["robust_t_star"]
-            out[f"{name}_sgdm_robust_t"] = sgdm["robust_t_star"]
+            out[f"{name}_robust_t"] = answers.value(at)
+            out[f"{name}_sgdm_robust_t"] = answers.value(sgdm)
             if sigma:
                 out[f"{name}_seeds_min"], out[f"{name}_seeds_max"] = answers.seed_bars(at)
-                out[f"{name}_sgdm_seeds_min"], out[f"{name}_sgdm_seeds_max"] = answers.seed_bars(sgdm)
+                if answers.answered(sgdm):
+                    out[f"{name}_sgdm_seeds_min"], out[f"{name}_sgdm_seeds_max"] = answers.seed_bars(sgdm)
             out[f"{name}_speedup"] = answers.value(sgdm) / answers.value(at)
             out[f"{name}_within_lo"] = min(inside) if inside else None
             out[f"{name}_within_hi"] = max(inside) if inside else None
             for r, f in landscape(data["searches"], delay, sigma):
-                out[f"{name}_rho{r:g}_robust_t"] = f["robust_t_star"]
+                out[f"{name}_rho{r:g}_robust_t"] = answers.value(f)
             joint = data["searches"].get(key(delay, sigma, "joint"))
             if joint:
-                out[f"{name}_joint_rho"] = None if joint["robust_point"] is None else joint["robust_point"]["rho"]
-                out[f"{name}_joint_robust_t"] = joint["robust_t_star"]
+                out[f"{name}_joint_rho"] = joint["robust_point"]["rho"] if answers.answered(joint) else np.nan
+                out[f"{name}_joint_robust_t"] = answers.value(joint)
             out[f"{name}_searches"] = sum(k.endswith(f"_{name}") for k in data["searches"])
             out[f"{name}_cells"] = sum(f["cells"] for k, f in data["searches"].items() if k.endswith(f"_{name}"))
     out["searches"] = len(data["searches"])
+    out["answered"] = sum(answers.answered(f) for f in data["searches"].values())
     out["cells"] = sum(f["cells"] for f in data["searches"].values())
     out["minutes"] = sum(f["wall_seconds"] for f in data["searches"].values()) / 60
     return out
