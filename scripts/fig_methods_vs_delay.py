@@ -117,8 +117,8 @@ def draw(data):
         ax.set(xscale="log", yscale=_scale(ax), xlabel="delay D (+0.5, to show D = 0 on a log axis)",
                ylabel=f"robust T*_best ({answers.which_t(next(r for r in runs if r))})" if any(runs) else "robust T*_best",
                title=f"({'a' if not noise else 'b'}) σ = {noise:g}: " +
-                     ("deterministic, one run per point (SGDM, Nesterov, shifted: exact expected loss)" if not noise else
-                      f"median over {data['seeds']} seeds; bars: min–max of each seed's own robust T"))
+                     ("deterministic, one run per point\n(SGDM, Nesterov, shifted: exact expected loss)" if not noise else
+                      f"median over {data['seeds']} seeds\nbars: min–max of each seed's own robust T"))
         ax.set_xticks(x, [str(v) for v in delays])
         ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
     a.legend(fontsize=8, ncols=2, title="a gap: the search gave no answer", title_fontsize=8)
@@ -147,13 +147,13 @@ def draw(data):
         else:
             failed = run.get("robust_seeds") and run["robust_seeds"]["max"] is None
             label, at = f"{value:,.0f}" + (" (a seed: no robust T)" if failed else ""), np.fmax(value, top)
-        d.annotate(label, (at, yi), textcoords="offset points", xytext=(8, -3), fontsize=8)
+        d.annotate(label, (at, yi), textcoords="offset points", xytext=(8, 0), va="center", fontsize=8)
     d.set(yticks=y, yticklabels=[m for m, _ in pool], xlabel="robust T*_best (median over seeds; bars: seeds' min–max)",
           title=f"(d) {data['workers']} (a quarter of the workers 4× slower),\nσ = {sigma:g}, budget "
                 f"{data['workers_budget']:,}, {data['seeds']} seeds")
     if np.isfinite(np.fmax(values, high)).any():
         d.set_xlim(0, 1.45 * np.nanmax(np.fmax(values, high)))
-    d.invert_yaxis()
+    d.set_ylim(len(pool) - 0.5, -0.5)  # first row on top; a row without a bar inside the axes too
     budgets = ", ".join(f"{int(v):,} at D = {k}" for k, v in data["budget"].items())
     box = data["box"]
     suptitle(fig, f"Every method at its best on zhang N = {data['dim']:,}, target {data['target']:g}: nqm.best over "

@@ -42,6 +42,7 @@ import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from nqm.search import answers  # noqa: E402
+from nqm.search.answered import ATTEMPTS, GROWTH  # noqa: E402
 from nqm.plots.script import FigureScript, suptitle  # noqa: E402
 
 BOX = {"lr": (1e-4, 2.0), "momentum": (0.0, 0.999), "rho": (0.05, 4.0)}
@@ -186,7 +187,7 @@ def draw(data):
         labels += ["the best ρ (smallest robust T*_best)", "SGDM's robust T*_best at that D (ρ = 0)"]
         if not sigma:
             handles.append(Line2D([], [], ls="", marker="D", mfc="none", mew=1.5, color="grey"))
-            labels.append(f"check: ρ searched jointly with lr, m (up to {2 * data['joint_cells']:,} cells)")
+            labels.append(f"check: ρ searched jointly with lr, m (up to {GROWTH ** (ATTEMPTS - 1) * data['joint_cells']:,} cells)")
         ax.legend(handles, labels, fontsize=8, loc="upper left", ncols=2, title_fontsize=8,
                   title="a gap in a line: that search gave no answer")
         spread = (f"median of {data['seeds']} seeds; bars: each seed's robust T, min–max" if sigma else
