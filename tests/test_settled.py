@@ -510,6 +510,70 @@ def test_the_disagreement_table_in_the_docs_is_the_committed_check():
         assert row["false_settled"] <= 0.01 * row["settled"], name
 
 
+def test_the_shorter_window_table_in_the_docs_is_the_committed_check():
+    """docs/conventions.md quotes figures/check_settled_window.json row by row, and its current rule,
+    traced, disagrees with the long runs exactly where figures/check_settled.json says AB does."""
+    import json
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    check = json.loads((root / "figures" / "check_settled_window.json").read_text())
+    long_runs = json.loads((root / "figures" / "check_settled.json").read_text())["table"]["ab"]
+    assert not check["quick"] and check["cells"] == long_runs["compared"] + long_runs["never_reached"]
+    rows = re.findall(r"^  \| ([^|]+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| ([\d.]+)× \| ([\d.]+)× \|$",
+                      (root / "docs" / "conventions.md").read_text(), re.M)
+    assert [row[0] for row in rows] == list(check["table"])
+    for rule, *numbers in rows:
+        row, cost = check["table"][rule], check["least_cost"]
+        keys = ("changed", "to_settled", "to_transient", "false_settled", "false_transient")
+        assert [int(x) for x in numbers[:5]] == [row[k] for k in keys], rule
+        assert [float(x) for x in numbers[5:]] == [round(cost[s][rule], 2) for s in ("sigma=0", "sigma=0.05")], rule
+    current = check["table"][rows[0][0]]
+    assert current["changed"] == 0
+    assert (current["false_settled"], current["false_transient"]) == (long_runs["false_settled"],
+                                                                      long_runs["false_transient"])
+
+
+def _window_script():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "check_settled_window.py"
+    spec = importlib.util.spec_from_file_location("check_settled_window", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.05])
+def test_a_traced_window_under_the_engines_horizon_is_the_sweeps_verdict(noise):
+    """scripts/check_settled_window.py judges a cell again from its trace (nqm.trajectory) over the
+    window the engine samples: under the engine's own horizon that is the sweep's window verdict,
+    cell for cell (AB at ρ = 2 across its boundary at D = 4; without noise a settled cell's window stays, and
+    one that the window keeps but the sweep calls transient is a floor probe's verdict)."""
+    window = _window_script()
+    grid = dict(lr=np.geomspace(0.01, 1.0, 8), momentum=[0.9, 0.98], rho=2.0, delay=4, noise=noise,
+                problem=nqm.zhang(20), max_steps=3000, target=window.TARGET, progress=False)
+    ds = nqm.sweep("ab", **grid).isel(delay=0, noise=0, seed=0, rho=0)
+    lrs, momenta = (x.ravel() for x in np.meshgrid(ds.lr, ds.momentum, indexing="ij"))
+    verdicts = []
+    for status, lr, m in zip(ds.status.transpose("lr", "momentum").values.ravel(), lrs, momenta):
+        if status not in (SETTLED, TRANSIENT):
+            continue
+        trace = nqm.trajectory("ab", lr=float(lr), momentum=float(m), rho=2.0, delay=4,
+                               noise=noise, problem=grid["problem"], steps=4 * 3000 + 1004, target=window.TARGET)
+        first = int(trace.steps_to_target)
+        end = int(window.horizon(np.array([first]), None)[0])
+        verdicts.append((status == SETTLED, window.window_stays(trace.loss.values, first, end, noise > 0)))
+    verdicts = np.array(verdicts)
+    assert verdicts[:, 0].any() and (~verdicts[:, 0]).any()  # both verdicts are on this grid
+    if noise:
+        assert (verdicts[:, 0] == verdicts[:, 1]).all()
+    else:
+        assert (verdicts[:, 1] | ~verdicts[:, 0]).all()
+
+
 def test_a_long_delay_is_settled_by_continuing_not_by_an_hour_of_algebra(monkeypatch):
     """The exact steady state costs (D + 2)² per component: past EXACT_STEADY_WORK the continued test
     decides (a delay of 10⁶ is within the documented bounds), and the algebra is never started."""
