@@ -273,8 +273,9 @@ def test_trace_recorders_and_summaries_of_braked_adam():
 
 
 def test_a_checkpointed_adam_sweep_resumes_mid_cell_to_the_same_bits(tmp_path, interrupt_at_store):
-    grid = dict(lr=list(np.geomspace(0.002, 0.2, 6)), b1=[0.5, 0.9], delay=3, noise=0.01, problem=nqm.zhang(64),
-                target=1e-3, max_steps=3000, chunk_steps=100, progress=False)
+    # b2 = 0.9: a short memory keeps the settling runs (64 × memory) to a few chunks, each one stored here
+    grid = dict(lr=list(np.geomspace(0.002, 0.2, 6)), b1=[0.5, 0.9], b2=[0.9], delay=3, noise=0.01,
+                problem=nqm.zhang(64), target=1e-3, max_steps=3000, chunk_steps=100, progress=False)
     whole = nqm.sweep("ab-adam", **grid)
     path = tmp_path / "c.partial"
     interrupt_at_store(2)
