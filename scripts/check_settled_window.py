@@ -37,7 +37,7 @@ from nqm.status import stays_below
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RULES = {"current (octave, >= 2T + 1000)": None, "2T + 1000": (1.0, CONTINUE), "1.5T + 250": (0.5, 250),
          "1.25T + 250": (0.25, 250), "1.25T": (0.25, 0)}
-DIM, TARGET = 100, 0.01
+DIM, TARGET, BUDGET = 100, 0.01, 20_000  # scripts/check_settled.py's regime
 
 
 def horizon(first: np.ndarray, rule) -> np.ndarray:
@@ -64,9 +64,10 @@ def case_verdicts(name: str, cells: dict) -> dict:
     problem = nqm.zhang(DIM).with_rotation(None if rotation == "axis" else 0)
     hyper = cells["hyper"]
     firsts, verdicts = [], {rule: [] for rule in RULES}
+    steps = int(max(horizon(np.array([BUDGET]), spec)[0] for spec in RULES.values()))  # the longest horizon
     for i in range(len(hyper["lr"])):
         one = {k: v[i] for k, v in hyper.items()}
-        trace = nqm.trajectory("ab", delay=delay, noise=noise, problem=problem, steps=int(4 * 20_000 + CONTINUE + 4),
+        trace = nqm.trajectory("ab", delay=delay, noise=noise, problem=problem, steps=steps,
                                target=TARGET, **one)
         loss, first = trace.loss.values, int(trace.steps_to_target)
         firsts.append(first)
