@@ -58,23 +58,22 @@ def window_stays(loss: np.ndarray, first: int, end: int, noisy: bool) -> bool:
 
 
 def case_verdicts(name: str, cells: dict) -> dict:
-    """Per reached cell of one check_settled case: T, the window verdict under each rule."""
+    """Per rule, the window verdict of each reached cell of one check_settled case."""
     _, delay, rotation, noise = name.split()
     delay, noise = int(delay[2:]), float(noise.split("=")[1])
     problem = nqm.zhang(DIM).with_rotation(None if rotation == "axis" else 0)
     hyper = cells["hyper"]
-    firsts, verdicts = [], {rule: [] for rule in RULES}
+    verdicts = {rule: [] for rule in RULES}
     steps = int(max(horizon(np.array([BUDGET]), spec)[0] for spec in RULES.values()))  # the longest horizon
     for i in range(len(hyper["lr"])):
         one = {k: v[i] for k, v in hyper.items()}
         trace = nqm.trajectory("ab", delay=delay, noise=noise, problem=problem, steps=steps,
                                target=TARGET, **one)
         loss, first = trace.loss.values, int(trace.steps_to_target)
-        firsts.append(first)
         for rule, spec in RULES.items():
             end = int(horizon(np.array([first]), spec)[0])
             verdicts[rule].append(first > 0 and np.isfinite(loss[:end]).all() and window_stays(loss, first, end, noise > 0))
-    return {"first": np.array(firsts), **{rule: np.array(v) for rule, v in verdicts.items()}}
+    return {rule: np.array(v) for rule, v in verdicts.items()}
 
 
 def floor_costs() -> dict:
