@@ -25,6 +25,7 @@ from nqm import NqmError, results
 from nqm.io import load
 
 GRID_ATTRS = ("delay_processes", "delay_sha256", "seed", "settled_test")  # list the whole grid's, per delay or seed
+RUN_RECORDS = ("compute_seconds",)  # how long a figure's piece took to compute: a record of the run, not a setting
 
 
 def compare(a: xr.Dataset, b: xr.Dataset) -> list[dict]:
@@ -34,6 +35,8 @@ def compare(a: xr.Dataset, b: xr.Dataset) -> list[dict]:
     if not a.sizes or min(a.sizes.values()) == 0:
         raise NqmError("the two results share no cell: compare results of the same grid")
     b = b.assign_attrs({k: a.attrs[k] for k in GRID_ATTRS if k in a.attrs})
+    a, b = (ds.drop_attrs(deep=False).assign_attrs({k: v for k, v in ds.attrs.items() if k not in RUN_RECORDS})
+            for ds in (a, b))
     if (why := results.difference(a, b)) is not None:
         raise NqmError(f"not the same computation: {why}")
     panel_dims = [d for d in a.status.dims if d not in ("lr", "momentum")]

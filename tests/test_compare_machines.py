@@ -53,6 +53,24 @@ def test_another_computation_is_refused_in_one_line(result, tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+def test_a_recorded_compute_time_is_not_a_setting(result):
+    timed = result.assign_attrs(compute_seconds=12.5)  # as a figure's piece records it
+    assert all(r["same_status"] == r["cells"] for r in SCRIPT["compare"](result, timed))
+    with pytest.raises(nqm.NqmError, match="max_steps"):
+        SCRIPT["compare"](result, timed.assign_attrs(max_steps=401))
+
+
+def test_the_paper_scale_sgdm_panel_in_pieces_is_the_gpus_cell_for_cell():
+    """Figure 1's SGDM panel (D = 4, σ = 0.05) as its four committed pieces, swept on an AVX2 CPU,
+    against the H200's run of the whole panel: all 1,024 statuses and every T the same."""
+    gpu = nqm.load(GPU / "sgdm_d4_settled.nc")
+    pieces = sorted((ROOT / "figures" / "fig1_paper_pieces").glob("sgdm_d4_s0.05_m*.nc"))
+    rows = [row for piece in pieces for row in SCRIPT["compare"](gpu, nqm.load(piece))]
+    assert sum(r["cells"] for r in rows) == 1024 and sum(r["reached_both"] for r in rows) == 356
+    assert all(r["same_status"] == r["cells"] and r["same_t"] == r["reached_both"] for r in rows)
+    assert all("avx2" in nqm.load(piece).attrs["platform"] for piece in pieces)
+
+
 def test_the_committed_gpu_comparison_is_its_data_and_every_verdict_and_t_agrees():
     committed = json.loads((GPU / "agreement.json").read_text())
     recomputed = []
