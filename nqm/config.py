@@ -29,7 +29,9 @@ class RunConfig:
         ``diverge_factor · L(w₀)``.
       independent_noise: draw the noise per cell instead of once per step for all cells.
       x64: simulate in float64 (default float32).
-      chunk_steps: steps per jitted call; progress, compaction and checkpoints happen between chunks.
+      chunk_steps: steps per jitted call; progress, compaction and checkpoints happen between chunks
+        (``None``: 1,000, or up to 16 times as many for a small problem, see
+        :func:`nqm.engine.layout.chunk_length`).
       block_cells: cells a device advances together (``None``: fit a CPU cache block; the whole
         device share on accelerators).
       batch_cells: cells per jitted call (``None``: automatic). Rounded to whole blocks per device.
@@ -54,7 +56,7 @@ class RunConfig:
     diverge_factor: float = 1e6
     independent_noise: bool = False
     x64: bool = False
-    chunk_steps: int = 1000
+    chunk_steps: int | None = None
     block_cells: int | None = None
     batch_cells: int | None = None
     compaction: bool = True
@@ -88,8 +90,9 @@ def checked_config(**settings) -> RunConfig:
     target = number(config.target, "target")
     if not (np.isfinite(target) and target > 0):
         raise NqmError(f"target must be a number > 0, got {config.target}")
-    counts = {"max_steps": count(config.max_steps, "max_steps", high=MAX_STEPS),
-              "chunk_steps": count(config.chunk_steps, "chunk_steps", high=MAX_STEPS)}
+    counts = {"max_steps": count(config.max_steps, "max_steps", high=MAX_STEPS)}
+    if config.chunk_steps is not None:
+        counts["chunk_steps"] = count(config.chunk_steps, "chunk_steps", high=MAX_STEPS)
     for name in ("devices", "block_cells", "batch_cells"):
         if getattr(config, name) is not None:
             counts[name] = count(getattr(config, name), name)

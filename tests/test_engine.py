@@ -339,6 +339,24 @@ def test_the_observers_watch_without_changing_a_cell():
     assert set(bare.status.tolist()) >= {-1, 1}  # cells that finish both ways were handed on
 
 
+@pytest.mark.parametrize("method,extra", [("sgdm", {}), ("ab", {"rho": np.full(8, 0.5)})])
+def test_a_small_problem_runs_in_longer_chunks_with_the_same_numbers(method, extra):
+    """Left unset, a chunk is 1,000 steps, doubled up to 16× while it advances fewer than
+    CHUNK_ELEMENTS elements (cells per batch × N × steps); a sweep's numbers are those of 1,000-step
+    chunks."""
+    chunk_length = engine.layout.chunk_length
+    assert chunk_length(64 * 10**4) == 1000 and chunk_length(8192) == 4000 and chunk_length(8 * 20) == 16_000
+    problem, config = nqm.zhang(20), dataclasses.replace(QUIET, target=1e-3, max_steps=30_000)
+    assert engine.layout.choose(problem, make(method), History(1), 8, config, np.float32).spec.chunk_steps == 16_000
+    cells = engine.Cells(make(method), {"lr": np.geomspace(0.05, 1.5, 8), "momentum": np.full(8, 0.9), **extra},
+                         np.full(8, 0.05), seed=3)
+    longer, fixed = (engine.simulate(problem, cells, dataclasses.replace(config, chunk_steps=chunk))
+                     for chunk in (None, engine.layout.CHUNK_STEPS))
+    assert len(set(fixed.status)) > 1
+    for name in ("steps", "status", "loss"):
+        np.testing.assert_array_equal(getattr(longer, name), getattr(fixed, name))
+
+
 def test_a_chunk_of_common_noise_is_held_to_the_memory_budget():
     """The common noise of a chunk is drawn at once (chunk × N values): a large problem gets shorter
     chunks: the same numbers, in bounded memory (a problem whose batch does not fit is refused before)."""
@@ -347,7 +365,7 @@ def test_a_chunk_of_common_noise_is_held_to_the_memory_budget():
                          np.full(4, 0.05), seed=3)
     small = dataclasses.replace(QUIET, target=1e-3, max_steps=400, memory_budget=2 * 2**20)  # 2 MiB
     layout = engine.layout.choose(problem, make("sgdm"), History(1), 4, small, np.float32)
-    assert layout.spec.chunk_steps == 2**20 // (2 * 4000 * 4) < QUIET.chunk_steps
+    assert layout.spec.chunk_steps == 2**20 // (2 * 4000 * 4) < engine.layout.CHUNK_STEPS
     capped = engine.simulate(problem, cells, small)
     chosen = engine.simulate(problem, cells, dataclasses.replace(small, memory_budget=None,
                                                                  chunk_steps=layout.spec.chunk_steps))

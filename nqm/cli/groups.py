@@ -24,7 +24,8 @@ _RUN = {
     "max_steps": (int, "step budget per cell"),
     "x64": (bool, "simulate in float64"),
     "independent_noise": (bool, "noise drawn per cell, not shared"),
-    "chunk_steps": (int, "steps per compiled call (progress, checkpoints)"),
+    "chunk_steps": (int, "steps per compiled call (progress, checkpoints; default: 1000, up to 16x that for a "
+                         "small problem)"),
     "devices": (int, "devices to shard over (default: all devices)"),
     "memory_budget": (float, "GiB of simulation state held at once; larger grids run in groups "
                              "(default: half the accelerator memory, or 4 GiB on CPU)"),

@@ -32,6 +32,10 @@ BLOCK_ELEMENTS = 2**15  # elements per cache block on CPU (measured: N = 10⁴ r
 # away (measured on one H200: Figure 1's AB panel, N = 10⁴, runs 1.9× faster in 128-cell blocks than in
 # one block of all 1,024 cells, which carries every finished cell to the last one's step; the same T).
 ACCELERATOR_BLOCK_ELEMENTS = 2**20
+CHUNK_STEPS = 1000  # steps per jitted call, unless set ...
+# ... or more, up to 16×, where a chunk would advance fewer elements than this: the host's work
+# between chunks (status, progress, the next call) cost a sweep of 16 cells at N = 20 a quarter of its time.
+CHUNK_ELEMENTS = 2**24
 
 
 class Layout(NamedTuple):
@@ -76,7 +80,7 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
             "settings batch_cells and block_cells"
         )
     group = batch * max(1, fits // batch)
-    chunk = int(config.chunk_steps)
+    chunk = int(config.chunk_steps) if config.chunk_steps is not None else chunk_length(batch * problem.dim)
     if chunk < 1:
         raise NqmError(f"chunk_steps must be >= 1, got {config.chunk_steps}")
     if not config.independent_noise:  # a chunk's common noise is drawn at once: at most half the budget
@@ -85,6 +89,22 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
     spec = Spec(optimizer, int(history.slots), bool(history.by_worker), chunk, block, bool(config.independent_noise),
                 mesh, record, summaries, stride, bool(settle))
     return Layout(spec, batch, group, NamedSharding(mesh, PartitionSpec(CELLS)))
+
+
+def chunk_length(batch_elements: int) -> int:
+    """The steps of a chunk, when not set: :data:`CHUNK_STEPS`, doubled (at most 4 times) while a
+    chunk advances fewer than :data:`CHUNK_ELEMENTS` elements. A cell's numbers do not depend on it.
+
+    Args:
+      batch_elements: the elements a step advances (cells per batch × N).
+
+    Returns:
+      Steps per chunk.
+    """
+    steps = CHUNK_STEPS
+    while steps < 16 * CHUNK_STEPS and steps * batch_elements < CHUNK_ELEMENTS:
+        steps *= 2
+    return steps
 
 
 def block_size(platform: str, dim: int, per_device: int, fits: int) -> int:
