@@ -9,6 +9,7 @@ run again, it replays the rounds kept without evaluating them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import threading
@@ -144,6 +145,19 @@ class Checkpointer:
     def done(self, key):
         self.running.pop(key, None)
 
+    def nested(self, prefix: str, identity: dict) -> "NestedRun":
+        """A run started inside part ``prefix`` (a floor probe) of the cells whose arrays are
+        ``identity``, kept under ``prefix|`` and a digest of them.
+
+        Args:
+          prefix: the part's key and what the run is.
+          identity: the arrays that make the run what it is (its cells' values, its spans).
+
+        Returns:
+          The run's keeper: call it as :class:`NestedRun` says.
+        """
+        return NestedRun(self, f"{prefix}|{checksum(identity)[-16:]}")
+
     def store(self, cell_dims, index, delay, seed, outcome: engine.Outcome):
         full = {"delay": np.full(len(outcome.steps), list(self.result.delay.values).index(delay)),
                 "seed": np.full(len(outcome.steps), list(self.result.seed.values).index(seed))}
@@ -165,6 +179,57 @@ class Checkpointer:
             except NqmError as exc:  # keep computing: the cells are in memory, the caller saves them
                 self.failed = str(exc)
             self.last, self.dirty = time.monotonic(), False
+
+
+class NestedRun:
+    """A run started from inside a sweep's part — the settled test's floor probe of cells that
+    finished there, which may take hours — kept in the sweep's checkpoint under ``key``: its
+    finished cells' results and its running cells' state. A resumed sweep repeats its part up to
+    the same call with the same cells (bit-identical), and this run then goes on from where it
+    stopped, not from its start."""
+
+    FIELDS = ("steps", "status", "loss", "window", "peak")
+
+    def __init__(self, writer: Checkpointer, key: str):
+        self.writer, self.key, self.done_key = writer, key, f"{key}|finished"
+
+    def __call__(self, run, cells: int) -> engine.Outcome:
+        """``run(todo, observers)`` runs the cells ``todo`` (of ``0 … cells − 1``) with ``observers``
+        added; returns every cell's outcome, in order."""
+        _, where, saved = self.writer.running.get(self.done_key, (0, np.zeros(0, np.int64), []))
+        todo = np.setdiff1d(np.arange(cells), where)
+        done = [(where, saved)] if where.size else []
+
+        def finished(ids, part):  # kept with the next snapshot of the running cells
+            done.append((todo[ids], [getattr(part, f) for f in self.FIELDS]))
+            self.writer.running[self.done_key] = (0, np.concatenate([w for w, _ in done]),
+                                                  [np.concatenate(x) for x in zip(*(v for _, v in done))])
+
+        kept = engine.Checkpoint(finished, functools.partial(self.writer.between_chunks, self.key, todo),
+                          self.writer.resume_point(self.key, todo))
+        out = run(todo, [kept])
+        self.writer.done(self.key)
+        self.writer.done(self.done_key)
+        merged = {}
+        for field, earlier in zip(self.FIELDS, saved if where.size else [None] * len(self.FIELDS)):
+            now = np.asarray(getattr(out, field))
+            merged[field] = np.empty((cells,) + now.shape[1:], now.dtype)
+            merged[field][todo] = now
+            if earlier is not None:
+                merged[field][where] = earlier
+        return out._replace(**merged)
+
+
+def unkept(identity: dict):
+    """The keeper of a run not kept anywhere (no checkpoint): it runs every cell.
+
+    Args:
+      identity: what the run is (unused).
+
+    Returns:
+      ``keeper(run, cells)``, as :class:`NestedRun`.
+    """
+    return lambda run, cells: run(np.arange(cells), ())
 
 
 def _save_running(running: dict, path, identity: str) -> None:

@@ -48,6 +48,7 @@ from nqm import delays
 from nqm.conventions import family
 from nqm.engine import Last, Outcome, Settle, Trace, record
 from nqm.engine.step import WINDOW_POINTS, settle_window, settling_span
+from nqm.checkpoint import unkept
 from nqm.errors import NqmError
 from nqm.expected import steady_state_loss
 from nqm.expected.api import stays_from
@@ -102,7 +103,7 @@ def observers(task: Job, process) -> tuple:
     return (Settle(),) if test_for(task, process) == CONTINUED else ()
 
 
-def settle(task: Job, process, values: dict, outcome: Outcome, seed: int = 0) -> np.ndarray:
+def settle(task: Job, process, values: dict, outcome: Outcome, seed: int = 0, keep=None) -> np.ndarray:
     """The statuses of ``outcome`` with each reached cell (1) that does not stay below the target
     made transient (2).
 
@@ -113,6 +114,7 @@ def settle(task: Job, process, values: dict, outcome: Outcome, seed: int = 0) ->
       outcome: the engine's results of those cells (first passage), run with the observers of
         :func:`observers`.
       seed: the seed they ran with (a floor probe runs them again under the same delay schedule).
+      keep: keeps a floor probe resumable in a sweep's checkpoint (:meth:`nqm.checkpoint.Checkpointer.nested`).
 
     Returns:
       the statuses with transient cells marked; unchanged with ``first_passage``.
@@ -133,7 +135,7 @@ def settle(task: Job, process, values: dict, outcome: Outcome, seed: int = 0) ->
         first, window, peak = np.asarray(outcome.steps)[reached], outcome.window[reached], outcome.peak[reached]
         span = _span(task, process, cells)
         stays = _windowed(cells, first, window, peak, span, task.config.target)
-        stays = _near_zero_stable(task, process, cells, stays, seed, _decay_rate(first, window, span))
+        stays = _near_zero_stable(task, process, cells, stays, seed, _decay_rate(first, window, span), keep)
     status[reached[~stays]] = TRANSIENT
     return status
 
@@ -144,7 +146,8 @@ def _span(task: Job, process, cells: dict, extra=0) -> np.ndarray:
     return np.maximum(settling_span(optimizer, {k: cells[k] for k in optimizer.hyper._fields}), extra)
 
 
-def _near_zero_stable(task: Job, process, cells: dict, stays: np.ndarray, seed: int, rate: np.ndarray) -> np.ndarray:
+def _near_zero_stable(task: Job, process, cells: dict, stays: np.ndarray, seed: int, rate: np.ndarray,
+                      keep=None) -> np.ndarray:
     """``stays``, less the noiseless cells that go on to leave the target once their method has
     become a linear one near the minimum (:func:`nqm.optimizers.base.near_zero`). A noiseless run
     whose loss decays in its window goes on towards the minimum, so it ends in that regime; where the
@@ -169,7 +172,8 @@ def _near_zero_stable(task: Job, process, cells: dict, stays: np.ndarray, seed: 
     if known.floor is None:
         stays[doubtful] = False
     else:
-        stays[doubtful] = _probe(task, process, part, seed, rate[doubtful], known.floor if known.homogeneous else None)
+        stays[doubtful] = _probe(task, process, part, seed, rate[doubtful], known.floor if known.homogeneous else None,
+                                 keep)
     return stays
 
 
@@ -184,7 +188,7 @@ PROBE_MIN_STEPS = 2**14  # (at least this many; a decay past the run's precision
 PROBE_MAX_STEPS = 2**22  # a decay too slow for that many steps is not probed: transient)
 
 
-def _probe(task: Job, process, cells: dict, seed: int, rate: np.ndarray, floor: str | None) -> np.ndarray:
+def _probe(task: Job, process, cells: dict, seed: int, rate: np.ndarray, floor: str | None, keep=None) -> np.ndarray:
     """Whether each noiseless cell stays once it has reached its floor, by running it again in
     float64 through its decay to the floor and what follows: the settled test with a span of
     ``PROBE_DECAYS / rate`` steps (``rate``: its loss's decay per step in its window), so that its
@@ -210,7 +214,8 @@ def _probe(task: Job, process, cells: dict, seed: int, rate: np.ndarray, floor: 
     options = task.options if floor is None else {**task.options, floor: PROBE_FLOOR * task.config.target}
     probe = task._replace(options=options, config=dataclasses.replace(task.config, x64=True, progress=False))
     values, span = {k: v[probed] for k, v in cells.items()}, budget[probed].astype(np.int64)
-    out = probe.run(process, values, seed, [Settle(span)])
+    out = (keep or unkept)({**values, "span": span})(lambda todo, kept: probe.run(  # resumable where kept
+        process, {k: v[todo] for k, v in values.items()}, seed, [Settle(span[todo]), *kept]), probed.size)
     reached = out.status == REACHED
     rounded = (out.window == 0).any(1)  # rounded to w = 0 exactly, where it would stay: that proves nothing
     stays[probed] = reached & ~rounded & _windowed(values, out.steps, out.window, out.peak,
@@ -372,7 +377,7 @@ def stay_steps(task: Job, process, values: dict, seed: int, steps: np.ndarray, s
         config = dataclasses.replace(task.config, target=-1.0, max_steps=budget, progress=False)
         run = task._replace(config=config).run(
             process, {n: v[group] for n, v in cells.items()}, seed,
-            [Trace({"loss": record.loss, "last_exit": Last(Exceeds(float(task.config.target)))}, stride)])
+            [Trace({"loss": record.loss, "last_exit": Last(record.Exceeds(float(task.config.target)))}, stride)])
         t = stride * np.arange(1, run.trace["loss"].shape[1] + 1)
         window = t > budget / 2
         stays = np.array([run.status[i] != DIVERGED and stays_below(run.trace["loss"][i, window], t[window], False,
@@ -409,16 +414,6 @@ def _proven(task: Job, process, cells: dict) -> np.ndarray:
         return np.zeros(lr.size, np.int64)
     return stays_from(task.problem, task.method, process.label, lr, np.asarray(cells["momentum"], np.float64),
                       target=float(task.config.target), dampening=bool(task.options.get("dampening", False)))
-
-
-@dataclasses.dataclass(frozen=True)
-class Exceeds:
-    """Whether a step leaves the loss at or above ``target`` (a hashable recorder: compiled once)."""
-
-    target: float
-
-    def __call__(self, view):
-        return view.model.loss(view.w_next) >= self.target
 
 
 EXACT_STEADY_WORK = 2**30  # components × (delays + 2)² per cell: the exact steady state's cost (seconds) at most

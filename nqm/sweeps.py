@@ -174,7 +174,8 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
 
     def store(ids, outcome):
         cells = {k: v[ids] for k, v in values.items()}
-        outcome = outcome._replace(status=settle(task, process, cells, outcome, seed_value))
+        outcome = outcome._replace(status=settle(task, process, cells, outcome, seed_value,
+                                                 functools.partial(writer.nested, f"{key}|probe")))
         writer.store(cell_dims, np.unravel_index(todo[ids], grid.shape), delay_value, seed_value, outcome)
 
     task.run(process, values, seed_value, [

@@ -188,3 +188,46 @@ def test_ctrl_c_on_best_says_it_keeps_its_checkpoint_and_the_same_command_resume
     saved, direct = nqm.load(out), nqm.best("sgdm", **SEARCH)
     for name in ("steps", "status", "loss", "lr", "momentum", "round_number", "robust_steps"):
         np.testing.assert_array_equal(saved[name].values, direct[name].values)
+
+
+# ------------------------------------------------------------------ a floor probe inside a sweep resumes too
+
+PROBED = dict(lr=list(np.geomspace(0.025, 0.06, 8)), momentum=0.98, rho=2.0, delay=4, problem=nqm.zhang(100),
+              max_steps=20_000, chunk_steps=20_000, progress=False)
+
+
+def test_a_sweep_stopped_inside_a_floor_probe_resumes_the_probe(tmp_path, monkeypatch):
+    """AB's floor probe (a float64 run that may take hours at N = 10⁴) runs inside a sweep's part:
+    stopped there once some of its cells have finished, the checkpoint keeps their results and the
+    others' state, and the same call goes on with the probe from its saved step: the result of a
+    sweep never stopped."""
+    from nqm import checkpoint as checkpoints
+
+    whole = nqm.sweep("ab", **PROBED)
+    between = checkpoints.Checkpointer.between_chunks
+
+    def stop_once_a_probed_cell_finished(self, key, todo, snapshot):
+        self.stop = self.stop or ("|probe|" in key and f"{key}|finished" in self.running)
+        return between(self, key, todo, snapshot)
+
+    path = tmp_path / "c.partial"
+    with monkeypatch.context() as patch:
+        patch.setattr(checkpoints.Checkpointer, "between_chunks", stop_once_a_probed_cell_finished)
+        with pytest.raises(KeyboardInterrupt):
+            nqm.sweep("ab", checkpoint=path, **PROBED)
+    with np.load(f"{path}.cells.npz") as f:
+        saved = {str(key): (int(f[f"{i}_t"]), f[f"{i}_where"].size) for i, key in enumerate(f["keys"])}
+    (probe,) = [key for key in saved if key.endswith("|finished")]
+    assert saved[probe][1] > 0 and saved[probe.removesuffix("|finished")][1] > 0  # finished ones, running ones
+    starts, advance = [], engine.loop.advance
+
+    def spy(spec, cells, inputs, model, noise, schedule, row, t0, *rest):
+        if cells.loss.dtype == np.float64:  # the probe's chunks
+            starts.append(int(t0))
+        return advance(spec, cells, inputs, model, noise, schedule, row, t0, *rest)
+
+    with mock.patch.object(engine.loop, "advance", spy):
+        resumed = nqm.sweep("ab", checkpoint=path, **PROBED)
+    assert starts[0] == saved[probe.removesuffix("|finished")][0] > 0
+    for name in ("steps", "status", "loss"):
+        np.testing.assert_array_equal(resumed[name].values, whole[name].values)

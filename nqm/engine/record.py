@@ -49,6 +49,16 @@ def loss(view: StepView):
     return view.model.loss(view.w_next)
 
 
+@dataclasses.dataclass(frozen=True)
+class Exceeds:
+    """Whether a step leaves the loss at or above ``target`` (a hashable recorder: compiled once)."""
+
+    target: float
+
+    def __call__(self, view: StepView):
+        return view.model.loss(view.w_next) >= self.target
+
+
 def view(model, optimizer: Optimizer, hyper, ctx: StepContext, w, state, g, stepped=None) -> StepView:
     """Describe one step of ``optimizer`` (taking it, unless its ``(w_next, state_next, info)`` are
     given as ``stepped``)."""
