@@ -206,7 +206,7 @@ class NestedRun:
                                                   [np.concatenate(x) for x in zip(*(v for _, v in done))])
 
         kept = engine.Checkpoint(finished, functools.partial(self.writer.between_chunks, self.key, todo),
-                          self.writer.resume_point(self.key, todo))
+                                 self.writer.resume_point(self.key, todo))
         out = run(todo, [kept])
         self.writer.done(self.key)
         self.writer.done(self.done_key)

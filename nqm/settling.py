@@ -45,10 +45,10 @@ import dataclasses
 import numpy as np
 
 from nqm import delays
+from nqm.checkpoint import unkept
 from nqm.conventions import family
 from nqm.engine import Last, Outcome, Settle, Trace, record
 from nqm.engine.step import WINDOW_POINTS, settle_window, settling_span
-from nqm.checkpoint import unkept
 from nqm.errors import NqmError
 from nqm.expected import steady_state_loss
 from nqm.expected.api import stays_from
