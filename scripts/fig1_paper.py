@@ -189,23 +189,38 @@ def draw(ds):
     return fig
 
 
+def panel_claims(panel) -> dict:
+    """One panel's settled and first-passage counts and T*, and the largest learning rate at which
+    any cell converges (settled) — the paper's rows compare these between the columns."""
+    settled = panel.status == REACHED
+    out = {"converged": int(settled.sum()), "transient": int((panel.status == TRANSIENT).sum())}
+    out["reached"] = out["converged"] + out["transient"]
+    out["t_star"], out["t_star_first_passage"] = t_star(panel), t_star(first_passage(panel))
+    out["max_lr"] = float(panel.lr.values[settled.any("momentum").values].max()) if settled.any() else float("nan")
+    return out
+
+
 def claims(ds):
-    """Per panel: the settled and first-passage counts and T*, and the largest learning rate at
-    which any cell converges (settled) — the paper's rows compare these between the columns."""
+    """Per panel, :func:`panel_claims`; and each method's compute time."""
     out = {}
-    lr = ds.lr.values
     for d in ds.delay.values:
         for n in ds.noise.values:
             for m in ds.method.values:
-                panel, key = _panel(ds, m, d, n), f"{m}_d{d}_s{n:g}"
-                settled = (panel.status == REACHED).values
-                out[f"{key}_converged"] = int(settled.sum())
-                out[f"{key}_transient"] = int((panel.status == TRANSIENT).sum())
-                out[f"{key}_reached"] = out[f"{key}_converged"] + out[f"{key}_transient"]
-                out[f"{key}_t_star"] = t_star(panel)
-                out[f"{key}_t_star_first_passage"] = t_star(first_passage(panel))
-                out[f"{key}_max_lr"] = float(lr[settled.any(axis=0)].max()) if settled.any() else float("nan")
+                out.update({f"{m}_d{d}_s{n:g}_{k}": v for k, v in panel_claims(_panel(ds, m, d, n)).items()})
     out.update({f"compute_minutes_{m}": ds.attrs[f"compute_seconds_{m}"] / 60 for m in METHODS})
+    return out
+
+
+def so_far(kept) -> dict:
+    """:func:`panel_claims` of each panel whose four pieces are all in the directory ``kept``
+    (the paper-scale figure before its last piece), by panel."""
+    import nqm
+
+    plan, out = pieces(SIZES["paper"]["side"]), {}
+    for panel in PANELS:
+        paths = [Path(kept) / f"{key}.nc" for key, (of, _) in plan.items() if of == panel]
+        if all(path.is_file() for path in paths):
+            out[panel] = panel_claims(_joined([nqm.load(path) for path in paths]).squeeze(drop=True))
     return out
 
 

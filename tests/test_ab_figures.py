@@ -184,3 +184,20 @@ def test_fig1_paper_keeps_each_finished_piece_and_sweeps_only_the_missing_ones(t
     np.testing.assert_array_equal(again.steps.values, found[-script.ROW_BLOCKS].steps.values)
     with pytest.raises(NqmError, match="another grid"):
         script._piece("ab_d4_s0.05_m0-1", *plan["ab_d4_s0.05_m0-1"], {**grid, "max_steps": 500}, checkpoint, kept)
+
+
+def test_the_paper_scale_rows_in_the_docs_are_the_committed_pieces():
+    """docs/results.md's table of Figure 1 at the paper's scale, so far, is what the committed
+    pieces give for every panel whose four pieces are in (and says which are not complete yet)."""
+    found = _script("fig1_paper").so_far(ROOT / "figures" / "fig1_paper_pieces")
+    text = (ROOT / "docs" / "results.md").read_text()
+
+    def cell(c):
+        return "not complete yet" if c is None else (f"{c['converged']:,} ({c['transient']:,}), {c['t_star']:,.0f} "
+                                                     f"({c['t_star_first_passage']:,.0f}), {c['max_lr']:.2f}")
+
+    for d in (0, 4):
+        for n in (0.0, 0.05):
+            row = f"| D = {d}, σ = {n:g} | {cell(found.get(f'sgdm_d{d}_s{n:g}'))} | {cell(found.get(f'ab_d{d}_s{n:g}'))} |"
+            assert row in text, row
+    assert {"sgdm_d0_s0", "ab_d0_s0", "sgdm_d0_s0.05", "ab_d0_s0.05"} <= set(found)
