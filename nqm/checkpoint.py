@@ -145,18 +145,19 @@ class Checkpointer:
     def done(self, key):
         self.running.pop(key, None)
 
-    def nested(self, prefix: str, identity: dict) -> "NestedRun":
+    def nested(self, prefix: str, identity: dict, observers: tuple = ()) -> "NestedRun":
         """A run started inside part ``prefix`` (a floor probe) of the cells whose arrays are
         ``identity``, kept under ``prefix|`` and a digest of them.
 
         Args:
           prefix: the part's key and what the run is.
           identity: the arrays that make the run what it is (its cells' values, its spans).
+          observers: more observers of the run (its progress in the sweep's bar).
 
         Returns:
           The run's keeper: call it as :class:`NestedRun` says.
         """
-        return NestedRun(self, f"{prefix}|{checksum(identity)[-16:]}")
+        return NestedRun(self, f"{prefix}|{checksum(identity)[-16:]}", observers)
 
     def store(self, cell_dims, index, delay, seed, outcome: engine.Outcome):
         full = {"delay": np.full(len(outcome.steps), list(self.result.delay.values).index(delay)),
@@ -190,8 +191,8 @@ class NestedRun:
 
     FIELDS = ("steps", "status", "loss", "window", "peak")
 
-    def __init__(self, writer: Checkpointer, key: str):
-        self.writer, self.key, self.done_key = writer, key, f"{key}|finished"
+    def __init__(self, writer: Checkpointer, key: str, observers: tuple = ()):
+        self.writer, self.key, self.done_key, self.observers = writer, key, f"{key}|finished", tuple(observers)
 
     def __call__(self, run, cells: int) -> engine.Outcome:
         """``run(todo, observers)`` runs the cells ``todo`` (of ``0 … cells − 1``) with ``observers``
@@ -207,7 +208,7 @@ class NestedRun:
 
         kept = engine.Checkpoint(finished, functools.partial(self.writer.between_chunks, self.key, todo),
                                  self.writer.resume_point(self.key, todo))
-        out = run(todo, [kept])
+        out = run(todo, [kept, *self.observers])
         self.writer.done(self.key)
         self.writer.done(self.done_key)
         merged = {}

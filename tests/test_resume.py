@@ -232,3 +232,19 @@ def test_a_sweep_stopped_inside_a_floor_probe_resumes_the_probe(tmp_path, monkey
     assert starts[0] == saved[probe.removesuffix("|finished")][0] > 0
     for name in ("steps", "status", "loss"):
         np.testing.assert_array_equal(resumed[name].values, whole[name].values)
+
+
+def test_a_floor_probe_shows_its_step_in_the_sweeps_bar_without_counting_its_cells(monkeypatch):
+    from nqm.engine.observers import Progress
+
+    shown, progress = [], Progress.progress
+
+    def spy(self, t, finished, running, settling):
+        shown.append((self.description, self.count, t, finished))
+        return progress(self, t, finished, running, settling)
+
+    monkeypatch.setattr(Progress, "progress", spy)
+    nqm.sweep("ab", **PROBED)
+    probe = [row for row in shown if row[0].endswith("floor probe")]
+    assert probe and not any(count for _, count, _, _ in probe) and max(t for _, _, t, _ in probe) > PROBED["max_steps"]
+    assert sum(finished for _, count, _, finished in shown if count) == len(PROBED["lr"])  # the sweep's cells only

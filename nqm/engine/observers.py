@@ -158,10 +158,11 @@ class Settle(Observer):
 class Progress(Observer):
     """A progress bar: its own over the run's steps (``bar=None``), or one over a sweep's cells
     shared by several runs (``bar``: finished cells advance it, this run's step shows in its
-    postfix). ``enabled=False``: none."""
+    postfix; ``count=False``: the step only, for a run nested in the sweep's, as a floor probe).
+    ``enabled=False``: none."""
 
-    def __init__(self, description: str = "nqm", bar=None, enabled: bool = True):
-        self.description, self.bar, self.enabled = description, bar, enabled
+    def __init__(self, description: str = "nqm", bar=None, enabled: bool = True, count: bool = True):
+        self.description, self.bar, self.enabled, self.count = description, bar, enabled, count
         self.by_step, self.total, self.cells = bar is None, 0, 0
 
     def begin(self, run) -> None:
@@ -182,7 +183,7 @@ class Progress(Observer):
             self.bar.update(min(t, self.total) - self.bar.n)
             self.bar.set_postfix_str(f"running {running} cells{label}", refresh=False)
         else:
-            self.bar.update(finished)
+            self.bar.update(finished if self.count else 0)
             # Settling runs go on past the budget: say so rather than show a step beyond the total.
             step = f"step {t:,}/{self.total:,}" if t <= self.total else \
                 f"step {t:,}, past the {self.total:,}-step budget"
