@@ -174,7 +174,7 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
 
     def store(ids, outcome):
         cells = {k: v[ids] for k, v in values.items()}
-        probe = Progress(f"D={delay_value} seed={seed_value} floor probe", bar, count=False)  # an hour at N = 10⁴
+        probe = Progress(f"D={delay_value} seed={seed_value} floor probe", bar, count=False)  # it may run an hour
         outcome = outcome._replace(status=settle(task, process, cells, outcome, seed_value,
                                                  functools.partial(writer.nested, f"{key}|probe", observers=(probe,))))
         writer.store(cell_dims, np.unravel_index(todo[ids], grid.shape), delay_value, seed_value, outcome)
