@@ -211,13 +211,13 @@ class NestedRun:
         out = run(todo, [kept, *self.observers])
         self.writer.done(self.key)
         self.writer.done(self.done_key)
+        if not where.size:  # every cell ran now, in order
+            return out
         merged = {}
-        for field, earlier in zip(self.FIELDS, saved if where.size else [None] * len(self.FIELDS)):
+        for field, earlier in zip(self.FIELDS, saved):
             now = np.asarray(getattr(out, field))
             merged[field] = np.empty((cells,) + now.shape[1:], now.dtype)
-            merged[field][todo] = now
-            if earlier is not None:
-                merged[field][where] = earlier
+            merged[field][todo], merged[field][where] = now, earlier
         return out._replace(**merged)
 
 

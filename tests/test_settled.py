@@ -561,8 +561,9 @@ def test_a_traced_window_under_the_engines_horizon_is_the_sweeps_verdict(noise):
     for status, lr, m in zip(ds.status.transpose("lr", "momentum").values.ravel(), lrs, momenta):
         if status not in (SETTLED, TRANSIENT):
             continue
-        trace = nqm.trajectory("ab", lr=float(lr), momentum=float(m), rho=2.0, delay=4,
-                               noise=noise, problem=grid["problem"], steps=int(window.horizon(np.array([3000]), None)[0]), target=window.TARGET)
+        trace = nqm.trajectory("ab", lr=float(lr), momentum=float(m), rho=2.0, delay=4, noise=noise,
+                               problem=grid["problem"], steps=int(window.horizon(np.array([3000]), None)[0]),
+                               target=window.TARGET)
         first = int(trace.steps_to_target)
         end = int(window.horizon(np.array([first]), None)[0])
         verdicts.append((status == SETTLED, window.window_stays(trace.loss.values, first, end, noise > 0)))
