@@ -21,11 +21,16 @@ when they are done.
 
     python scripts/fig1_paper.py [--smoke] [--redraw]     (hours: see the README)
     taskset -c 0 python scripts/fig1_paper.py & taskset -c 1 python scripts/fig1_paper.py
+    python scripts/fig1_paper.py --only 'ab_d4_*'     (only those pieces: e.g. on a GPU beside the CPU)
+
+With ``--only``, a run sweeps the pieces whose names match and keeps them; it draws the figure only
+if every other piece is kept already (else it says which are missing and exits without drawing).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import sys
@@ -56,7 +61,9 @@ DELAY, NOISE, RHO = 4, 0.05, 0.5
 PANELS = {f"{m}_d{d}_s{n:g}": (m, d, n) for m in METHODS for d in (0, DELAY) for n in (0.0, NOISE)}
 ROW_BLOCKS = 4  # each panel is swept in blocks of momentum rows: a block is what one sitting must finish
 PIECES_DIR = "fig1_paper_pieces"  # beside the figure: each finished block, kept across sessions
-OPTIONS = {"--no-progress": dict(action="store_true", help="no progress bar")}
+OPTIONS = {"--no-progress": dict(action="store_true", help="no progress bar"),
+           "--only": dict(nargs="+", metavar="PIECE", help="sweep only the pieces whose names match these "
+                          "patterns (as in fig1_paper_pieces/, e.g. 'ab_d4_*'); draw only if the rest are kept")}
 
 
 def pieces(side: int) -> dict:
@@ -66,14 +73,20 @@ def pieces(side: int) -> dict:
     return {f"{panel}_m{rows[0]}-{rows[-1]}": (panel, rows) for panel in PANELS for rows in blocks}
 
 
-def compute(smoke, no_progress=False, checkpoint=None):
+def compute(smoke, no_progress=False, only=None, checkpoint=None):
     import nqm
 
     s = SIZES["smoke" if smoke else "paper"]
     grid = dict(lr=np.geomspace(0.01, 4.0, s["side"]), momentum=np.linspace(0.0, 0.98, s["side"]),
                 problem=nqm.zhang(s["dim"]), max_steps=s["max_steps"], progress=not no_progress)
     plan, kept = pieces(s["side"]), checkpoint and not smoke and Path(checkpoint).with_name(PIECES_DIR)
-    found = {key: _piece(key, *plan[key], grid, checkpoint, kept) for key in sharing.each(plan, checkpoint)}
+    found = {key: _piece(key, *plan[key], grid, checkpoint, kept) for key in sharing.each(_chosen(plan, only), checkpoint)}
+    missing = [key for key in plan if key not in found and not (kept and (kept / f"{key}.nc").is_file())]
+    if missing:  # only with --only: the rest is another run's
+        print(f"fig1_paper: {len(found)} piece(s) swept; not drawn: {len(missing)} piece(s) are not kept yet "
+              f"({', '.join(missing[:4])}{', …' if len(missing) > 4 else ''})")
+        return None
+    found.update({key: _piece(key, *plan[key], grid, checkpoint, kept) for key in plan if key not in found})
     of = {m: [key for key in plan if PANELS[plan[key][0]][0] == m] for m in METHODS}
     methods = {m: _joined([found[key] for key in keys]) for m, keys in of.items()}
     seconds = {panel: sum(found[key].attrs.get("compute_seconds", np.nan) for key in plan if plan[key][0] == panel)
@@ -86,6 +99,15 @@ def compute(smoke, no_progress=False, checkpoint=None):
            for m, keys in of.items()},
         **{f"compute_seconds_{panel}": round(value, 1) for panel, value in seconds.items()},
         **{f"compute_seconds_{m}": round(sum(v for p, v in seconds.items() if PANELS[p][0] == m), 1) for m in METHODS})
+
+
+def _chosen(plan: dict, only) -> list:
+    """The keys of ``plan`` that ``only`` (glob patterns; ``None``: all) names, in the plan's order."""
+    keys = [key for key in plan if only is None or any(fnmatch.fnmatchcase(key, pattern) for pattern in only)]
+    if not keys:
+        raise NqmError(f"--only {' '.join(only)}: no piece has such a name; they are named like "
+                       f"{next(iter(plan))} (panel, then momentum rows)")
+    return keys
 
 
 def _joined(pieces):

@@ -186,6 +186,31 @@ def test_fig1_paper_keeps_each_finished_piece_and_sweeps_only_the_missing_ones(t
         script._piece("ab_d4_s0.05_m0-1", *plan["ab_d4_s0.05_m0-1"], {**grid, "max_steps": 500}, checkpoint, kept)
 
 
+def test_fig1_paper_only_sweeps_the_pieces_it_names_and_draws_once_every_piece_is_kept(tmp_path, monkeypatch, capsys):
+    """``--only`` sends some pieces to another machine (a GPU beside the CPU's run): that run sweeps and
+    keeps only the pieces it names, draws nothing while others are missing and leaves the checkpoint
+    of the pieces it does not do as it was; a later run draws from the kept pieces, sweeping none twice."""
+    script = _script("fig1_paper")
+    monkeypatch.setitem(script.SIZES, "paper", dict(dim=12, side=4, max_steps=300))
+    png, kept = tmp_path / "fig1_paper.png", tmp_path / "fig1_paper_pieces"
+    other = tmp_path / "fig1_paper.nc.partial.elsewhere"  # as another piece's saved state, cleared with the rest
+    other.write_bytes(b"state")
+    swept = []
+    sweep = nqm.sweep
+    monkeypatch.setattr(nqm, "sweep", lambda *a, **k: swept.append(a[0]) or sweep(*a, **k))
+
+    assert script.main(["--out", str(png), "--no-progress", "--only", "ab_d4_*", "ab_d0_s0.05_m3-3"]) == 0
+    named = {"ab_d0_s0.05_m3-3"} | {f"ab_d4_s{n}_m{r}-{r}" for n in ("0", "0.05") for r in range(4)}
+    assert {p.stem for p in kept.iterdir()} == named
+    assert not png.exists() and other.read_bytes() == b"state" and swept == ["ab"] * 9
+    assert script.main(["--out", str(png), "--only", "ab_d5*"]) == 2
+    assert "no piece has such a name" in capsys.readouterr().err
+
+    assert script.main(["--out", str(png), "--no-progress"]) == 0
+    assert png.exists() and len(list(kept.iterdir())) == 32 and swept.count("ab") == 16 and len(swept) == 32
+    assert not other.exists()  # the figure is drawn: its checkpoint is cleared
+
+
 def test_the_paper_scale_rows_in_the_docs_are_the_committed_pieces():
     """docs/results.md's table of Figure 1 at the paper's scale, so far, is what the committed
     pieces give for every panel whose four pieces are in (and says which are not complete yet)."""

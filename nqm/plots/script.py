@@ -57,7 +57,8 @@ class FigureScript:
     Args:
       name: the file stem (``figures/<name>.png``, ``.nc`` or ``.json``, ``.claims.json``).
       compute: ``compute(smoke, **options) -> xr.Dataset | dict``; it records its own regime (N,
-        grid, budget, seeds) in the data, which is all ``draw`` sees.
+        grid, budget, seeds) in the data, which is all ``draw`` sees. ``None``: nothing to draw yet
+        (a share of the work done; the checkpoint stays for the run that draws).
       draw: ``draw(data) -> Figure``, from the data as read back from its file.
       claims: ``claims(data) -> {key: number}``, the numbers the README quotes.
       doc: the ``--help`` text (the script's docstring).
@@ -101,8 +102,9 @@ class FigureScript:
             return 2
         return 0
 
-    def run(self, args: argparse.Namespace) -> Path:
-        """Compute (unless ``args.redraw``), write the data, draw from it; returns the PNG path."""
+    def run(self, args: argparse.Namespace) -> Path | None:
+        """Compute (unless ``args.redraw``), write the data, draw from it; returns the PNG path (``None``
+        where ``compute`` returned ``None``: it did a share of the work and leaves the drawing to a later run)."""
         smoke = args.smoke or os.environ.get("NQM_SMOKE") == "1"
         png = args.out or (Path(tempfile.gettempdir()) if smoke else Path("figures")) / f"{self.name}.png"
         if png.suffix.lower() != ".png":
@@ -114,12 +116,20 @@ class FigureScript:
         else:
             dests = [kw.get("dest", flag.lstrip("-").replace("-", "_")) for flag, kw in self.options.items()]
             options = {dest: getattr(args, dest) for dest in dests}
+            data_path = None
+
+            def clear():  # once the data is written; a run that leaves the drawing to a later one keeps it
+                if data_path is not None:
+                    remove_checkpoint(partial)
+
             with contextlib.ExitStack() as stack:
                 if self.checkpoint:  # removed with the files beside it once the data is written
                     options["checkpoint"] = partial = str(png.with_name(png.stem + ".nc.partial"))
-                    stack.enter_context(sharing.member(partial, clear=lambda: remove_checkpoint(partial)))
+                    stack.enter_context(sharing.member(partial, clear=clear))
                 start = time.perf_counter()
                 data = self.compute(smoke, **options)
+                if data is None:  # compute did its share of the work, said so, and left the drawing to a later run
+                    return None
                 regime = {"figure": self.name, "size": "smoke" if smoke else "full",
                           "wall_seconds": round(time.perf_counter() - start, 1),
                           "options": {k: v for k, v in options.items() if k != "checkpoint"}}
