@@ -123,6 +123,35 @@ def test_damaged_running_cells_are_refused(tmp_path, interrupt_at_store):
         nqm.sweep("sgdm", checkpoint=path, **kw)
 
 
+def test_a_resumed_sweep_cuts_its_chunks_where_the_run_it_continues_did(tmp_path, interrupt_at_store):
+    """Chunk boundaries depend on the step alone: a sweep resumed at a chunk's end, inside the first
+    (short) chunks or past them, cuts the rest where a sweep never stopped does, so the cells that
+    finish together there (a floor probe's, found again by its cells) finish together here."""
+    kw = dict(SMALL, lr=list(np.geomspace(0.002, 0.2, 6)), chunk_steps=160, problem=nqm.zhang(64))
+
+    def starts(**extra):
+        seen, advance = [], engine.loop.advance
+
+        def spy(spec, cells, inputs, model, noise, schedule, row, t0, *rest):
+            seen.append(int(t0))
+            return advance(spec, cells, inputs, model, noise, schedule, row, t0, *rest)
+
+        with mock.patch.object(engine.loop, "advance", spy):
+            nqm.sweep("sgdm", **kw, **extra)
+        return seen
+
+    whole = starts()
+    assert whole[:6] == [0, 10, 30, 70, 150, 310]  # 1/16, 1/8, 1/4, 1/2 of a chunk, then whole ones
+    for stores in (1, 9):  # resumed at step 30 (inside the short chunks) and far past them
+        path = tmp_path / f"{stores}.partial"
+        interrupt_at_store(stores)
+        with pytest.raises(KeyboardInterrupt):
+            nqm.sweep("sgdm", checkpoint=path, checkpoint_every=0.0, **kw)
+        interrupt_at_store.disarm()
+        resumed = starts(checkpoint=path)
+        assert resumed[0] > 0 and resumed == [t for t in whole if t >= resumed[0]]
+
+
 # ------------------------------------------------------------------ a search resumes by round
 
 SEARCH = dict(lr=(0.05, 3.0), momentum=(0.0, 0.95), delay=3, robust=0.05, max_cells=300, problem=nqm.zhang(20),

@@ -209,17 +209,14 @@ def _run_group(run: _Run, index, start: Snapshot | None):
     spec, config = run.layout.spec, run.config
     batches, owner, t = _batches(run, index, start)
     noise = _Noise(run)
-    chunk = 0
     while batches and t < run.end:
-        # The first chunks are short, so that cells which stop early (often most divergent ones)
-        # are compacted away soon; the length is an argument, not a new compilation.
-        length = min(max(1, spec.chunk_steps >> max(0, 4 - chunk)), run.end - t)
+        length = min(chunk_steps(t, spec.chunk_steps), run.end - t)  # an argument, not a new compilation
         window, row = noise.covering(t, length)
         batches = [(loop.advance(spec, cells, inputs, run.model, *window, jnp.int32(row), jnp.int32(t),
                                  jnp.int32(length), run.seed, run.limits), inputs) for cells, inputs in batches]
         for observer in run.observers:
             observer.chunk(batches, owner, t, length)
-        t, chunk = t + length, chunk + 1
+        t += length
         owner, finished, status = _finish(run, batches, owner, t, length)
         running = int((owner >= 0).sum())
         for observer in run.observers:
@@ -230,6 +227,28 @@ def _run_group(run: _Run, index, start: Snapshot | None):
             observer.between(functools.partial(_snapshot, batches, owner, t))
         if config.compaction and worth_compacting(owner, run.layout):
             batches, owner = compact(batches, owner, run.layout)
+
+
+def chunk_steps(t: int, full: int) -> int:
+    """The steps of the chunk that starts at step ``t``. A run's first chunks are short (1/16, 1/8, 1/4
+    and 1/2 of ``full``), so that cells which stop early (often most divergent ones) are compacted
+    away soon. The step alone sets it: a run resumed at a chunk's end cuts its chunks where the run
+    it continues did, so the same cells finish together (a settled test's floor probe is of the cells
+    that finish in one chunk, and is found again in the checkpoint by its cells).
+
+    Args:
+      t: the step the chunk starts at.
+      full: the length of a chunk past the short ones.
+
+    Returns:
+      Steps to the chunk's end.
+    """
+    end = 0
+    for shift in (4, 3, 2, 1):
+        end += max(1, full >> shift)
+        if t < end:
+            return end - t
+    return full
 
 
 def _batches(run: _Run, index, start: Snapshot | None) -> tuple[list, np.ndarray, int]:
