@@ -210,7 +210,7 @@ def _run_group(run: _Run, index, start: Snapshot | None):
     batches, owner, t = _batches(run, index, start)
     noise = _Noise(run)
     while batches and t < run.end:
-        length = min(chunk_steps(t, spec.chunk_steps), run.end - t)  # an argument, not a new compilation
+        length = min(steps_to_chunk_end(t, spec.chunk_steps), run.end - t)  # an argument, not a new compilation
         window, row = noise.covering(t, length)
         batches = [(loop.advance(spec, cells, inputs, run.model, *window, jnp.int32(row), jnp.int32(t),
                                  jnp.int32(length), run.seed, run.limits), inputs) for cells, inputs in batches]
@@ -229,7 +229,7 @@ def _run_group(run: _Run, index, start: Snapshot | None):
             batches, owner = compact(batches, owner, run.layout)
 
 
-def chunk_steps(t: int, full: int) -> int:
+def steps_to_chunk_end(t: int, full: int) -> int:
     """The steps of the chunk that starts at step ``t``. A run's first chunks are short (1/16, 1/8, 1/4
     and 1/2 of ``full``), so that cells which stop early (often most divergent ones) are compacted
     away soon. The step alone sets it: a run resumed at a chunk's end cuts its chunks where the run
