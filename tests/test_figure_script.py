@@ -156,3 +156,16 @@ def test_new_data_replaces_data_of_the_other_kind(tmp_path):
     (tmp_path / "toy.json").write_text('{"old": 1}')
     TOY.main(["--out", str(out)])
     assert not (tmp_path / "toy.json").exists() and (tmp_path / "toy.nc").exists()
+
+
+def test_an_interrupted_figure_is_one_line_that_says_it_resumes(tmp_path, capsys):
+    def interrupted(smoke, checkpoint=None):
+        raise KeyboardInterrupt
+
+    resumable = FigureScript("toy", interrupted, draw, claims, checkpoint=True)
+    assert resumable.main(["--out", str(tmp_path / "toy.png")]) == 130
+    assert capsys.readouterr().err == "toy: interrupted; the same command resumes from its checkpoint\n"
+    assert not (tmp_path / "toy.png").exists()
+    plain = FigureScript("toy", lambda smoke: interrupted(smoke), draw, claims)
+    assert plain.main(["--out", str(tmp_path / "toy.png")]) == 130
+    assert capsys.readouterr().err == "toy: interrupted\n"

@@ -92,7 +92,8 @@ class FigureScript:
         return parser
 
     def main(self, argv=None) -> int:
-        """Run the command line; an :class:`NqmError` is one line on stderr and exit status 2."""
+        """Run the command line; an :class:`NqmError` is one line on stderr and exit status 2, an
+        interruption one line and status 130."""
         use_every_core()  # a figure's sweeps shard their cells over one device per core
         args = self.parser().parse_args(argv)
         try:
@@ -100,6 +101,10 @@ class FigureScript:
         except NqmError as exc:
             print(f"{self.name}: error: {exc}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM inside a sweep: one line, not a traceback
+            kept = "; the same command resumes from its checkpoint" if self.checkpoint and not args.redraw else ""
+            print(f"{self.name}: interrupted{kept}", file=sys.stderr)
+            return 130
         return 0
 
     def run(self, args: argparse.Namespace) -> Path | None:
