@@ -97,6 +97,7 @@ class Checkpointer:
         self.result, self.path, self.every = result, path, every
         # The first save comes a couple of seconds in, not only after `every`.
         self.last, self.dirty, self.stop = time.monotonic() - max(0.0, every - 2.0), False, False
+        self.unsaved = True  # finished cells not yet written (the result itself, until its first save)
         self.identity = results.fingerprint(result)
         self.running = {} if path is None else _load_running(path, self.identity)
         self.failed = None  # why the last checkpoint could not be written, if it could not
@@ -166,7 +167,7 @@ class Checkpointer:
         where = tuple(full[d] for d in self.result.steps.dims)
         for name in ("steps", "status", "loss"):
             self.result[name].values[where] = getattr(outcome, name)
-        self.dirty = True
+        self.dirty = self.unsaved = True
         self.flush(force=False)
 
     def flush(self, force: bool):
@@ -174,7 +175,9 @@ class Checkpointer:
             return
         if force or time.monotonic() - self.last >= self.every:
             try:
-                save(self.result, self.path)
+                if self.unsaved:  # the result only when cells finished since it was written (a netCDF costs)
+                    save(self.result, self.path)
+                    self.unsaved = False
                 _save_running(self.running, self.path, self.identity)
                 self.failed = None
             except NqmError as exc:  # keep computing: the cells are in memory, the caller saves them

@@ -123,6 +123,28 @@ def test_damaged_running_cells_are_refused(tmp_path, interrupt_at_store):
         nqm.sweep("sgdm", checkpoint=path, **kw)
 
 
+def test_a_checkpoint_rewrites_the_result_only_when_cells_finished_since(tmp_path, monkeypatch):
+    """Every checkpoint writes the running cells' state; the result (a netCDF, the costly file) only
+    when some cells finished since it was last written, so frequent checkpoints of long-running
+    cells cost little."""
+    from nqm import checkpoint as checkpoints
+
+    calls = {"save": 0, "store": 0, "running": 0}
+
+    def counted(name, function):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return call
+
+    for name, owner, attribute in (("save", checkpoints, "save"), ("store", checkpoints.Checkpointer, "store"),
+                                   ("running", checkpoints, "_save_running")):
+        monkeypatch.setattr(owner, attribute, counted(name, getattr(owner, attribute)))
+    kw = dict(SMALL, lr=list(np.geomspace(0.002, 0.2, 6)), chunk_steps=100, problem=nqm.zhang(64))
+    nqm.sweep("sgdm", checkpoint=tmp_path / "c.partial", checkpoint_every=0.0, **kw)
+    assert calls["running"] > calls["store"] + 1 >= calls["save"] >= 1
+
+
 def test_a_resumed_sweep_cuts_its_chunks_where_the_run_it_continues_did(tmp_path, interrupt_at_store):
     """Chunk boundaries depend on the step alone: a sweep resumed at a chunk's end, inside the first
     (short) chunks or past them, cuts the rest where a sweep never stopped does, so the cells that
