@@ -80,7 +80,8 @@ def compute(smoke, no_progress=False, only=None, checkpoint=None):
     grid = dict(lr=np.geomspace(0.01, 4.0, s["side"]), momentum=np.linspace(0.0, 0.98, s["side"]),
                 problem=nqm.zhang(s["dim"]), max_steps=s["max_steps"], progress=not no_progress)
     plan, kept = pieces(s["side"]), checkpoint and not smoke and Path(checkpoint).with_name(PIECES_DIR)
-    found = {key: _piece(key, *plan[key], grid, checkpoint, kept) for key in sharing.each(_chosen(plan, only), checkpoint)}
+    found = {key: _piece(key, *plan[key], grid, checkpoint, kept)
+             for key in sharing.each(_chosen(plan, only), checkpoint)}
     missing = [key for key in plan if key not in found and not (kept and (kept / f"{key}.nc").is_file())]
     if missing:  # only with --only: the rest is another run's
         print(f"fig1_paper: {len(found)} piece(s) swept; not drawn: {len(missing)} piece(s) are not kept yet "
