@@ -24,7 +24,7 @@ from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
 
 METHODS = {"sgd": "SGD", "sgdm": "SGDM (m searched)", "precond": "preconditioned SGD (p = 0.5)"}
 FULL = dict(dim=1_000, budget=200_000, sizes=2 ** np.arange(0, 15, 2), delays=[0, 1, 4, 16])
-SMOKE = dict(dim=20, budget=5_000, sizes=np.array([1, 16, 256]), delays=[0, 4])
+SMOKE = dict(dim=20, budget=2_000, sizes=np.array([1, 16, 256]), delays=[0, 4])
 SIGMA, TARGET = 0.3, 0.01
 # Each box holds its method's stable learning rates (λ_max = 1).
 BOXES = {"sgd": dict(lr=(1e-5, 2.0), momentum=0.0), "sgdm": dict(lr=(1e-5, 4.0), momentum=(0.0, 0.9999)),

@@ -24,7 +24,7 @@ from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
 
 METHODS = {"sgd": "SGD", "sgdm": "SGDM (m searched)", "precond": "preconditioned SGD (p = 0.5)"}
 FULL = dict(dim=1_000, budget=200_000, sizes=2 ** np.arange(0, 15, 2))  # B = 1, 4, …, 16,384
-SMOKE = dict(dim=20, budget=5_000, sizes=np.array([1, 16, 256]))
+SMOKE = dict(dim=20, budget=2_000, sizes=np.array([1, 16, 256]))
 SIGMA, TARGET = 0.3, 0.01
 
 

@@ -33,7 +33,7 @@ from fig_batch_delay import METHODS, SIGMA, searches  # noqa: E402  (the same re
 from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
 
 FULL = dict(dim=1_000, budget=200_000, sizes=4 ** np.arange(8), workers=[1, 4, 16])
-SMOKE = dict(dim=20, budget=5_000, sizes=np.array([1, 4, 16]), workers=[1, 4])
+SMOKE = dict(dim=20, budget=2_000, sizes=np.array([1, 4, 16]), workers=[1, 4])
 
 
 def compute(smoke):
