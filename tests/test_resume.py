@@ -160,7 +160,7 @@ def test_a_resumed_sweep_cuts_its_chunks_where_the_run_it_continues_did(tmp_path
 
         with mock.patch.object(engine.loop, "advance", spy):
             nqm.sweep("sgdm", **kw, **extra)
-        return seen
+        return list(dict.fromkeys(seen))  # a chunk's start once, however many batches it advanced
 
     whole = starts()
     assert whole[:6] == [0, 10, 30, 70, 150, 310]  # 1/16, 1/8, 1/4, 1/2 of a chunk, then whole ones
