@@ -82,7 +82,7 @@ def compute(smoke, no_progress=False, only=None, checkpoint=None):
     plan, kept = pieces(s["side"]), checkpoint and not smoke and Path(checkpoint).with_name(PIECES_DIR)
     found = {key: _piece(key, *plan[key], grid, checkpoint, kept)
              for key in sharing.each(_chosen(plan, only), checkpoint)}
-    missing = [key for key in plan if key not in found and not (kept and (kept / f"{key}.nc").is_file())]
+    missing = [key for key in plan if key not in found and not (kept and _kept_file(kept, key).is_file())]
     if missing:  # only with --only: the rest is another run's
         print(f"fig1_paper: {len(found)} piece(s) swept; not drawn: {len(missing)} piece(s) are not kept yet "
               f"({', '.join(missing[:4])}{', …' if len(missing) > 4 else ''})")
@@ -125,7 +125,7 @@ def _piece(key: str, panel: str, rows, grid: dict, checkpoint, kept):
     import nqm
 
     grid = {**grid, "momentum": grid["momentum"][rows]}
-    path = kept and Path(kept) / f"{key}.nc"
+    path = kept and _kept_file(kept, key)
     if path and path.is_file():
         return _same_grid(nqm.load(path), grid, path)
     method, delay, noise = PANELS[panel]
@@ -139,6 +139,11 @@ def _piece(key: str, panel: str, rows, grid: dict, checkpoint, kept):
         path.parent.mkdir(parents=True, exist_ok=True)
         nqm.save(ds, path)
     return ds
+
+
+def _kept_file(kept, key: str) -> Path:
+    """Where the piece ``key`` is kept in the directory ``kept``."""
+    return Path(kept) / f"{key}.nc"
 
 
 def _same_grid(ds, grid: dict, path):
@@ -241,7 +246,7 @@ def so_far(kept) -> dict:
 
     plan, out = pieces(SIZES["paper"]["side"]), {}
     for panel in PANELS:
-        paths = [Path(kept) / f"{key}.nc" for key, (of, _) in plan.items() if of == panel]
+        paths = [_kept_file(kept, key) for key, (of, _) in plan.items() if of == panel]
         if all(path.is_file() for path in paths):
             out[panel] = panel_claims(_joined([nqm.load(path) for path in paths]).squeeze(drop=True))
     return out

@@ -63,6 +63,7 @@ def test_a_sweep_killed_mid_cell_resumes_where_it_stopped(sig, uninterrupted, tm
 
 SMALL = dict(lr=[0.05, 0.1, 0.2], momentum=[0.0, 0.9], target=1e-3, max_steps=20_000, progress=False)
 LAM = list(np.geomspace(1.0, 0.01, 10))
+STORED = dict(SMALL, lr=list(np.geomspace(0.002, 0.2, 6)), chunk_steps=100, problem=nqm.zhang(64))  # many stores
 
 
 def test_a_changed_ninth_eigenvalue_is_another_sweep(tmp_path):
@@ -105,7 +106,7 @@ def test_damaged_running_cells_are_refused(tmp_path, interrupt_at_store):
 
     path = tmp_path / "c.partial"
     interrupt_at_store(2)
-    kw = dict(SMALL, lr=list(np.geomspace(0.002, 0.2, 6)), chunk_steps=100, problem=nqm.zhang(64))
+    kw = STORED
     with pytest.raises(KeyboardInterrupt):
         nqm.sweep("sgdm", checkpoint=path, checkpoint_every=0.0, **kw)
     interrupt_at_store.disarm()
@@ -140,7 +141,7 @@ def test_a_checkpoint_rewrites_the_result_only_when_cells_finished_since(tmp_pat
     for name, owner, attribute in (("save", checkpoints, "save"), ("store", checkpoints.Checkpointer, "store"),
                                    ("running", checkpoints, "_save_running")):
         monkeypatch.setattr(owner, attribute, counted(name, getattr(owner, attribute)))
-    kw = dict(SMALL, lr=list(np.geomspace(0.002, 0.2, 6)), chunk_steps=100, problem=nqm.zhang(64))
+    kw = STORED
     nqm.sweep("sgdm", checkpoint=tmp_path / "c.partial", checkpoint_every=0.0, **kw)
     assert calls["running"] > calls["store"] + 1 >= calls["save"] >= 1
 
@@ -149,7 +150,7 @@ def test_a_resumed_sweep_cuts_its_chunks_where_the_run_it_continues_did(tmp_path
     """Chunk boundaries depend on the step alone: a sweep resumed at a chunk's end, inside the first
     (short) chunks or past them, cuts the rest where a sweep never stopped does, so the cells that
     finish together there (a floor probe's, found again by its cells) finish together here."""
-    kw = dict(SMALL, lr=list(np.geomspace(0.002, 0.2, 6)), chunk_steps=160, problem=nqm.zhang(64))
+    kw = dict(STORED, chunk_steps=160)
 
     def starts(**extra):
         seen, advance = [], engine.loop.advance
