@@ -6,8 +6,10 @@ import pathlib
 import runpy
 
 import pytest
+import xarray as xr
 
 import nqm
+from nqm.status import REACHED, TRANSIENT
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = runpy.run_path(str(ROOT / "scripts" / "compare_machines.py"))
@@ -60,15 +62,24 @@ def test_a_recorded_compute_time_is_not_a_setting(result):
         SCRIPT["compare"](result, timed.assign_attrs(max_steps=401))
 
 
-def test_the_paper_scale_sgdm_panel_in_pieces_is_the_gpus_cell_for_cell():
-    """Figure 1's SGDM panel (D = 4, σ = 0.05) as its four committed pieces, swept on an AVX2 CPU,
-    against the H200's run of the whole panel: all 1,024 statuses and every T the same."""
-    gpu = nqm.load(GPU / "sgdm_d4_settled.nc")
-    pieces = sorted((ROOT / "figures" / "fig1_paper_pieces").glob("sgdm_d4_s0.05_m*.nc"))
-    rows = [row for piece in pieces for row in SCRIPT["compare"](gpu, nqm.load(piece))]
-    assert sum(r["cells"] for r in rows) == 1024 and sum(r["reached_both"] for r in rows) == 356
-    assert all(r["same_status"] == r["cells"] and r["same_t"] == r["reached_both"] for r in rows)
-    assert all("avx2" in nqm.load(piece).attrs["platform"] for piece in pieces)
+@pytest.mark.parametrize("method", ["sgdm", "ab"])
+def test_a_paper_scale_panel_in_pieces_is_the_gpus_cell_for_cell(method):
+    """Figure 1's panel (D = 4, σ = 0.05) as its four committed pieces, swept on an AVX2 CPU, against
+    the H200's run of the whole panel: all 1,024 statuses the same, AB's settled verdicts included
+    (each reached cell continued past its first passage), and every settled cell's T. A transient
+    cell's T is a first passage at a loss that hovers at the target, which the machines' last bits
+    may move: SGDM's are all equal too, one of AB's is not."""
+    gpu = nqm.load(GPU / f"{method}_d4_settled.nc")
+    pieces = [nqm.load(p) for p in sorted((ROOT / "figures" / "fig1_paper_pieces").glob(f"{method}_d4_s0.05_m*.nc"))]
+    rows = [row for piece in pieces for row in SCRIPT["compare"](gpu, piece)]
+    reached = int(gpu.status.isin([REACHED, TRANSIENT]).sum())
+    assert sum(r["cells"] for r in rows) == 1024 and sum(r["reached_both"] for r in rows) == reached > 300
+    assert all(r["same_status"] == r["cells"] for r in rows)
+    for piece in pieces:
+        a, b = xr.align(gpu, piece, join="inner")
+        assert ((a.steps == b.steps) | (a.status != REACHED)).all()
+    assert all(r["same_t"] == r["reached_both"] for r in rows) or method == "ab"
+    assert all("avx2" in piece.attrs["platform"] for piece in pieces)
 
 
 def test_the_committed_gpu_comparison_is_its_data_and_every_verdict_and_t_agrees():
@@ -94,8 +105,6 @@ def test_the_gpu_panel_in_128_cell_blocks_is_the_one_block_panel():
 def test_the_settled_gpu_panel_in_blocks_agrees_where_it_finished():
     """The settled panel in 128-cell blocks, stopped by its time limit (a checkpoint: status 3 is a
     cell still running): every cell it finished has the one-block run's status and T."""
-    import xarray as xr
-
     part = xr.open_dataset(GPU / "ab_d4_settled_blocks128_stopped.nc", engine="h5netcdf").squeeze()
     whole = nqm.load(GPU / "ab_d4_settled.nc").squeeze()
     done = part.status.values != 3
