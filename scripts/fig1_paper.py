@@ -239,19 +239,6 @@ def claims(ds):
     return out
 
 
-def so_far(kept) -> dict:
-    """:func:`panel_claims` of each panel whose four pieces are all in the directory ``kept``
-    (the paper-scale figure before its last piece), by panel."""
-    import nqm
-
-    plan, out = pieces(SIZES["paper"]["side"]), {}
-    for panel in PANELS:
-        paths = [_kept_file(kept, key) for key, (of, _) in plan.items() if of == panel]
-        if all(path.is_file() for path in paths):
-            out[panel] = panel_claims(_joined([nqm.load(path) for path in paths]).squeeze(drop=True))
-    return out
-
-
 main = FigureScript("fig1_paper", compute, draw, claims, doc=__doc__, options=OPTIONS, checkpoint=True).main
 
 if __name__ == "__main__":
