@@ -54,7 +54,7 @@ from nqm.errors import NqmError  # noqa: E402
 from nqm.io import write_bytes  # noqa: E402
 from nqm.plots.heatmap import draw_panels  # noqa: E402
 from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
-from nqm.status import REACHED, TRANSIENT, t_star  # noqa: E402
+from nqm.status import BUDGET, DIVERGED, REACHED, TRANSIENT, t_star  # noqa: E402
 
 METHODS = {"sgdm": "SGDM", "ab": "AB"}
 DELAY, NOISE, RHO = 4, 0.05, 0.5
@@ -218,11 +218,13 @@ def draw(ds):
 
 
 def panel_claims(panel) -> dict:
-    """One panel's settled and first-passage counts and T*, and the largest learning rate at which
-    any cell converges (settled) — the paper's rows compare these between the columns."""
+    """One panel's settled and first-passage counts and T*, the cells that diverged or ran out of
+    budget, and the largest learning rate at which any cell converges (settled) — the paper's rows
+    compare these between the columns."""
     settled = panel.status == REACHED
     out = {"converged": int(settled.sum()), "transient": int((panel.status == TRANSIENT).sum())}
     out["reached"] = out["converged"] + out["transient"]
+    out["diverged"], out["budget"] = int((panel.status == DIVERGED).sum()), int((panel.status == BUDGET).sum())
     out["t_star"], out["t_star_first_passage"] = t_star(panel), t_star(first_passage(panel))
     out["max_lr"] = float(panel.lr.values[settled.any("momentum").values].max()) if settled.any() else float("nan")
     return out
