@@ -106,9 +106,8 @@ def test_damaged_running_cells_are_refused(tmp_path, interrupt_at_store):
 
     path = tmp_path / "c.partial"
     interrupt_at_store(2)
-    kw = STORED
     with pytest.raises(KeyboardInterrupt):
-        nqm.sweep("sgdm", checkpoint=path, checkpoint_every=0.0, **kw)
+        nqm.sweep("sgdm", checkpoint=path, checkpoint_every=0.0, **STORED)
     interrupt_at_store.disarm()
     running = pathlib.Path(str(path) + ".cells.npz")
     with np.load(running) as f:
@@ -118,10 +117,10 @@ def test_damaged_running_cells_are_refused(tmp_path, interrupt_at_store):
     arrays[leaf].flat[0] += 1  # one weight changed, the saved checksum kept
     np.savez(running, **arrays)
     with pytest.raises(checkpoints.StaleCheckpoint, match="running cells .* damaged"):
-        nqm.sweep("sgdm", checkpoint=path, **kw)
+        nqm.sweep("sgdm", checkpoint=path, **STORED)
     running.write_bytes(running.read_bytes()[:100])  # truncated
     with pytest.raises(checkpoints.StaleCheckpoint, match="cannot read the checkpoint's running cells"):
-        nqm.sweep("sgdm", checkpoint=path, **kw)
+        nqm.sweep("sgdm", checkpoint=path, **STORED)
 
 
 def test_a_checkpoint_rewrites_the_result_only_when_cells_finished_since(tmp_path, monkeypatch):
@@ -141,8 +140,7 @@ def test_a_checkpoint_rewrites_the_result_only_when_cells_finished_since(tmp_pat
     for name, owner, attribute in (("save", checkpoints, "save"), ("store", checkpoints.Checkpointer, "store"),
                                    ("running", checkpoints, "_save_running")):
         monkeypatch.setattr(owner, attribute, counted(name, getattr(owner, attribute)))
-    kw = STORED
-    nqm.sweep("sgdm", checkpoint=tmp_path / "c.partial", checkpoint_every=0.0, **kw)
+    nqm.sweep("sgdm", checkpoint=tmp_path / "c.partial", checkpoint_every=0.0, **STORED)
     assert calls["running"] > calls["store"] + 1 >= calls["save"] >= 1
 
 
