@@ -11,7 +11,7 @@ first use, so that e.g. ``nqm.thresholds.polynomials`` (numpy/scipy only) does n
 
 import importlib
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 _EXPORTS = {
     "BUDGET": "nqm.engine", "DIVERGED": "nqm.engine", "REACHED": "nqm.engine",

@@ -187,12 +187,12 @@ class Checkpointer:
 
 class NestedRun:
     """A run started from inside a sweep's part — the settled test's floor probe of cells that
-    finished there, which may take hours — kept in the sweep's checkpoint under ``key``: its
-    finished cells' results and its running cells' state. A resumed sweep repeats its part up to
-    the same call with the same cells (bit-identical), and this run then goes on from where it
-    stopped, not from its start."""
+    finished there — kept in the sweep's checkpoint under ``key``: its finished cells' results (and
+    what its stop rule kept of them) and its running cells' state. A resumed sweep repeats its part
+    up to the same call with the same cells (bit-identical), and this run then goes on from where
+    it stopped, not from its start."""
 
-    FIELDS = ("steps", "status", "loss", "window", "peak")
+    FIELDS = ("steps", "status", "loss")
 
     def __init__(self, writer: Checkpointer, key: str, observers: tuple = ()):
         self.writer, self.key, self.done_key, self.observers = writer, key, f"{key}|finished", tuple(observers)
@@ -205,7 +205,7 @@ class NestedRun:
         done = [(where, saved)] if where.size else []
 
         def finished(ids, part):  # kept with the next snapshot of the running cells
-            done.append((todo[ids], [getattr(part, f) for f in self.FIELDS]))
+            done.append((todo[ids], [getattr(part, f) for f in self.FIELDS] + jax.tree.leaves(part.stop)))
             self.writer.running[self.done_key] = (0, np.concatenate([w for w, _ in done]),
                                                   [np.concatenate(x) for x in zip(*(v for _, v in done))])
 
@@ -216,12 +216,14 @@ class NestedRun:
         self.writer.done(self.done_key)
         if not where.size:  # every cell ran now, in order
             return out
-        merged = {}
-        for field, earlier in zip(self.FIELDS, saved):
-            now = np.asarray(getattr(out, field))
-            merged[field] = np.empty((cells,) + now.shape[1:], now.dtype)
-            merged[field][todo], merged[field][where] = now, earlier
-        return out._replace(**merged)
+        fields = [np.asarray(getattr(out, f)) for f in self.FIELDS] + [np.asarray(x) for x in jax.tree.leaves(out.stop)]
+        merged = []
+        for now, earlier in zip(fields, saved):
+            whole = np.empty((cells,) + now.shape[1:], now.dtype)
+            whole[todo], whole[where] = now, earlier
+            merged.append(whole)
+        stop = jax.tree.unflatten(jax.tree.structure(out.stop), merged[len(self.FIELDS):])
+        return out._replace(**dict(zip(self.FIELDS, merged)), stop=stop)
 
 
 def unkept(identity: dict):

@@ -46,9 +46,13 @@ class RunConfig:
       skip_decided: do not run the cells known before running not to settle (status −2,
         :data:`nqm.status.SKIPPED`): a linear method's exact test fails (unstable at an eigenvalue,
         or a steady state at or above the target), or a noiseless run ends as an unstable linear
-        method near the minimum (:func:`nqm.settling.cannot_settle`). Their budget is saved; a
+        method near the minimum (:meth:`nqm.settling.SettledTest.cannot_settle`). Their budget is saved; a
         settled cell's T and every settled cell are the same as without it. Not with
         ``first_passage`` (a cell that cannot settle may still pass the target).
+      work_limit: the most steps a cell takes, its settled test included (the run past its first
+        passage and any floor probe), as a multiple of ``max_steps`` (of 1,000 steps for a smaller
+        budget: a settled test's window runs at least 1,000 steps past T); at least 1. A cell whose
+        test would need more is status 3, *undecided* (:data:`nqm.status.UNDECIDED`). A result records it.
     """
 
     target: float = 0.01
@@ -65,9 +69,10 @@ class RunConfig:
     progress: bool = True
     first_passage: bool = False
     skip_decided: bool = False
+    work_limit: float = 16.0
 
     RESULT_FIELDS = ("target", "max_steps", "diverge_factor", "independent_noise", "x64", "first_passage",
-                     "skip_decided")
+                     "skip_decided", "work_limit")
 
 
 _FLAGS = ("independent_noise", "x64", "compaction", "progress", "first_passage", "skip_decided")
@@ -105,7 +110,10 @@ def checked_config(**settings) -> RunConfig:
     for name in _FLAGS:
         if not isinstance(getattr(config, name), (bool, np.bool_)):
             raise NqmError(f"{name} must be True or False, got {getattr(config, name)!r}")
+    limit = number(config.work_limit, "work_limit")
+    if not (np.isfinite(limit) and limit >= 1):
+        raise NqmError(f"work_limit must be a number >= 1 (a multiple of max_steps), got {config.work_limit}")
     if config.skip_decided and config.first_passage:
         raise NqmError("skip_decided needs the settled definition: a cell that cannot settle may still pass the "
                        "target, which first_passage counts; drop one of the two")
-    return dataclasses.replace(config, target=target, diverge_factor=factor, **counts)
+    return dataclasses.replace(config, target=target, diverge_factor=factor, work_limit=limit, **counts)

@@ -46,14 +46,15 @@ class Job(NamedTuple):
     def optimizer(self, process: delays.Process) -> Optimizer:
         return make(self.method, delay=process, problem=self.problem, **self.options)
 
-    def run(self, process: delays.Process, values: dict, seed: int, observers=()) -> engine.Outcome:
+    def run(self, process: delays.Process, values: dict, seed: int, observers=(), stop=engine.FirstPassage(),
+            start=None) -> engine.Outcome:
         """Run the cells ``values`` (per-cell arrays of lr, momentum, noise and the method's extra
-        hyperparameters) under ``process`` with ``seed``, with ``observers``; see
-        :func:`nqm.engine.simulate`."""
+        hyperparameters) under ``process`` with ``seed``, with ``observers`` and the stop rule
+        ``stop``, each from ``start`` (its initial weights; default w₀); see :func:`nqm.engine.simulate`."""
         optimizer = self.optimizer(process)
         hyper = {name: values[name] for name in optimizer.hyper._fields}
-        cells = engine.Cells(optimizer, hyper, values["noise"], process, int(seed), cell_uids(values))
-        return engine.simulate(self.problem, cells, self.config, observers)
+        cells = engine.Cells(optimizer, hyper, values["noise"], process, int(seed), cell_uids(values), start)
+        return engine.simulate(self.problem, cells, self.config, observers, stop)
 
 
 def job(method: str, problem: Problem | None, options: dict) -> tuple[Job, dict]:
@@ -319,6 +320,7 @@ def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
         "noise_mode": "independent per cell" if config.independent_noise else "common random numbers",
         "dtype": "float64" if config.x64 else "float32",
         "first_passage": config.first_passage,
+        "work_limit": config.work_limit,
         "seed": ",".join(str(s) for s in coords["seed"]),
         "delay_processes": ", ".join(p.label for p in processes),
         # Each process to the last bit (a pmf's label rounds its weights): what a checkpoint compares.

@@ -18,7 +18,7 @@ import numpy as np
 import xarray as xr
 from xarray.indexes import PandasIndex
 
-from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING, SKIPPED, TRANSIENT, meaning
+from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING, SKIPPED, TRANSIENT, UNDECIDED, meaning
 
 GRID = ("momentum", "lr")  # the two dimensions of a heatmap panel
 NOT_RUN = RUNNING  # status of cells a checkpoint has not finished yet
@@ -65,7 +65,8 @@ def panels(ds: xr.Dataset) -> tuple[str, ...]:
 
 def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
     """One (steps, status) per cell over seeds: converged only if every seed converged (T = the
-    median over seeds), diverged if any seed diverged, else transient if any seed was, skipped
+    median over seeds), diverged if any seed diverged, else transient if any seed was, else
+    undecided if any seed was, skipped
     where every seed was (decided before running: it does not depend on the seed), otherwise budget
     exhausted. What a panel's T* is computed from, in figures, summaries and the sweep's
     closing lines alike.
@@ -81,7 +82,8 @@ def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
     status = xr.where((ds.status == DIVERGED).any("seed"), DIVERGED,
                       xr.where((ds.status == REACHED).all("seed"), REACHED,
                                xr.where((ds.status == TRANSIENT).any("seed"), TRANSIENT,
-                                        xr.where((ds.status == SKIPPED).all("seed"), SKIPPED, BUDGET))))
+                                        xr.where((ds.status == UNDECIDED).any("seed"), UNDECIDED,
+                                                 xr.where((ds.status == SKIPPED).all("seed"), SKIPPED, BUDGET)))))
     steps = ds.steps.where(ds.status == REACHED).median("seed")
     return ds.drop_dims("seed").assign(steps=steps.fillna(0).astype(np.int64), status=status.astype(np.int8))
 

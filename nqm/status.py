@@ -9,28 +9,38 @@ import numpy as np
 from nqm.errors import NqmError
 
 SETTLED, TRANSIENT, BUDGET, DIVERGED = 1, 2, 0, -1
-# Not run: decided before running that it cannot settle (:func:`nqm.settling.cannot_settle`); a
+# Reached the target, but whether it stays there could not be decided within the work the run allows
+# (``RunConfig.work_limit`` × ``max_steps`` steps, the settled test's included): never a silent guess.
+UNDECIDED = 3
+# Not run: decided before running that it cannot settle (:meth:`nqm.settling.SettledTest.cannot_settle`); a
 # search's points only, which need no steps where the answer is known.
 SKIPPED = -2
 # The first passage: what the engine's runs find (a cell that reached the target), before the
 # settled test tells settled from transient runs, and all that `first_passage=True` keeps.
 REACHED = SETTLED
-RUNNING = 3  # a cell still running: only in checkpoints and inside the engine, never in a result
-# A cell that reached the target and steps on through its settling window (the settled test of a
-# method without an exact one): only in checkpoints and inside the engine, never in a result.
-SETTLING = 4
+RUNNING = 5  # a cell still running: only in checkpoints and inside the engine, never in a result
+# A cell that reached the target and that its stop rule keeps stepping (the settled test's continued
+# run, or a run to a fixed horizon): only inside the engine and its snapshots, never in a result.
+CONTINUING = 6
 MEANING = ("1: settled (reached the target, and its long-run loss level is below it), 2: transient (reached "
            "the target, then left it, or would: rising back, diverging, or asymptotically unstable), "
+           "3: undecided (reached the target; whether it stays could not be decided within the work limit), "
            "0: step budget exhausted, -1: diverged before reaching the target")
 STAY = ("steps_stay: the first step after which the loss stays below the target (one more than its last exit); "
-        "NaN where not defined: a run that does not settle, or a single noisy run")
+        "NaN where not defined: a run that does not settle, a single noisy run, or one whose last exit lies "
+        "beyond the work limit")
 SKIPPED_MEANING = ("-2: not run, it cannot settle (decided before running: the linear dynamics it has, or ends "
                    "in near the minimum, are unstable or level out at or above the target)")
+# The window of the settled test's continued run (nqm.settling.window), which the exact mode's
+# steps_stay shares: a reached cell runs on to at least 2·T + CONTINUE, sampled every horizon // WINDOW_POINTS.
+CONTINUE = 1000
+WINDOW_POINTS = 256
 FIRST_PASSAGE_MEANING = "1: reached the target (first passage), 0: step budget exhausted, -1: diverged"
 
 
 def active(status):
-    """Whether the engine still steps these cells: running, or settling (numpy or jax arrays).
+    """Whether the engine still steps these cells: running, or kept stepping by their stop rule
+    (numpy or jax arrays).
 
     Args:
       status: status codes.

@@ -31,7 +31,7 @@ from nqm.jobs import Job, batch_sizes, empty, job, momentum_of, per_batch
 from nqm.optimizers.base import domains
 from nqm.engine import Checkpoint, Outcome, Progress
 from nqm.problem import Problem
-from nqm.settling import cannot_settle, observers as settle_observers, settle, stay_steps, test_for
+from nqm.settling import choose
 from nqm.status import SKIPPED, STAY, meaning
 from nqm.validate import coordinates, flag, floats, grid_size, number
 
@@ -70,7 +70,7 @@ def sweep(
       checkpoint_every: seconds between checkpoint writes.
       restart: discard the checkpoint (once every argument is checked) and start over.
       stay: also give ``steps_stay``, the first step after which the loss stays below the target
-        (settled noiseless cells; NaN elsewhere: :func:`nqm.settling.stay_steps`), once every cell has run.
+        (settled noiseless cells; NaN elsewhere: :func:`nqm.settling.stay.stay_steps`), once every cell has run.
       **options: the method's own hyperparameters as grids (e.g. ``rho`` for AB, default 0.5;
         see its ``hyper`` type), its options (the keyword parameters of its factory, e.g.
         ``dampening``, ``group``, ``micro_steps``), and run settings (fields of
@@ -113,38 +113,39 @@ def sweep(
     if not (np.isfinite(every) and every >= 0):
         raise NqmError(f"checkpoint_every must be a number of seconds >= 0, got {checkpoint_every!r}")
     result = empty(task, coords, processes)
-    result.attrs["settled_test"] = "; ".join(f"{p.label}: {test_for(task, p)}" for p in processes)
+    tests = [choose(task, p) for p in processes]  # the settled test, decided once per delay
+    result.attrs["settled_test"] = "; ".join(f"{p.label}: {test.description}" for p, test in zip(processes, tests))
     with contextlib.ExitStack() as stack:
         if checkpoint is not None:
             stack.enter_context(lock(checkpoint))  # one sweep per checkpoint (and CLI output)
             if restart:
                 discard_checkpoint(checkpoint)
             result = resume(result, checkpoint)
-        _run(task, result, coords, processes, Checkpointer(result, checkpoint, every))
+        _run(task, result, coords, tests, Checkpointer(result, checkpoint, every))
     if stay:
-        result["steps_stay"] = _stay(task, result, coords, processes)
+        result["steps_stay"] = _stay(result, coords, tests)
     return result
 
 
-def _stay(task: Job, result, coords, processes) -> xr.DataArray:
-    """``steps_stay`` of every cell of a finished sweep (:func:`nqm.settling.stay_steps`), part by part."""
+def _stay(result, coords, tests) -> xr.DataArray:
+    """``steps_stay`` of every cell of a finished sweep (:func:`nqm.settling.stay.stay_steps`), part by part."""
     out = xr.full_like(result.steps, np.nan, dtype=np.float64).assign_attrs(long_name=STAY)
     cell_dims, values = _cells(result, coords)
     values = per_batch(values)
-    for (delay_value, process), seed_value in itertools.product(zip(coords["delay"], processes), coords["seed"]):
+    for (delay_value, test), seed_value in itertools.product(zip(coords["delay"], tests), coords["seed"]):
         part = result.sel(delay=delay_value, seed=seed_value).transpose(*cell_dims)
-        stays = stay_steps(task, process, values, seed_value, part.steps.values.reshape(-1), part.status.values.reshape(-1))
+        stays = test.stay_steps(values, seed_value, part.steps.values.reshape(-1), part.status.values.reshape(-1))
         out.loc[{"delay": delay_value, "seed": seed_value}] = xr.DataArray(
             stays.reshape(part.steps.shape), dims=cell_dims).transpose(*[d for d in out.dims if d in cell_dims])
     return out
 
 
-def _run(task: Job, result, coords, processes, writer: Checkpointer):
+def _run(task: Job, result, coords, tests, writer: Checkpointer):
     todo = int((result.status.values == results.NOT_RUN).sum())
     bar = progress_bar(task.config.progress, total=todo, desc=task.method, unit="cell")  # over every cell
     with bar, writer.interruptible():
-        for (delay_value, process), seed_value in itertools.product(zip(coords["delay"], processes), coords["seed"]):
-            _run_part(task, result, coords, delay_value, process, seed_value, writer, bar)
+        for (delay_value, test), seed_value in itertools.product(zip(coords["delay"], tests), coords["seed"]):
+            _run_part(test, result, coords, delay_value, seed_value, writer, bar)
             writer.flush(force=False)
     writer.flush(force=True)
 
@@ -157,8 +158,9 @@ def _cells(result, coords) -> tuple[list, dict]:
     return cell_dims, {d: v.reshape(-1) for d, v in zip(cell_dims, grids)}
 
 
-def _run_part(task: Job, result, coords, delay_value, process, seed_value, writer: Checkpointer, bar):
+def _run_part(test, result, coords, delay_value, seed_value, writer: Checkpointer, bar):
     """Run the unfinished cells of one (delay, seed), continuing mid-cell from a checkpoint."""
+    task, process = test.task, test.process
     cell_dims, every = _cells(result, coords)
     grid = result.status.sel(delay=delay_value, seed=seed_value).transpose(*cell_dims)
     todo = np.flatnonzero(grid.values.reshape(-1) == results.NOT_RUN)
@@ -167,29 +169,30 @@ def _run_part(task: Job, result, coords, delay_value, process, seed_value, write
     key = f"{delay_value}|{seed_value}"
     values = per_batch({d: v[todo] for d, v in every.items()})  # a batch runs as the cell of its noise σ/√B
     if task.config.skip_decided:
-        todo, values = _skip_decided(task, process, todo, values, grid.shape, cell_dims, delay_value, seed_value,
-                                     writer, bar)
+        todo, values = _skip_decided(test, todo, values, grid.shape, cell_dims, delay_value, seed_value, writer, bar)
         if todo.size == 0:
             return
+    rule = test.rule(values)
+    limit = test.limit if rule.continues else None
+    test.prepare(values)
 
     def store(ids, outcome):
         cells = {k: v[ids] for k, v in values.items()}
-        probe = Progress(f"D={delay_value} seed={seed_value} floor probe", bar, count=False)  # it may run an hour
-        outcome = outcome._replace(status=settle(task, process, cells, outcome, seed_value,
-                                                 functools.partial(writer.nested, f"{key}|probe", observers=(probe,))))
+        probe = Progress(f"D={delay_value} seed={seed_value} floor probe", bar, count=False, limit=test.limit)
+        outcome = outcome._replace(status=test.decide(cells, outcome, seed_value, functools.partial(
+            writer.nested, f"{key}|probe", observers=(probe,))))
         writer.store(cell_dims, np.unravel_index(todo[ids], grid.shape), delay_value, seed_value, outcome)
 
     task.run(process, values, seed_value, [
         Checkpoint(store, functools.partial(writer.between_chunks, key, todo), writer.resume_point(key, todo)),
-        Progress(f"D={delay_value} seed={seed_value}", bar), *settle_observers(task, process)])
+        Progress(f"D={delay_value} seed={seed_value}", bar, label=rule.label, limit=limit)], stop=rule)
     writer.done(key)
 
 
-def _skip_decided(task: Job, process, todo, values: dict, shape, cell_dims, delay_value, seed_value,
-                  writer: Checkpointer, bar):
+def _skip_decided(test, todo, values: dict, shape, cell_dims, delay_value, seed_value, writer: Checkpointer, bar):
     """Store the cells of ``todo`` known not to settle as :data:`~nqm.status.SKIPPED` (steps 0, loss
     NaN: nothing ran) and return the rest, with their values."""
-    skip = cannot_settle(task, process, values)
+    skip = test.cannot_settle(values)
     if skip.any():
         count = int(skip.sum())
         writer.store(cell_dims, np.unravel_index(todo[skip], shape), delay_value, seed_value,
@@ -213,7 +216,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
       delay: one constant delay or delay process.
       seed: one seed or a list (a ``seed`` dimension).
       stay: also give ``steps_stay``, the first step after which the loss stays below the target
-        (settled noiseless points; NaN elsewhere: :func:`nqm.settling.stay_steps`).
+        (settled noiseless points; NaN elsewhere: :func:`nqm.settling.stay.stay_steps`).
 
     Returns:
       an ``xarray.Dataset`` with ``steps``, ``status`` and ``loss`` (and ``steps_stay``) over
@@ -234,16 +237,19 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
                          **{k: v.ravel() for k, v in zip(given, shaped)})
     grid_size({"point": values["lr"], "seed": seeds})
     process = delays.process(delay)
-    outcomes = [task.run(process, values, s, [Progress(f"{method} seed={s}", enabled=task.config.progress),
-                                               *settle_observers(task, process)]) for s in seeds]
-    outcomes = [o._replace(status=settle(task, process, values, o, s)) for s, o in zip(seeds, outcomes)]
+    test = choose(task, process)  # the settled test, decided once
+    rule = test.rule(values)
+    test.prepare(values)
+    outcomes = [task.run(process, values, s, [Progress(f"{method} seed={s}", enabled=task.config.progress,
+                                                        label=rule.label)], stop=rule) for s in seeds]
+    outcomes = [o._replace(status=test.decide(values, o, s)) for s, o in zip(seeds, outcomes)]
     data = {name: (("seed", "point"), np.stack([getattr(o, name) for o in outcomes])) for name in ("steps", "status", "loss")}
     coords = {"seed": seeds, **{k: ("point", v) for k, v in values.items()}}
     result = xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label,
-                                                   "settled_test": test_for(task, process)})
+                                                   "settled_test": test.description})
     result.status.attrs["meaning"] = meaning(task.config.first_passage)
     if stay:
-        result["steps_stay"] = (("seed", "point"), np.stack([stay_steps(task, process, values, s, o.steps, o.status)
+        result["steps_stay"] = (("seed", "point"), np.stack([test.stay_steps(values, s, o.steps, o.status)
                                                              for s, o in zip(seeds, outcomes)]), {"long_name": STAY})
     return result
 

@@ -54,7 +54,7 @@ from nqm.errors import NqmError  # noqa: E402
 from nqm.io import write_bytes  # noqa: E402
 from nqm.plots.heatmap import draw_panels  # noqa: E402
 from nqm.plots.script import FigureScript, stack, suptitle  # noqa: E402
-from nqm.status import BUDGET, DIVERGED, REACHED, TRANSIENT, t_star  # noqa: E402
+from nqm.status import BUDGET, DIVERGED, REACHED, TRANSIENT, UNDECIDED, t_star  # noqa: E402
 
 METHODS = {"sgdm": "SGDM", "ab": "AB"}
 DELAY, NOISE, RHO = 4, 0.05, 0.5
@@ -194,7 +194,7 @@ def _timed(clock, method: str, every: float = 60.0):
 
 def first_passage(panel):
     """The panel as the first passage counts it: every cell that reached the target converged."""
-    return panel.assign(status=panel.status.where(panel.status != TRANSIENT, REACHED))
+    return panel.assign(status=panel.status.where(~panel.status.isin([TRANSIENT, UNDECIDED]), REACHED))
 
 
 def _panel(ds, method, delay, noise):

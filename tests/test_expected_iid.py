@@ -77,8 +77,7 @@ def engine_losses(method, delay, lr, momentum, sigma, steps, schedules, uids, no
         model = engine_model(PROBLEM, jnp.float64)
         state = init_cells(spec, model, np.asarray(PROBLEM.w0, np.float64), np.ones(cells, bool))
         inputs = Inputs(optimizer.hyper(lr=np.full(cells, lr), momentum=np.full(cells, momentum)),
-                        np.full(cells, sigma), np.stack([np.asarray(uids, np.uint32), np.zeros(cells, np.uint32)], 1),
-                        np.zeros(cells, np.int32))
+                        np.full(cells, sigma), np.stack([np.asarray(uids, np.uint32), np.zeros(cells, np.uint32)], 1))
         limits = (np.float64(-1.0), np.float64(np.inf), np.int32(steps))
         step = jax.vmap(functools.partial(cell_step, spec), in_axes=(None, 0, 0, 0, None, None, None, None))
         key = jax.random.key(noise_seed)

@@ -7,6 +7,7 @@ import pathlib
 
 import pytest
 
+import nqm
 from nqm import progress
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ def test_in_a_log_a_bar_prints_a_line_a_while_and_nothing_when_short_or_quiet(ca
     assert counts == sorted(set(counts))
 
 
-def test_a_sweeps_bar_says_when_settling_runs_go_past_the_budget():
+def test_a_sweeps_bar_says_when_settling_runs_go_past_the_budget_and_how_far_they_may():
     from nqm.engine.observers import Progress
 
     class Bar:
@@ -75,9 +76,18 @@ def test_a_sweeps_bar_says_when_settling_runs_go_past_the_budget():
             self.text = text
 
     shared = Bar()
-    observer = Progress("D=0 seed=0", bar=shared)
+    observer = Progress("D=0 seed=0", bar=shared, label="settling", limit=8_000_000)
     observer.total = 500_000
     observer.progress(400_000, 0, 9, 0)
     assert shared.text == "D=0 seed=0: step 400,000/500,000, 9 running"
     observer.progress(600_000, 0, 3, 3)
-    assert shared.text == "D=0 seed=0: step 600,000, past the 500,000-step budget, 3 running (3 settling)"
+    assert shared.text == ("D=0 seed=0: step 600,000, past the 500,000-step budget (at most 8,000,000), 3 running "
+                           "(3 settling)")
+
+
+def test_a_sweeps_bar_states_its_work_limit(capsys, monkeypatch):
+    """A sweep whose cells settle says in its bar how far past the budget they may go: work_limit × budget."""
+    monkeypatch.setattr(progress, "LOG_EVERY", 0.0)  # a log's line at every update
+    nqm.sweep("ab", lr=[0.3], momentum=[0.5], rho=0.5, problem=nqm.zhang(20), max_steps=200, chunk_steps=50,
+              work_limit=9, progress=True)
+    assert "at most 9,000" in capsys.readouterr().err

@@ -109,55 +109,76 @@ def test_worker_pools_are_judged_by_continuing_the_run_even_for_linear_methods()
     assert (linear.status.values == SETTLED).all()
 
 
-def test_every_settling_window_fits_its_slots_and_device_and_host_agree_on_it():
-    from nqm.engine.step import CONTINUE, WINDOW_SLOTS, settle_window
+def test_every_settling_window_and_look_fits_its_slots_and_device_and_host_agree_on_it():
+    from nqm.settling.window import LOOK_SLOTS, WINDOW_SLOTS, horizons, looks
+    from nqm.status import CONTINUE
     from nqm.validate import MAX_STEPS
 
     first = np.concatenate([np.arange(1, 2**21), MAX_STEPS - np.arange(2**12)])
-    horizon, stride, n0, n1 = settle_window(first)
+    horizon, stride, n0, n1 = horizons(first)
     assert (horizon >= np.minimum(2 * first + CONTINUE, MAX_STEPS)).all()
     assert (stride * n0 > (first + horizon) / 2).all() and (stride * (n0 - 1) <= (first + horizon) / 2).all()
     assert (stride * n1 <= horizon).all() and (stride * (n1 + 1) > horizon).all()
     assert (n1 - n0 + 1).max() == WINDOW_SLOTS  # the slots are as many as the largest window, no more
+    for span in (0, 1000, 64_000):  # the look: past T by a quarter of max(T, span) and 250, before the window
+        after, look_stride, m0, m1 = looks(first[:2**20], span)
+        at = first[:2**20] + after
+        assert (after == np.maximum(first[:2**20], span) // 4 + 250).all() and (at < horizons(first[:2**20], span)[0]).all()
+        assert (look_stride * m0 > (first[:2**20] + at) / 2).all() and (look_stride * m1 <= at).all()
+        assert 26 <= (m1 - m0 + 1).min() and (m1 - m0 + 1).max() <= LOOK_SLOTS
     some = first[::997]
-    device = [np.asarray(x) for x in settle_window(jax.numpy.asarray(some, jax.numpy.int32))]
-    for host, dev in zip(settle_window(some), device):
-        np.testing.assert_array_equal(host, dev)
+    for schedule in (horizons, looks):
+        device = [np.asarray(x) for x in schedule(jax.numpy.asarray(some, jax.numpy.int32))]
+        for host, dev in zip(schedule(some), device):
+            np.testing.assert_array_equal(host, dev)
 
 
 @pytest.mark.parametrize("noise", [0.0, 0.05])
 @pytest.mark.parametrize("method, delay, extra", [("ab", 4, {"rho": 0.5}), ("sgdm", "workers:3", {})])
 def test_a_settling_cell_samples_the_losses_a_separate_run_to_its_horizon_would_trace(method, delay, extra, noise):
-    """The engine continues a reached cell in the run that found T: its window holds, bit for bit,
-    the losses a run of that cell to its horizon traces, and its T, loss and the other cells are
-    the first-passage run's."""
+    """The engine continues a reached cell in the run that found T: its look (and, past it, its
+    window) holds, bit for bit, the losses a run of that cell to that step traces, its peaks the
+    largest loss at any step of their second halves; its T, loss and the other cells are the
+    first-passage run's."""
     import dataclasses
 
-    from nqm import delays, engine, jobs
+    from nqm import delays, engine, jobs, settling
     from nqm.engine import record
-    from nqm.engine.step import settle_window
+    from nqm.settling.window import horizons, looks
 
     task, grids = jobs.job(method, nqm.zhang(30), dict(max_steps=1500, progress=False, **extra))
     lr, m = (x.ravel() for x in np.meshgrid(np.geomspace(0.1, 2, 6), [0.0, 0.5, 0.9]))
     values = dict(lr=lr, momentum=m, noise=np.full(lr.size, noise), **{k: np.full(lr.size, v) for k, v in grids.items()})
     process = delays.process(delay)
-    settled, literal = task.run(process, values, 3, [engine.Settle()]), task.run(process, values, 3)
+    test = settling.choose(task, process)
+    settled, literal = task.run(process, values, 3, stop=test.rule(values)), task.run(process, values, 3)
     np.testing.assert_array_equal(settled.steps, literal.steps)
     np.testing.assert_array_equal(settled.loss, literal.loss)
     reached = literal.status == SETTLED
     assert reached.sum() >= 5 and (settled.status[~reached] == literal.status[~reached]).all()
     assert np.isin(settled.status[reached], (SETTLED, TRANSIENT)).all()
+    state = settled.stop
+    early = state.early == 1
     for i in np.flatnonzero(settled.status == SETTLED):
-        horizon, stride, n0, n1 = (int(x) for x in settle_window(settled.steps[i]))
-        config = dataclasses.replace(task.config, target=-1.0, max_steps=horizon)
+        after, look_stride, m0, m1 = (int(x) for x in looks(settled.steps[i]))
+        horizon, stride, n0, n1 = (int(x) for x in horizons(settled.steps[i]))
+        end = settled.steps[i] + after if early[i] else horizon
+        config = dataclasses.replace(task.config, max_steps=end)
         rerun = task._replace(config=config).run(process, {k: v[[i]] for k, v in values.items()}, 3,
-                                                 [engine.Trace({"loss": record.loss})])
-        np.testing.assert_array_equal(settled.window[i, :n1 - n0 + 1], rerun.trace["loss"][0, stride * n0 - 1:
-                                                                                           stride * n1:stride])
-        assert np.isnan(settled.window[i, n1 - n0 + 1:]).all()
+                                                 [engine.Trace({"loss": record.loss})], stop=engine.ToHorizon(end))
+        losses = rerun.trace["loss"][0]
+        np.testing.assert_array_equal(state.look[i, :m1 - m0 + 1], losses[look_stride * m0 - 1:look_stride * m1:look_stride])
+        look_at = settled.steps[i] + after
+        assert state.look_peak[i] == losses[(settled.steps[i] + look_at) // 2:look_at].max()
+        if early[i]:  # settled at its look: no window sampled
+            assert np.isnan(state.window[i]).all() and state.peak[i] == 0
+            continue
+        np.testing.assert_array_equal(state.window[i, :n1 - n0 + 1], losses[stride * n0 - 1:stride * n1:stride])
+        assert np.isnan(state.window[i, n1 - n0 + 1:]).all()
         # the peak: the largest loss at any step of the window's span, the second half of (T, H]
-        every = rerun.trace["loss"][0, (settled.steps[i] + horizon) // 2:horizon]
-        assert settled.peak[i] == every.max() >= np.nanmax(settled.window[i])
+        every = losses[(settled.steps[i] + horizon) // 2:horizon]
+        assert state.peak[i] == every.max() >= np.nanmax(state.window[i])
+    assert early.any() and (reached & ~early).any() or method == "sgdm"
 
 
 def test_the_window_test_reads_growth_and_level():
@@ -356,9 +377,9 @@ def test_noisy_cells_alone_under_iid_delays_are_settled_exactly():
 def test_a_sweep_interrupted_while_cells_settle_resumes_bit_identical(tmp_path, monkeypatch):
     """Settling cells are part of a checkpoint's running cells: their window goes on where it was."""
     from nqm import checkpoint
-    from nqm.status import SETTLING
+    from nqm.status import CONTINUING
 
-    grid = dict(lr=np.geomspace(0.1, 1, 4), momentum=[0.0, 0.5], rho=0.5, delay=2, noise=[0.0, 0.02],
+    grid = dict(lr=np.geomspace(0.1, 1, 4), momentum=[0.0, 0.5], rho=1.0, delay=2, noise=[0.0, 0.2],
                 problem=nqm.zhang(30), max_steps=3000, chunk_steps=100, progress=False)
     whole = nqm.sweep("ab", **grid)
     original, settling_saved = checkpoint.Checkpointer.between_chunks, []
@@ -366,7 +387,7 @@ def test_a_sweep_interrupted_while_cells_settle_resumes_bit_identical(tmp_path, 
     def save_then_stop_once_cells_settle(self, key, todo, snapshot):
         taken = []
         original(self, key, todo, lambda: taken.append(snapshot()) or taken[-1])
-        if taken and (np.asarray(taken[-1].cells.status) == SETTLING).any():
+        if taken and (np.asarray(taken[-1].cells.status) == CONTINUING).any():
             settling_saved.append(taken[-1].t)
             raise KeyboardInterrupt
 
@@ -423,7 +444,7 @@ def test_adam_waits_out_its_second_moment_and_sees_the_bursts_that_follow():
     """Adam first passes at step 85 and settles into bursts once its second moment has forgotten the
     first passage's gradients (from step ~4,000, ~4/(1 − b2)): the float64 oracle leaves the target
     again; the settled test runs to past 64/(1 − b2) steps and reads every step's loss there."""
-    from nqm.engine.step import MEMORIES, settling_span
+    from nqm.settling.window import MEMORIES, settling_span
 
     ds = nqm.sweep("adam", max_steps=20_000, progress=False, **ISSUE_ADAM)
     assert int(ds.steps.values.ravel()[0]) == 85 and ds.status.values.ravel().tolist() == [TRANSIENT]
@@ -480,13 +501,16 @@ def test_the_oracle_sees_the_floor_escape_and_the_floor_cycle():
 
 def test_dc_asgd_near_the_minimum_is_sgdm_and_a_search_skips_what_cannot_settle():
     from nqm import delays, jobs
-    from nqm.settling import cannot_settle
+    from nqm.settling import choose
 
     task, _ = jobs.job("dc-asgd", nqm.zhang(20), dict(max_steps=1000, progress=False))
-    values = dict(lr=np.array([0.1, 3.5]), momentum=np.array([0.5, 0.5]), noise=np.zeros(2))
-    assert cannot_settle(task, delays.process(0), values).tolist() == [False, True]  # SGDM's limit: 2(1 + m)/λ
+    values = dict(lr=np.array([0.1, 3.5]), momentum=np.array([0.5, 0.5]), lambda_dc=np.full(2, 0.5), noise=np.zeros(2))
+    assert choose(task, delays.process(0)).cannot_settle(values).tolist() == [False, True]  # SGDM's limit: 2(1 + m)/λ
     ab, _ = jobs.job("ab", nqm.zhang(20), dict(max_steps=1000, progress=False))
-    assert not cannot_settle(ab, delays.process(0), values).any()  # a floor may hold it: only running tells
+    values = dict(lr=np.array([0.1, 3.5]), momentum=np.array([0.5, 0.5]), rho=np.full(2, 0.5), noise=np.zeros(2))
+    assert not choose(ab, delays.process(0)).cannot_settle(values).any()  # a floor may hold it: only running tells
+    # at ρ = 0 AB is SGDM: its exact test decides before running
+    assert choose(ab, delays.process(0)).cannot_settle({**values, "rho": np.zeros(2)}).tolist() == [False, True]
 
 
 def test_the_disagreement_table_in_the_docs_is_the_committed_check():
@@ -510,86 +534,23 @@ def test_the_disagreement_table_in_the_docs_is_the_committed_check():
         assert row["false_settled"] <= 0.01 * row["settled"], name
 
 
-def test_the_shorter_window_table_in_the_docs_is_the_committed_check():
-    """docs/conventions.md quotes figures/check_settled_window.json row by row, and its current rule,
-    traced, disagrees with the long runs exactly where figures/check_settled.json says AB does."""
-    import json
-    import pathlib
-    import re
-
-    root = pathlib.Path(__file__).resolve().parents[1]
-    check = json.loads((root / "figures" / "check_settled_window.json").read_text())
-    long_runs = json.loads((root / "figures" / "check_settled.json").read_text())["table"]["ab"]
-    assert not check["quick"] and check["cells"] == long_runs["compared"] + long_runs["never_reached"]
-    rows = re.findall(r"^  \| ([^|]+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| ([\d.]+)× \| ([\d.]+)× \|$",
-                      (root / "docs" / "conventions.md").read_text(), re.M)
-    assert [row[0] for row in rows] == list(check["table"])
-    for rule, *numbers in rows:
-        row, cost = check["table"][rule], check["least_cost"]
-        keys = ("changed", "to_settled", "to_transient", "false_settled", "false_transient")
-        assert [int(x) for x in numbers[:5]] == [row[k] for k in keys], rule
-        assert [float(x) for x in numbers[5:]] == [round(cost[s][rule], 2) for s in ("sigma=0", "sigma=0.05")], rule
-    current = check["table"][rows[0][0]]
-    assert current["changed"] == 0
-    assert (current["false_settled"], current["false_transient"]) == (long_runs["false_settled"],
-                                                                      long_runs["false_transient"])
-
-
-def _window_script():
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "check_settled_window.py"
-    spec = importlib.util.spec_from_file_location("check_settled_window", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.mark.parametrize("noise", [0.0, 0.05])
-def test_a_traced_window_under_the_engines_horizon_is_the_sweeps_verdict(noise):
-    """scripts/check_settled_window.py judges a cell again from its trace (nqm.trajectory) over the
-    window the engine samples: under the engine's own horizon that is the sweep's window verdict,
-    cell for cell (AB at ρ = 2 across its boundary at D = 4; without noise a settled cell's window stays, and
-    one that the window keeps but the sweep calls transient is a floor probe's verdict)."""
-    window = _window_script()
-    grid = dict(lr=np.geomspace(0.01, 1.0, 8), momentum=[0.9, 0.98], rho=2.0, delay=4, noise=noise,
-                problem=nqm.zhang(20), max_steps=3000, target=window.TARGET, progress=False)
-    ds = nqm.sweep("ab", **grid).isel(delay=0, noise=0, seed=0, rho=0)
-    lrs, momenta = (x.ravel() for x in np.meshgrid(ds.lr, ds.momentum, indexing="ij"))
-    verdicts = []
-    for status, lr, m in zip(ds.status.transpose("lr", "momentum").values.ravel(), lrs, momenta):
-        if status not in (SETTLED, TRANSIENT):
-            continue
-        trace = nqm.trajectory("ab", lr=float(lr), momentum=float(m), rho=2.0, delay=4, noise=noise,
-                               problem=grid["problem"], steps=int(window.horizon(np.array([3000]), None)[0]),
-                               target=window.TARGET)
-        first = int(trace.steps_to_target)
-        end = int(window.horizon(np.array([first]), None)[0])
-        verdicts.append((status == SETTLED, window.window_stays(trace.loss.values, first, end, noise > 0)))
-    verdicts = np.array(verdicts)
-    assert verdicts[:, 0].any() and (~verdicts[:, 0]).any()  # both verdicts are on this grid
-    if noise:
-        assert (verdicts[:, 0] == verdicts[:, 1]).all()
-    else:
-        assert (verdicts[:, 1] | ~verdicts[:, 0]).all()
-
-
 def test_a_long_delay_is_settled_by_continuing_not_by_an_hour_of_algebra(monkeypatch):
     """The exact steady state costs (D + 2)² per component: past EXACT_STEADY_WORK the continued test
     decides (a delay of 10⁶ is within the documented bounds), and the algebra is never started."""
     from nqm import delays, jobs, settling
+    from nqm.settling import exact
 
     def refused(*args, **kwargs):
         raise AssertionError("the exact steady state was computed")
 
-    monkeypatch.setattr(settling, "steady_state_loss", refused)
-    settling._exact_for.cache_clear()
+    monkeypatch.setattr(exact, "steady_state_loss", refused)
+    exact._exact_for.cache_clear()
     task, _ = jobs.job("sgdm", nqm.zhang(50), {})
-    assert not settling._exact(task, delays.process(1_000_000))
+    test = settling.choose(task, delays.process(1_000_000))
+    assert test.kind == "continued" and "would take hours" in test.description
     monkeypatch.undo()
-    settling._exact_for.cache_clear()
-    assert settling._exact(task, delays.process(16))  # a short delay: the exact test, as before
+    exact._exact_for.cache_clear()
+    assert settling.choose(task, delays.process(16)).kind == "exact"  # a short delay: the exact test, as before
 
 
 # SGDM across its stability edge and its noise floor (N = 40): of 48 cells, some diverge, some
@@ -605,8 +566,8 @@ def test_a_sweep_skips_only_cells_that_cannot_settle_and_keeps_every_settled_one
 
     whole = nqm.sweep(method, **DECIDED)
     ran, original = [], jobs.Job.run
-    monkeypatch.setattr(jobs.Job, "run", lambda self, process, values, *rest: ran.append(values["lr"].size)
-                        or original(self, process, values, *rest))
+    monkeypatch.setattr(jobs.Job, "run", lambda self, process, values, *rest, **kw: ran.append(values["lr"].size)
+                        or original(self, process, values, *rest, **kw))
     skipping = nqm.sweep(method, skip_decided=True, **DECIDED)
     skipped = skipping.status.values == SKIPPED
     assert skipped.any() and sum(ran) == skipping.status.size - skipped.sum()  # a skipped cell costs no step

@@ -58,7 +58,8 @@ def search_arguments(parser, batch_size) -> None:
     cell.add_argument("--noise", type=float, default=0.0, help="gradient-noise scale σ")
     batch_size(cell)
     groups.problem(parser)
-    groups.run_settings(parser, "target", "max_steps", "first_passage", "x64", "independent_noise", "progress")
+    groups.run_settings(parser, "target", "max_steps", "work_limit", "first_passage", "x64", "independent_noise",
+                        "progress")
     search_ = parser.add_argument_group("the search")
     for name, kind, text in (("seeds", int, "evaluate every point on seeds --seed … --seed + K - 1; rank by the median T"),
                              ("seed", int, "the first seed"),
@@ -77,6 +78,7 @@ def search_arguments(parser, batch_size) -> None:
 def search_options(args) -> dict:
     """The keyword arguments of :func:`nqm.search.best` that :func:`search_arguments` read (all but
     ``batch_size`` and the checkpoint), checked in the command's words."""
+    from nqm.config import checked_config
     from nqm.jobs import all_hyper_dims
 
     if args.delay is not None and args.delay_dist is not None:
@@ -88,6 +90,7 @@ def search_options(args) -> dict:
                 if getattr(args, n) is not None})
     _first_grid(box, args)
     settings = groups.settings(args)
+    checked_config(**settings)  # every run setting checked, also those the exact mode then leaves out
     if args.expected:  # what the exact mode takes (the others were refused above)
         settings = {k: v for k, v in settings.items() if k in ("target", "max_steps", "progress")}
     return dict(method=args.method, delay=args.delay_dist or _delay(args.delay), noise=args.noise, seeds=args.seeds,

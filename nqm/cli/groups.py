@@ -21,7 +21,8 @@ _ALIASES = {"mode": ("--ab-mode",)}  # earlier names of method options
 # RunConfig field → (type, help) of its option; the default is RunConfig's own.
 _RUN = {
     "target": (float, "stop a cell once its loss is below this"),
-    "max_steps": (int, "step budget per cell"),
+    "max_steps": (int, "step budget per cell of its first passage; with its settled test a cell takes at most "
+                       "--work-limit times as many steps"),
     "x64": (bool, "simulate in float64"),
     "independent_noise": (bool, "noise drawn per cell, not shared"),
     "chunk_steps": (int, "steps per compiled call (progress, checkpoints; default: 1000, up to 16x that for a "
@@ -34,6 +35,9 @@ _RUN = {
                             "(the AB paper's definition: status 1 is the first passage, never 2)"),
     "skip_decided": (bool, "do not run cells known before running not to settle (status -2: a linear method's exact "
                            "test fails, or a noiseless run ends as an unstable linear method); settled cells are unchanged"),
+    "work_limit": (float, "the most steps a cell takes, its settled test included (the run past its first passage "
+                          "and any floor probe), as a multiple of --max-steps; a cell whose verdict needs more is "
+                          "status 3, undecided"),
 }
 
 

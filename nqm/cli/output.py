@@ -218,12 +218,15 @@ def report(ds, panels: int = 24) -> None:
     import numpy as np
 
     from nqm import summary
-    from nqm.status import BUDGET, DIVERGED, REACHED, SKIPPED, TRANSIENT, plural
+    from nqm.status import BUDGET, DIVERGED, REACHED, SKIPPED, TRANSIENT, UNDECIDED, plural
 
     status = ds.status.values
     converged = "reached the target" if ds.attrs.get("first_passage") else "settled below the target"
     transient = f"{int((status == TRANSIENT).sum()):,} transient (reached it, did not stay), " \
         if not ds.attrs.get("first_passage") else ""
+    if (status == UNDECIDED).any():
+        transient += (f"{int((status == UNDECIDED).sum()):,} undecided (reached it, no verdict within "
+                      f"{ds.attrs.get('work_limit', '?'):g} × the budget: raise --work-limit), ")
     print(f"{plural(status.size, 'cell')}: {int((status == REACHED).sum()):,} {converged}, {transient}"
           f"{int((status == DIVERGED).sum()):,} diverged, {int((status == BUDGET).sum()):,} ran out of budget"
           + (f", {int((status == SKIPPED).sum()):,} not run (cannot settle)" if ds.attrs.get("skip_decided") else ""))

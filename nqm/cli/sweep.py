@@ -25,8 +25,8 @@ def add_parser(subparsers):
     grid = groups.grid(parser, delay_processes=True, batch=True)
     groups.method(parser, grid)
     groups.problem(parser)
-    run = groups.run_settings(parser, "target", "max_steps", "first_passage", "skip_decided", "x64", "independent_noise",
-                              "chunk_steps", "devices", "memory_budget", "progress")
+    run = groups.run_settings(parser, "target", "max_steps", "work_limit", "first_passage", "skip_decided", "x64",
+                              "independent_noise", "chunk_steps", "devices", "memory_budget", "progress")
     run.add_argument("--restart", action="store_true", help="ignore a checkpoint left by an interrupted run")
     run.add_argument("--stay", action="store_true", help="also give steps_stay: the first step after which the loss "
                                                          "stays below the target (settled noiseless cells)")

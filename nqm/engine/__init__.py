@@ -9,10 +9,11 @@ process and one seed. All cells of a run advance in lock-step ``t = 0, 1, …``:
 
 where ``(τ_t, k_t)`` — the delay of the gradient applied at step ``t`` and the worker that
 computed it — come from a delay process (:mod:`nqm.delays`), and
-``ctx_t = StepContext(t, τ_t, k_t, w_{t−τ_t})``. What a run does besides stepping — recording
-diagnostics, continuing a reached cell through its settling window for the settled test of
-:mod:`nqm.settling`, showing progress, checkpointing — is done by its *observers*
-(:mod:`~nqm.engine.observers`), which the host loop calls at fixed points.
+``ctx_t = StepContext(t, τ_t, k_t, w_{t−τ_t})``. A cell stops at its first passage unless the
+run's *stop rule* (:mod:`~nqm.engine.stop`) keeps it stepping and decides when it stops, from
+per-cell state of its own. What a run does besides stepping — recording diagnostics, showing
+progress, checkpointing — is done by its *observers* (:mod:`~nqm.engine.observers`), which the
+host loop calls at fixed points.
 
 Three parts, one file each (``docs/architecture.md`` follows a sweep through them):
 
@@ -32,11 +33,12 @@ depends on its grid, batch, chunking, devices or budget.
 """
 
 from nqm.config import RunConfig
-from nqm.engine.observers import Checkpoint, Observer, Progress, Settle, Trace
+from nqm.engine.observers import Checkpoint, Observer, Progress, Trace
 from nqm.engine.record import KINDS, First, GeometricMean, Histogram, Last, Mean, StepView, Summary
 from nqm.engine.run import Cells, Outcome, Snapshot, check, simulate
+from nqm.engine.stop import FirstPassage, StopRule, ToHorizon
 from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
 
 __all__ = ["BUDGET", "DIVERGED", "REACHED", "RUNNING", "KINDS", "Cells", "Checkpoint", "First", "GeometricMean",
-           "Histogram", "Last", "Mean", "Observer", "Outcome", "Progress", "RunConfig", "Settle", "Snapshot", "StepView",
-           "Summary", "Trace", "check", "simulate"]
+           "FirstPassage", "Histogram", "Last", "Mean", "Observer", "Outcome", "Progress", "RunConfig", "Snapshot",
+           "StepView", "StopRule", "Summary", "ToHorizon", "Trace", "check", "simulate"]

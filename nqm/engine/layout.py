@@ -20,7 +20,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from nqm.delays import History
 from nqm.engine.loop import CELLS
-from nqm.engine.step import WINDOW_SLOTS, Spec
+from nqm.engine.step import Spec
+from nqm.engine.stop import FirstPassage, StopRule
 from nqm.errors import NqmError
 from nqm.optimizers import Optimizer
 from nqm.problem import Problem
@@ -46,8 +47,10 @@ class Layout(NamedTuple):
 
 
 def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int, config, dtype,
-           record: tuple = (), summaries: tuple = (), stride: int = 1, settle: bool = False) -> Layout:
-    """Choose devices, cache blocks, batch and group sizes for a run."""
+           record: tuple = (), summaries: tuple = (), stride: int = 1, stop: StopRule = FirstPassage(),
+           stop_bytes: int = 0) -> Layout:
+    """Choose devices, cache blocks, batch and group sizes for a run (``stop_bytes``: what its stop
+    rule keeps per cell)."""
     devices = jax.devices()
     count = len(devices) if config.devices is None else config.devices
     if not 1 <= count <= len(devices):
@@ -58,8 +61,8 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
     kept = history.by_worker or optimizer.sent is not None  # the current weights apart from the history
     # The history, the current weights if kept apart, the optimizer state and the cell's row of λ.
     vectors = history.slots + 1 + int(kept)
-    cell_bytes = itemsize * (vectors * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state))
-                             + (WINDOW_SLOTS + 1) * settle)
+    cell_bytes = itemsize * (vectors * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state))) \
+        + int(stop_bytes)
     budget = config.memory_budget
     if budget is None:  # half of an accelerator's memory, or 4 GiB of host memory
         limit = (devices[0].memory_stats() or {}).get("bytes_limit") if devices[0].platform != "cpu" else None
@@ -87,7 +90,7 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
         step_noise = 2 * problem.dim * itemsize  # the draw and its laid-out copy (a batch, checked above, is larger)
         chunk = min(chunk, max(1, int(budget // 2 // step_noise)))  # shorter chunks: the same numbers, less memory
     spec = Spec(optimizer, int(history.slots), bool(history.by_worker), chunk, block, bool(config.independent_noise),
-                mesh, record, summaries, stride, bool(settle))
+                mesh, record, summaries, stride, stop)
     return Layout(spec, batch, group, NamedSharding(mesh, PartitionSpec(CELLS)))
 
 
@@ -114,7 +117,7 @@ def block_size(platform: str, dim: int, per_device: int, fits: int) -> int:
     On CPU: enough elements per step to amortise a step's fixed cost (tens of small kernels), few
     enough that XLA does not split a block's loops over the core pool the other device is using. A
     step touches a few vectors per cell (two rows of the history, however deep), so N alone sets it,
-    never the grid — nor how few cells a run has (a probe of 2 cells would run faster in blocks of
+    never the grid — nor how few cells a run has (a run of 2 cells would go faster in blocks of
     2): the block's size may change the rounding (AB at N = 2,000 in blocks of 2 and of 8 differs in
     the last bits; 4 and 8 agree, tests/test_engine.py). On an accelerator: the fewest cells, a
     power of two, that hold :data:`ACCELERATOR_BLOCK_ELEMENTS` elements, fewer where the grid or the

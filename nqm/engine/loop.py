@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from nqm.engine import record
-from nqm.engine.step import CellState, Inputs, Model, Spec, cell_step, normal, settle_block
+from nqm.engine.step import CellState, Inputs, Model, Spec, cell_step, normal, stop_block
 from nqm.status import active
 
 CELLS = "cells"  # the mesh axis over which cells are sharded
@@ -52,15 +52,15 @@ def advance(spec: Spec, cells: CellState, inputs: Inputs, model: Model, noise, s
         key = jax.random.key(seed)
         size = spec.block_cells
         blocks = cells.status.shape[0] // size
-        window = (noise, schedule, row, t0, length, key, limits)
+        chunk = (noise, schedule, row, t0, length, key, limits)
         if blocks == 1:
-            return advance_block(spec, cells, inputs, model, *window)
+            return advance_block(spec, cells, inputs, model, *chunk)
 
         # Block by block, in place: each block is sliced out (into cache), advanced and written
         # back into the (donated) batch, which is never copied as a whole.
         def one_block(i, cells):
             block = jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, i * size, size), (cells, inputs))
-            done = advance_block(spec, *block, model, *window)
+            done = advance_block(spec, *block, model, *chunk)
             return jax.tree.map(lambda x, y: jax.lax.dynamic_update_slice_in_dim(x, y, i * size, 0), cells, done)
 
         return jax.lax.fori_loop(0, blocks, one_block, cells)
@@ -88,9 +88,9 @@ def advance_block(spec: Spec, cells: CellState, inputs: Inputs, model, noise, sc
         k, cells = carry
         shared = None if noise is None else noise[row + k]
         source = tuple(x[row + k] for x in schedule)
-        new, values, settling = step(spec, t0 + k, source, cells, inputs, model, shared, key, limits)
-        if spec.settle:  # the block's settling cells: their horizons and window samples
-            new = settle_block(t0 + k + 1, cells, new, *settling, inputs.span)
+        new, values, outcome = step(spec, t0 + k, source, cells, inputs, model, shared, key, limits)
+        if spec.stop.continues:  # the cells the stop rule keeps stepping: ended or kept
+            new = stop_block(spec.stop, t0 + k + 1, cells, new, *outcome, limits[0])
         return k + 1, new._replace(trace=record.traced(spec.stride, new.trace, values, t0, k))
 
     return jax.lax.while_loop(running, advance_one, (jnp.int32(0), cells))[1]

@@ -4,17 +4,16 @@
     group(number, groups, t)            a group of cells starts (at step t: 0, or a resumed step)
     chunk(batches, owner, t, length)    a chunk was advanced from step t
     finished(ids, part, fetch)          cells finished: their results, ``fetch(field)`` their state
-    progress(t, finished, running, settling)   between chunks, once the statuses are read
+    progress(t, finished, running, continuing)   between chunks, once the statuses are read
     between(snapshot)                   between chunks: ``snapshot()`` gives the running cells
     end()                               the run is over (also on an error)
     result() -> dict                    what it adds to the :class:`~nqm.engine.run.Outcome`
 
-Four are the engine's own: :class:`Trace` (recorders, traced every ``stride`` steps or kept as
-running summaries), :class:`Settle` (a reached cell steps on through its settling window),
-:class:`Progress` (a bar over steps, or over a sweep's cells) and :class:`Checkpoint` (finished
-cells handed on, snapshots between chunks, a run resumed from one). :class:`Trace` and
-:class:`Settle` also say what the compiled chunk computes (``record``, ``summaries``, ``stride``,
-``settles``); the loop (:mod:`nqm.engine.run`) knows none of them by name.
+Three are the engine's own: :class:`Trace` (recorders, traced every ``stride`` steps or kept as
+running summaries), :class:`Progress` (a bar over steps, or over a sweep's cells) and
+:class:`Checkpoint` (finished cells handed on, snapshots between chunks, a run resumed from one).
+:class:`Trace` also says what the compiled chunk computes (``record``, ``summaries``, ``stride``);
+when a cell stops is not an observer's business but the run's stop rule's (:mod:`nqm.engine.stop`).
 """
 
 from __future__ import annotations
@@ -25,12 +24,11 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from nqm.engine import step
 from nqm.engine.layout import fetch
 from nqm.engine.record import Summary, value_shapes
 from nqm.errors import NqmError
 from nqm.progress import bar as progress_bar
-from nqm.validate import BOUNDS, MAX_STEPS, format_bytes
+from nqm.validate import BOUNDS, format_bytes
 
 
 class Observer:
@@ -39,11 +37,6 @@ class Observer:
     record: tuple = ()  # traced recorders (name, recorder) the chunk computes
     summaries: tuple = ()  # running summaries (name, Summary) the chunk keeps
     stride: int = 1  # the steps between two traced entries
-    settles: bool = False  # a reached cell steps on through its settling window
-
-    def spans(self, optimizer, hyper: dict, cells: int):
-        """Per cell, the least span of a settling run this observer asks for (``None``: none)."""
-        return None
 
     def begin(self, run) -> None:
         pass
@@ -57,7 +50,7 @@ class Observer:
     def finished(self, ids, part, fetch: Callable) -> None:
         pass
 
-    def progress(self, t: int, finished: int, running: int, settling: int) -> None:
+    def progress(self, t: int, finished: int, running: int, continuing: int) -> None:
         pass
 
     def between(self, snapshot: Callable) -> None:
@@ -106,7 +99,7 @@ class Trace(Observer):
         if not self.trace:
             return
         first, end = t // self.stride, (t + length) // self.stride  # entries of steps first·stride … end·stride
-        end = min(end, next(iter(self.trace.values())).shape[1])  # settling cells step past the budget: not traced
+        end = min(end, next(iter(self.trace.values())).shape[1])  # steps past the budget (a stop rule's): not traced
         if end <= first:
             return
         for (cells, _), ids in zip(batches, owner):
@@ -125,44 +118,17 @@ class Trace(Observer):
         return {"trace": self.trace, "summary": self.summary}
 
 
-class Settle(Observer):
-    """A cell that reaches the target steps on, past the budget if need be, through its settling
-    window (:func:`nqm.engine.step.settle_window`; the settled test of :mod:`nqm.settling` reads
-    the window and its peak): its status is then 1 once the window is complete, 2 (transient) if it
-    diverged on the way; T and its loss are the first passage's. ``span``: per-cell least spans
-    of the settling runs (steps) beyond the optimizer's own (:func:`nqm.engine.step.settling_span`)."""
-
-    settles = True
-
-    def __init__(self, span=None):
-        self.span = span
-        self.window = self.peak = None
-
-    def spans(self, optimizer, hyper: dict, cells: int):
-        spans = step.settling_span(optimizer, hyper)
-        if self.span is None:
-            return spans
-        return np.maximum(spans, np.minimum(np.broadcast_to(np.asarray(self.span, np.int64), (cells,)), MAX_STEPS))
-
-    def begin(self, run) -> None:
-        self.window = np.full((run.cells, step.WINDOW_SLOTS), np.nan, run.dtype)
-        self.peak = np.zeros(run.cells, run.dtype)
-
-    def finished(self, ids, part, fetch: Callable) -> None:
-        self.window[ids], self.peak[ids] = part.window, part.peak
-
-    def result(self) -> dict:
-        return {"window": self.window, "peak": self.peak}
-
-
 class Progress(Observer):
     """A progress bar: its own over the run's steps (``bar=None``), or one over a sweep's cells
     shared by several runs (``bar``: finished cells advance it, this run's step shows in its
-    postfix; ``count=False``: the step only, for a run nested in the sweep's, as a floor probe).
-    ``enabled=False``: none."""
+    postfix; ``count=False``: the step only, for a run nested in the sweep's). ``enabled=False``: none.
+    ``label``: what the postfix calls the cells a stop rule keeps stepping past their first passage;
+    ``limit``: the last step the run may reach, which the postfix states once a step passes the budget."""
 
-    def __init__(self, description: str = "nqm", bar=None, enabled: bool = True, count: bool = True):
+    def __init__(self, description: str = "nqm", bar=None, enabled: bool = True, count: bool = True,
+                 label: str = "continuing", limit: int | None = None):
         self.description, self.bar, self.enabled, self.count = description, bar, enabled, count
+        self.label, self.limit = label, limit
         self.by_step, self.total, self.cells = bar is None, 0, 0
 
     def begin(self, run) -> None:
@@ -177,16 +143,17 @@ class Progress(Observer):
             self.bar.reset(total=self.total)
             self.bar.update(t)
 
-    def progress(self, t: int, finished: int, running: int, settling: int) -> None:
-        label = f" ({settling} settling)" if settling else ""
+    def progress(self, t: int, finished: int, running: int, continuing: int) -> None:
+        label = f" ({continuing} {self.label})" if continuing else ""
         if self.by_step:
             self.bar.update(min(t, self.total) - self.bar.n)
             self.bar.set_postfix_str(f"running {running} cells{label}", refresh=False)
         else:
             self.bar.update(finished if self.count else 0)
-            # Settling runs go on past the budget: say so rather than show a step beyond the total.
+            # A stop rule may keep cells stepping past the budget: say so, and how far they may go.
+            bound = f" (at most {self.limit:,})" if self.limit else ""
             step = f"step {t:,}/{self.total:,}" if t <= self.total else \
-                f"step {t:,}, past the {self.total:,}-step budget"
+                f"step {t:,}, past the {self.total:,}-step budget{bound}"
             self.bar.set_postfix_str(f"{self.description}: {step}, {running} running{label}", refresh=False)
 
     def end(self) -> None:

@@ -3,8 +3,8 @@
 :func:`simulate` draws the delay schedule, lays the cells out (:mod:`nqm.engine.layout`) and runs
 each group chunk by chunk through :func:`nqm.engine.loop.advance`. Between chunks it reads the
 statuses, keeps the results of the cells that finished, repacks the cells still running into
-fewer batches, and calls its observers (:mod:`nqm.engine.observers`: traces, settling windows,
-progress, checkpoints) at fixed points.
+fewer batches, and calls its observers (:mod:`nqm.engine.observers`: traces, progress,
+checkpoints) at fixed points. When a cell stops is its stop rule's decision (:mod:`nqm.engine.stop`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from nqm.engine.layout import Layout, blocks, choose, compact, fetch, put, split
 from nqm.engine.observers import Checkpoint, Observer, Progress, declared
 from nqm.engine.record import first_view
 from nqm.engine.step import CellState, Inputs, init_cells
+from nqm.engine.stop import FirstPassage, StopRule
 from nqm.errors import NqmError
 from nqm.optimizers import Optimizer
 from nqm.problem import Problem
-from nqm.status import BUDGET, SETTLING, active
+from nqm.status import BUDGET, CONTINUING, active
 
 
 class Cells(NamedTuple):
@@ -38,7 +39,8 @@ class Cells(NamedTuple):
     per-cell hyperparameters ``hyper`` (its fields by name, each ``(C,)``) and noise scales
     ``sigma`` ``(C,)``, under ``delay`` (a :mod:`nqm.delays` process or a constant D) with ``seed``
     (of the noise and the delays); ``uids``: per-cell identities for ``independent_noise``, ``(C,)``
-    or ``(C, 2)`` ``uint32`` (two words of a 64-bit identity; default ``arange(C)``)."""
+    or ``(C, 2)`` ``uint32`` (two words of a 64-bit identity; default ``arange(C)``); ``start``: each
+    cell's initial weights ``(C, N)``, also its history before step 0 (default: the problem's ``w₀``)."""
 
     optimizer: Optimizer
     hyper: dict
@@ -46,16 +48,15 @@ class Cells(NamedTuple):
     delay: Any = 0
     seed: int = 0
     uids: Any = None
+    start: Any = None
 
 
 class Outcome(NamedTuple):
     """Per-cell results: ``steps`` (T, or the step at which the run stopped), ``status``, final
     ``loss``; what the observers kept — the recorded ``trace`` (name → ``(C, max_steps // stride,
     …)``: steps ``stride``, ``2·stride``, …) and the finished ``summary`` values (name → ``(C, …)``)
-    of a :class:`~nqm.engine.observers.Trace`, each reached cell's settling ``window``
-    ``(C, WINDOW_SLOTS)`` (the losses at the steps of :func:`nqm.engine.step.settle_window`, NaN
-    elsewhere) and ``peak`` ``(C,)`` (the largest loss at any step of that window) of a
-    :class:`~nqm.engine.observers.Settle`; and ``work``: how many cell-steps the devices computed,
+    of a :class:`~nqm.engine.observers.Trace`; ``stop``: the stop rule's state of each cell where it
+    stopped (its pytree, leading axis C; ``None`` for a rule that keeps none); and ``work``: how many cell-steps the devices computed,
     useful or not (a block steps all its cells while any of them runs; padding cells count too), so
     that ``Σ steps / work ≤ 1`` is the fraction of the computation that early exit and repacking
     leave useful."""
@@ -66,8 +67,7 @@ class Outcome(NamedTuple):
     trace: dict = {}
     summary: dict = {}
     work: np.ndarray = np.zeros(1, np.int64)
-    window: np.ndarray | None = None
-    peak: np.ndarray | None = None
+    stop: Any = None
 
 
 class Snapshot(NamedTuple):
@@ -94,58 +94,77 @@ class _Run(NamedTuple):
     cells: int
     inputs: Inputs  # per-cell, on the host
     observers: tuple
-    end: int  # the last step any cell may reach: the budget, or the horizon of settling cells
-    result: dict  # steps, status, loss (C,) and work (1,), filled as cells finish
+    end: int  # the last step any cell may reach: the budget, or the stop rule's horizon
+    result: dict  # steps, status, loss (C,) and work (1,), filled as cells finish, and the stop rule's state
+    start: Any  # the initial weights: w₀, or one row per cell
 
 
-def simulate(problem: Problem, cells: Cells, config: RunConfig = RunConfig(), observers=()) -> Outcome:
-    """Run every cell to its target, divergence or budget.
+def simulate(problem: Problem, cells: Cells, config: RunConfig = RunConfig(), observers=(),
+             stop: StopRule = FirstPassage()) -> Outcome:
+    """Run every cell to its target, divergence or budget (and on, as its stop rule says).
 
     Args:
       problem: the quadratic.
       cells: what to step (:class:`Cells`).
       config: run settings.
       observers: what else the run does (:mod:`nqm.engine.observers`): a
-        :class:`~nqm.engine.observers.Trace`, a :class:`~nqm.engine.observers.Settle`, a
+        :class:`~nqm.engine.observers.Trace`, a
         :class:`~nqm.engine.observers.Progress` (default: a bar over the run's steps, shown where
         ``config.progress``), a :class:`~nqm.engine.observers.Checkpoint` (its ``resume`` continues
         an earlier run), or any :class:`~nqm.engine.observers.Observer`.
+      stop: when a cell that reached the target stops (:mod:`nqm.engine.stop`; default: there).
 
     Returns:
       The :class:`Outcome`; ``steps``, ``status`` and ``loss`` ``(C,)``.
     """
     observers = tuple(observers)
     if not any(isinstance(o, Progress) for o in observers):
-        observers += (Progress(enabled=config.progress),)
+        observers += (Progress(enabled=config.progress, label=stop.label),)
     optimizer, process = cells.optimizer, delays.process(cells.delay)
     hyper, sigma, uids = _checked(cells, process)
     count = sigma.size
-    settles = any(o.settles for o in observers)
-    spans = next((o.spans(optimizer, hyper, count) for o in observers if o.settles), np.zeros(count, np.int64))
-    # Settling cells may step on past the budget: to the horizon of a first passage at the budget.
-    end = int(step.settle_window(config.max_steps, spans.max(initial=0))[0]) if settles else config.max_steps
+    end = stop.horizon(config.max_steps)  # a rule may keep reached cells stepping past the budget
     plan = process.schedule(cells.seed, end)
     resume = next((o.resume for o in observers if isinstance(o, Checkpoint) and o.resume is not None), None)
     with jax.enable_x64(config.x64):
         dtype = jnp.float64 if config.x64 else jnp.float32
+        state = stop.init(count, dtype)
         layout = choose(problem, optimizer, process.history(plan[0]), count, config, dtype,
                         declared(observers, "record"), declared(observers, "summaries"),
-                        declared(observers, "stride", 1), settles)
+                        declared(observers, "stride", 1), stop, _bytes_per_cell(state, count))
         replicated = NamedSharding(layout.sharding.mesh, PartitionSpec())
         limits = put((np.asarray(config.target, dtype), np.asarray(config.diverge_factor * problem.initial_loss, dtype),
                       np.asarray(config.max_steps, np.int32)), replicated)
         result = {"steps": np.zeros(count, np.int32), "status": np.zeros(count, np.int8),
-                  "loss": np.zeros(count, np.float64), "work": np.zeros(1, np.int64)}
+                  "loss": np.zeros(count, np.float64), "work": np.zeros(1, np.int64),
+                  "stop": jax.tree.map(np.copy, state)}
+        start = _start(cells, problem, count, dtype)
         run = _Run(layout, put(step.model(problem, dtype), replicated), jnp.asarray(problem.w0, dtype), limits,
                    put(np.asarray(cells.seed, np.uint32), replicated), plan, config, dtype, count,
-                   Inputs(hyper, sigma, uids, spans), observers, end, result)
+                   Inputs(hyper, sigma, uids), observers, end, result, start)
         with _observed(run) as run:
             for number, (index, start) in enumerate(groups := _groups(run, resume)):
                 for observer in observers:
                     observer.group(number, len(groups), 0 if start is None else int(start.t))
                 _run_group(run, index, start)
     parts = {k: v for o in observers for k, v in o.result().items()}
-    return Outcome(result["steps"], result["status"], result["loss"], work=result["work"], **parts)
+    return Outcome(result["steps"], result["status"], result["loss"], work=result["work"], stop=result["stop"], **parts)
+
+
+def _start(cells: Cells, problem: Problem, count: int, dtype):
+    """Each cell's initial weights as given (``(count, N)``, host), or ``None``: the problem's w₀."""
+    if cells.start is None:
+        return None
+    start = np.asarray(cells.start, np.float64)
+    if start.shape != (count, problem.dim) or not np.isfinite(start).all():
+        raise NqmError(f"the cells' initial weights must be finite numbers of shape ({count}, {problem.dim}), got "
+                       f"shape {start.shape}")
+    return start.astype(dtype)
+
+
+def _bytes_per_cell(state, count: int) -> int:
+    """What the stop rule keeps per cell, in bytes."""
+    return sum(np.asarray(x).nbytes for x in jax.tree.leaves(state)) // max(count, 1)
 
 
 def check(problem: Problem, optimizer: Optimizer) -> None:
@@ -211,8 +230,8 @@ def _run_group(run: _Run, index, start: Snapshot | None):
     noise = _Noise(run)
     while batches and t < run.end:
         length = min(steps_to_chunk_end(t, spec.chunk_steps), run.end - t)  # an argument, not a new compilation
-        window, row = noise.covering(t, length)
-        batches = [(loop.advance(spec, cells, inputs, run.model, *window, jnp.int32(row), jnp.int32(t),
+        drawn, row = noise.covering(t, length)
+        batches = [(loop.advance(spec, cells, inputs, run.model, *drawn, jnp.int32(row), jnp.int32(t),
                                  jnp.int32(length), run.seed, run.limits), inputs) for cells, inputs in batches]
         for observer in run.observers:
             observer.chunk(batches, owner, t, length)
@@ -220,7 +239,7 @@ def _run_group(run: _Run, index, start: Snapshot | None):
         owner, finished, status = _finish(run, batches, owner, t, length)
         running = int((owner >= 0).sum())
         for observer in run.observers:
-            observer.progress(t, int(finished.sum()), running, int((status == SETTLING).sum()))
+            observer.progress(t, int(finished.sum()), running, int((status == CONTINUING).sum()))
         if running == 0:
             break
         for observer in run.observers:
@@ -233,8 +252,8 @@ def steps_to_chunk_end(t: int, full: int) -> int:
     """The steps of the chunk that starts at step ``t``. A run's first chunks are short (1/16, 1/8, 1/4
     and 1/2 of ``full``), so that cells which stop early (often most divergent ones) are compacted
     away soon. The step alone sets it: a run resumed at a chunk's end cuts its chunks where the run
-    it continues did, so the same cells finish together (a settled test's floor probe is of the cells
-    that finish in one chunk, and is found again in the checkpoint by its cells).
+    it continues did, so the same cells finish together (a run nested in a sweep's, of the cells that
+    finish in one chunk, is found again in the checkpoint by its cells).
 
     Args:
       t: the step the chunk starts at.
@@ -258,8 +277,9 @@ def _batches(run: _Run, index, start: Snapshot | None) -> tuple[list, np.ndarray
     padded = np.concatenate([index, np.full(-len(index) % size, -1)])
     take = np.where(padded < 0, index[0], padded)
     inputs = Inputs(spec.optimizer.hyper(**{k: v[take].astype(run.dtype) for k, v in run.inputs.hyper.items()}),
-                    run.inputs.sigma[take].astype(run.dtype), run.inputs.uid[take], run.inputs.span[take].astype(np.int32))
-    cells = init_cells(spec, run.model, run.w0, padded >= 0)
+                    run.inputs.sigma[take].astype(run.dtype), run.inputs.uid[take])
+    state = jax.tree.map(lambda x: x[take], run.result["stop"])
+    cells = init_cells(spec, run.model, run.w0 if run.start is None else run.start[take], padded >= 0, state)
     t = 0
     if start is not None:
         t, cells = int(start.t), _resumed(cells, start, padded)
@@ -290,25 +310,25 @@ class _Noise:
     cost a noiseless run at N = 1,000 as much as its steps, three times as much in float64)."""
 
     def __init__(self, run: _Run):
-        self.run, self.t0, self.window = run, 0, None
+        self.run, self.t0, self.drawn = run, 0, None
         self.replicated = NamedSharding(run.layout.spec.mesh, PartitionSpec())
         self.quiet = not np.any(run.inputs.sigma != 0)
 
     def covering(self, t: int, length: int) -> tuple[tuple, int]:
         """``(noise, schedule)`` covering steps ``t … t + length − 1``, and the row of step ``t``."""
         spec, run = self.run.layout.spec, self.run
-        if self.window is None or t + length > self.t0 + spec.chunk_steps:
+        if self.drawn is None or t + length > self.t0 + spec.chunk_steps:
             self.t0, rows = t, slice(t, t + spec.chunk_steps)
             schedule = put(tuple(np.resize(x[rows], spec.chunk_steps) for x in run.plan), self.replicated)
             if spec.independent_noise:
                 noise = None
             elif self.quiet:  # the same array for every chunk
-                noise = self.window[0] if self.window else loop.no_noise((spec.chunk_steps, run.w0.size), run.dtype,
+                noise = self.drawn[0] if self.drawn else loop.no_noise((spec.chunk_steps, run.w0.size), run.dtype,
                                                                           spec.mesh)
             else:
                 noise = loop.common_noise(run.seed, jnp.int32(t), run.model, spec.chunk_steps, spec.mesh)
-            self.window = (noise, schedule)
-        return self.window, t - self.t0
+            self.drawn = (noise, schedule)
+        return self.drawn, t - self.t0
 
 
 def _finish(run: _Run, batches, owner, t: int, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -319,8 +339,8 @@ def _finish(run: _Run, batches, owner, t: int, length: int) -> tuple[np.ndarray,
     status = np.stack(fetch([cells.status for cells, _ in batches]))
     finished = ~active(status) & (owner >= 0)
     steps = np.stack(fetch([cells.steps for cells, _ in batches])) if finished.any() else None
-    # A settled cell's steps are T, not where it stopped: its block counts the whole chunk.
-    result["work"][0] += _work(run.layout, owner, finished, None if spec.settle else steps, t - length, length)
+    # A cell its stop rule kept stepping reports T, not where it stopped: its block counts the whole chunk.
+    result["work"][0] += _work(run.layout, owner, finished, None if spec.stop.continues else steps, t - length, length)
     if not finished.any():
         return owner, finished, status
 
@@ -329,9 +349,11 @@ def _finish(run: _Run, batches, owner, t: int, length: int) -> tuple[np.ndarray,
 
     ids = owner[finished]
     loss = part(lambda cells: cells.loss)
-    window, peak = (part(lambda c: c.window), part(lambda c: c.peak)) if spec.settle else (None, None)
-    done = Outcome(steps[finished], status[finished], loss, window=window, peak=peak)
+    state = part(lambda cells: cells.stop) if result["stop"] is not None else None
+    done = Outcome(steps[finished], status[finished], loss, stop=state)
     result["steps"][ids], result["status"][ids], result["loss"][ids] = done.steps, done.status, done.loss
+    if state is not None:
+        jax.tree.map(lambda kept, new: kept.__setitem__(ids, new), result["stop"], state)
     for observer in run.observers:
         observer.finished(ids, done, part)
     return np.where(finished, -1, owner), finished, status

@@ -10,12 +10,9 @@ a ring of the last ``slots`` weights (``w_s`` in slot ``s mod slots``; with a co
 D + 1 slots, ``w_{t−D}`` and ``w_{t+1}`` share a slot), or one snapshot per worker (slot ``k_t`` is
 read, then overwritten with what worker ``k_t`` fetches after the step).
 
-With ``Spec.settle``, a cell that reaches the target does not stop: it *settles* (status
-``SETTLING``), stepping on to its horizon H (:func:`settle_window`: at least 2T + 1000, and past
-32 × its optimizer's memory where it has one) while its loss is sampled, every ``H // 256`` steps,
-over the second half of what follows T, and its largest loss there is kept (every step) — the
-window the settled test reads (:mod:`nqm.settling`). It ends ``REACHED`` at H, or ``TRANSIENT`` if it diverges
-first; T and the loss at T are kept. In a batch it rides along with the cells still running.
+A cell that reaches the target stops there, unless its stop rule (:mod:`nqm.engine.stop`) keeps it
+stepping: it is then ``CONTINUING`` until the rule ends it (:func:`stop_block`), T and the loss at
+T kept, riding along in its batch with the cells still running.
 """
 
 from __future__ import annotations
@@ -32,14 +29,8 @@ from nqm.engine import record
 from nqm.optimizers import Optimizer
 from nqm.optimizers.base import StepContext
 from nqm.problem import Problem
-from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING, SETTLING, TRANSIENT
-from nqm.validate import MAX_STEPS
-
-CONTINUE = 1000  # a cell that reached the target at T steps on to at least 2·T + CONTINUE
-MEMORIES = 32  # ... and past MEMORIES × its optimizer's memory (a moment estimate's forgetting time)
-WINDOW_POINTS = 256  # its loss is sampled every horizon // WINDOW_POINTS steps
-WINDOW_SLOTS = 168  # the most samples a window holds (at T = 2; every T is checked in the tests)
-
+from nqm.engine.stop import FirstPassage, StopRule
+from nqm.status import BUDGET, CONTINUING, DIVERGED, REACHED, RUNNING, active
 
 class CellState(NamedTuple):
     """The carried state of a set of cells (leading axis = cells)."""
@@ -52,8 +43,7 @@ class CellState(NamedTuple):
     loss: Any  # loss at `steps`
     trace: Any  # name -> (cells, chunk_steps // stride + 1, ...) values recorded in the current chunk
     summary: Any  # name -> (cells, ...) running totals of the Summary recorders
-    window: Any = None  # (cells, WINDOW_SLOTS) the settling window's losses (NaN until sampled), or None
-    peak: Any = None  # (cells,) the largest loss over the settling window's steps, every step (0 before), or None
+    stop: Any = None  # the stop rule's per-cell state (None: it keeps none)
 
 
 class Inputs(NamedTuple):
@@ -62,7 +52,6 @@ class Inputs(NamedTuple):
     hyper: Any  # the optimizer's hyperparameter NamedTuple of (cells,) arrays
     sigma: Any  # noise scale
     uid: Any  # (2,) uint32: the cell's 64-bit identity (keys independent noise)
-    span: Any  # int32: the settling run's least span (MEMORIES × the optimizer's memory; 0 without one)
 
 
 class Model(NamedTuple):
@@ -108,7 +97,7 @@ class Spec:
     record: tuple = ()  # (name, recorder) pairs; recorder(StepView) -> array, traced every `stride` steps
     summaries: tuple = ()  # (name, Summary) pairs
     stride: int = 1
-    settle: bool = False  # a cell that reaches the target steps on through its settling window
+    stop: StopRule = FirstPassage()  # when a cell that reached the target stops
 
     @property
     def keeps_weights(self) -> bool:
@@ -124,9 +113,9 @@ def normal(key, t, like):
 
 
 def cell_step(spec: Spec, t, source, cell: CellState, inputs: Inputs, model: Model, noise, key, limits):
-    """One step of one cell; returns the new cell, the traced recorders' values and, with
-    ``spec.settle``, the step's ``(loss, diverged)`` for the block's :func:`settle_block` (else
-    ``None``)."""
+    """One step of one cell; returns the new cell, the traced recorders' values and, where the stop
+    rule keeps reached cells stepping, the step's ``(loss, diverged)`` for the block's
+    :func:`stop_block` (else ``None``)."""
     target, diverge_loss, max_steps = limits
     delay, worker = source
     optimizer, slots = spec.optimizer, spec.slots
@@ -147,7 +136,7 @@ def cell_step(spec: Spec, t, source, cell: CellState, inputs: Inputs, model: Mod
     if spec.record or spec.summaries:
         view = record.view(model, optimizer, inputs.hyper, ctx, w, cell.opt, g, stepped)
         values = {name: fn(view) for name, fn in spec.record}
-        summary = {name: jax.tree.map(lambda new, old: jnp.where(cell.status == RUNNING, new, old),
+        summary = {name: jax.tree.map(lambda new, old: jnp.where(active(cell.status), new, old),
                                       r.update(cell.summary[name], r.value(view), t), cell.summary[name])
                    for name, r in spec.summaries}
     sent = w_next if optimizer.sent is None else optimizer.sent(inputs.hyper, opt, w_next)
@@ -155,7 +144,7 @@ def cell_step(spec: Spec, t, source, cell: CellState, inputs: Inputs, model: Mod
     loss = model.loss(w_next)
     diverged = ~(loss <= diverge_loss)
     status = jnp.where(
-        loss < target, SETTLING if spec.settle else REACHED,
+        loss < target, CONTINUING if spec.stop.continues else REACHED,
         jnp.where(diverged, DIVERGED, jnp.where(t + 1 >= max_steps, BUDGET, RUNNING)),
     ).astype(jnp.int8)
     live = cell.status == RUNNING
@@ -169,88 +158,44 @@ def cell_step(spec: Spec, t, source, cell: CellState, inputs: Inputs, model: Mod
         loss=jnp.where(live, loss, cell.loss),
         trace=cell.trace,
         summary=summary,
-        window=cell.window,
-        peak=cell.peak,
-    ), values, (loss, diverged) if spec.settle else None
+        stop=cell.stop,
+    ), values, (loss, diverged) if spec.stop.continues else None
 
 
-def settle_block(u, before: CellState, after: CellState, loss, diverged, span) -> CellState:
-    """A block's settling cells after their step to ``u``: each ends ``TRANSIENT`` if it diverged,
-    ``REACHED`` at its horizon; its loss is sampled into its window when due, and its window's peak
-    follows every step. Done for the block, and only at a step where one of its cells settles: per
-    cell at every step, this bookkeeping would cost as much as the step itself at small N."""
-    def settle(after):
-        horizon, stride, first, last = settle_window(before.steps, span)
-        n = u // stride
-        settling = before.status == SETTLING
-        due = settling & (u % stride == 0) & (n >= first) & (n <= last)
-        rows, slot = jnp.arange(due.size), jnp.clip(n - first, 0, WINDOW_SLOTS - 1)
-        window = after.window.at[rows, slot].set(jnp.where(due, loss, after.window[rows, slot]))
-        inside = settling & (2 * u > before.steps + horizon)  # the second half of what follows T
-        peak = jnp.where(inside, jnp.maximum(after.peak, loss), after.peak)
-        ends = jnp.where(diverged, TRANSIENT, jnp.where(u >= horizon, REACHED, SETTLING)).astype(jnp.int8)
-        return after._replace(status=jnp.where(settling, ends, after.status), window=window, peak=peak)
+def stop_block(rule: StopRule, u, before: CellState, after: CellState, loss, diverged, target) -> CellState:
+    """A block's cells after their step to ``u``, those its stop rule kept stepping (``CONTINUING``
+    before the step) ended or kept as the rule says. Done for the block, and only at a step where
+    one of its cells continues: per cell at every step, a rule's bookkeeping would cost as much as
+    the step itself at small N. Only the statuses and the rule's state pass through the branch (the
+    cells' weights would be copied in and out of it at every step)."""
+    continuing = before.status == CONTINUING
 
-    return jax.lax.cond(jnp.any(before.status == SETTLING), settle, lambda after: after, after)
+    def update(status, state):
+        ends, state = rule.update(u, before.steps, before.status, loss, diverged, target, state)
+        return jnp.where(continuing, ends, status), state
+
+    status, state = jax.lax.cond(jnp.any(continuing), update, lambda status, state: (status, state),
+                                 after.status, after.stop)
+    return after._replace(status=status, stop=state)
 
 
-def settle_window(first, span=0):
-    """The settling run of a cell that first reached the target at step ``first`` = T ≥ 1 (numpy
-    or jax integers), whose optimizer asks for a settling run of at least ``span`` steps (its
-    :func:`settling_span`): ``(horizon, stride, n0, n1)``. With ``S = max(T, span)``, the horizon H
-    is 2^(k+2) + CONTINUE for S in [2^k, 2^(k+1)) — at least 2S + CONTINUE, the same for a whole
-    octave — capped at the largest budget; the loss is sampled at steps n·stride, ``stride =
-    max(1, H // WINDOW_POINTS)``, and the window is n0 ≤ n ≤ n1: the steps in ((T + H)/2, H], the
-    second half of what follows T."""
-    if isinstance(first, jax.Array):
-        scale = jnp.maximum(first.astype(jnp.int32), jnp.asarray(span, jnp.int32))
-        bits = 32 - jax.lax.clz(scale)  # k + 1
-        horizon = jnp.minimum(jnp.left_shift(jnp.int32(1), bits + 1) + CONTINUE, MAX_STEPS)
-        stride = jnp.maximum(1, horizon // WINDOW_POINTS)
-    else:
-        first = np.asarray(first, np.int64)
-        scale = np.maximum(np.maximum(first, np.asarray(span, np.int64)), 1)
-        horizon = np.minimum(2 ** (np.frexp(scale)[1] + 1) + CONTINUE, MAX_STEPS)
-        stride = np.maximum(1, horizon // WINDOW_POINTS)
-    return horizon, stride, (first + horizon) // (2 * stride) + 1, horizon // stride
-
-
-def settling_span(optimizer: Optimizer, hyper: dict) -> np.ndarray:
-    """Per cell, the least span of its settling run: :data:`MEMORIES` × the optimizer's memory
-    (:attr:`nqm.optimizers.Optimizer.memory`: the steps its moment estimates take to forget), so
-    that the window sees what the method does once the state of its first passage is forgotten
-    (Adam's bursts come when its second moment has decayed with the gradient); 0 for a method
-    without one.
-
-    Args:
-      optimizer: the configured optimizer.
-      hyper: per-cell hyperparameter arrays by name.
-
-    Returns:
-      int64 steps per cell, at most the largest budget.
-    """
-    size = np.broadcast(*hyper.values()).size if hyper else 1
-    if optimizer.memory is None:
-        return np.zeros(size, np.int64)
-    memory = np.broadcast_to(np.asarray(optimizer.memory(hyper), np.float64), (size,))
-    return np.minimum(np.ceil(MEMORIES * memory), MAX_STEPS).astype(np.int64)
-
-
-def init_cells(spec: Spec, model: Model, w0, active) -> CellState:
-    """Initial state of ``active.size`` cells, on the host (numpy)."""
+def init_cells(spec: Spec, model: Model, w0, active, stop=None) -> CellState:
+    """Initial state of ``active.size`` cells, on the host (numpy): each starts from ``w0`` (one
+    vector, or one per cell), with the stop rule's state ``stop``."""
     count = active.size
     w0 = np.asarray(w0)
-    traces, totals = record.value_shapes(model, spec.optimizer, w0, spec.record, spec.summaries)
+    start = w0 if w0.ndim == 1 else w0[0]
+    traces, totals = record.value_shapes(model, spec.optimizer, start, spec.record, spec.summaries)
     return CellState(
-        history=np.broadcast_to(w0, (count, spec.slots, w0.size)),
-        w=np.broadcast_to(w0, (count, w0.size)) if spec.keeps_weights else None,
-        opt=jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (count,) + x.shape), spec.optimizer.init(w0)),
+        history=np.broadcast_to(w0[..., None, :] if w0.ndim > 1 else w0, (count, spec.slots, start.size)),
+        w=np.broadcast_to(w0, (count, start.size)) if spec.keeps_weights else None,
+        opt=jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (count,) + x.shape), spec.optimizer.init(start))
+        if w0.ndim == 1 else jax.tree.map(np.asarray, jax.vmap(spec.optimizer.init)(w0)),
         status=np.where(active, RUNNING, BUDGET).astype(np.int8),
         steps=np.zeros(count, np.int32),
-        loss=np.zeros(count, w0.dtype),
+        loss=np.zeros(count, start.dtype),
         trace={n: np.zeros((count, spec.chunk_steps // spec.stride + 1) + s.shape, s.dtype) for n, s in traces.items()},
         summary={n: jax.tree.map(lambda x: np.broadcast_to(x, (count,) + x.shape), r.zeros(totals[n]))
                  for n, r in spec.summaries},
-        window=np.full((count, WINDOW_SLOTS), np.nan, w0.dtype) if spec.settle else None,
-        peak=np.zeros(count, w0.dtype) if spec.settle else None,
+        stop=stop,
     )

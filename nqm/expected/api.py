@@ -13,8 +13,7 @@ from nqm.errors import NqmError
 from nqm.expected import autoregression, reduced, second_moment, steady
 from nqm.expected.recursion import recursion
 from nqm.problem import Problem
-from nqm.engine.step import CONTINUE, WINDOW_POINTS
-from nqm.status import REACHED, SETTLED, TRANSIENT, meaning, stays_below
+from nqm.status import CONTINUE, REACHED, SETTLED, TRANSIENT, WINDOW_POINTS, meaning, stays_below
 
 STAY_EXPECTED = ("steps_stay: the first step after which the expected loss stays below the target (one more than "
                  "its last exit); NaN where it does not settle")

@@ -52,7 +52,8 @@ _levinson_jit = jax.jit(functools.partial(_levinson, jnp))
 def analyse(rec: Recursion, lam, weight) -> tuple[np.ndarray, np.ndarray]:
     """Per cell: whether its recursion is stable at every eigenvalue, and ``V_∞`` (∞ if not)."""
     cells = rec.cells
-    rows = max(1, min(cells, BATCH // (lam.size * rec.order)))
+    # Rows padded to a power of two: few shapes, few compilations, however many cells each call has.
+    rows = max(1, min(1 << max(cells - 1, 0).bit_length(), BATCH // (lam.size * rec.order)))
     stable, unit = np.zeros(cells, bool), np.full(cells, np.inf)
     levinson = functools.partial(_levinson, np) if lam.size <= SMALL else _levinson_jit
     with jax.enable_x64(True), np.errstate(all="ignore"):  # overflow where unstable, as in jax.numpy

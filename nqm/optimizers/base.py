@@ -69,7 +69,7 @@ class Optimizer(NamedTuple):
         from the name it was registered under (a family never writes it itself).
       memory: ``memory(hyper) -> steps``, per cell (numpy, from the hyperparameter arrays by name):
         how long its moment estimates take to forget (Adam's ``1 / (1 − b2)``), which the settled
-        test waits out (:func:`nqm.engine.step.settling_span`); ``None``: a method whose state
+        test waits out (:func:`nqm.settling.window.settling_span`); ``None``: a method whose state
         holds no such estimate (the heavy-ball families).
     """
 

@@ -13,9 +13,10 @@ from nqm.errors import NqmError
 from nqm.plots.script import suptitle
 from nqm.results import combine_seeds, panel_keys
 from nqm.thresholds.polynomials import table_line
-from nqm.status import DIVERGED, REACHED, SKIPPED, TRANSIENT, format_t_star, plural, results, t_star
+from nqm.status import DIVERGED, REACHED, SKIPPED, TRANSIENT, UNDECIDED, format_t_star, plural, results, t_star
 
 SKIPPED_GREY = "0.7"  # cells not run (known not to settle): grey, apart from white (budget) and black
+UNDECIDED_COLOUR = "#f2b134"  # reached the target, no verdict within the work limit: dotted amber
 
 
 def grid_panel(ds: xr.Dataset) -> xr.Dataset:
@@ -39,7 +40,8 @@ def grid_panel(ds: xr.Dataset) -> xr.Dataset:
 
 def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
     """Draw one lr × momentum panel: T coloured on a log scale, diverged black, over budget white,
-    transient (reached the target without staying) hatched grey, not run (known not to settle,
+    transient (reached the target without staying) hatched grey, undecided (reached it, no verdict
+    within the work limit, :data:`~nqm.status.UNDECIDED`) dotted amber, not run (known not to settle,
     :data:`~nqm.status.SKIPPED`) plain grey.
 
     Args:
@@ -59,9 +61,11 @@ def draw_heatmap(ax, panel: xr.Dataset, norm, cmap="viridis"):
     failed = np.ma.masked_where(status == REACHED, np.select([status == DIVERGED, status == SKIPPED], [2.0, 1.0], 0.0))
     ax.pcolormesh(lr_edges, m_edges, failed, cmap=mcolors.ListedColormap(["white", SKIPPED_GREY, "black"]), vmin=0, vmax=2)
     mesh = ax.pcolormesh(lr_edges, m_edges, np.ma.masked_where(status != REACHED, steps), cmap=cmap, norm=norm)
-    for i, j in zip(*np.nonzero(status == TRANSIENT)):
-        ax.add_patch(mpatches.Rectangle((lr_edges[j], m_edges[i]), lr_edges[j + 1] - lr_edges[j], m_edges[i + 1] - m_edges[i],
-                                        facecolor="0.85", edgecolor="0.45", hatch="////", linewidth=0))
+    for code, face, edge, hatch in ((TRANSIENT, "0.85", "0.45", "////"), (UNDECIDED, UNDECIDED_COLOUR, "0.3", "..")):
+        for i, j in zip(*np.nonzero(status == code)):
+            ax.add_patch(mpatches.Rectangle((lr_edges[j], m_edges[i]), lr_edges[j + 1] - lr_edges[j],
+                                            m_edges[i + 1] - m_edges[i], facecolor=face, edgecolor=edge, hatch=hatch,
+                                            linewidth=0))
     ax.set_xscale("log")
     ax.set_xlim(lr_edges[0], lr_edges[-1])
     ax.set_ylim(m_edges[0], m_edges[-1])
@@ -122,7 +126,7 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool |
     _label_axes(axes, len(keys))
     steps_colorbar(fig, mesh, axes, shrink=min(0.9, 2.0 / nrows))
     status_legend(fig, star=False, transient=bool((ds.status == TRANSIENT).any()),
-                  skipped=bool((ds.status == SKIPPED).any()))
+                  skipped=bool((ds.status == SKIPPED).any()), undecided=bool((ds.status == UNDECIDED).any()))
     missing = "" if drawn or threshold is False or threshold is None else \
         f" — no derived threshold ({ds.attrs.get('method')} is not linear, or no pmf): see nqm threshold --simulate"
     suptitle(fig, (title or default_title(ds, seeds)) + missing, fontsize=11)
@@ -181,14 +185,15 @@ def steps_colorbar(fig, mesh, axes, shrink: float = 0.9):
     return cbar
 
 
-def status_legend(fig, star: bool = True, transient: bool = False, skipped: bool = False):
-    """Below the panels: what black, white (hatched grey, plain grey, the star) mean.
+def status_legend(fig, star: bool = True, transient: bool = False, skipped: bool = False, undecided: bool = False):
+    """Below the panels: what black, white (hatched grey, dotted amber, plain grey, the star) mean.
 
     Args:
       fig: the figure.
       star: include the fastest cell's star.
       transient: include the hatched transient cells.
       skipped: include the cells not run (known not to settle).
+      undecided: include the undecided cells (no verdict within the work limit).
 
     Returns:
       The legend.
@@ -198,6 +203,9 @@ def status_legend(fig, star: bool = True, transient: bool = False, skipped: bool
     if transient:
         handles.append(mpatches.Patch(facecolor="0.85", edgecolor="0.45", hatch="////",
                                       label="transient: reached the target, does not stay"))
+    if undecided:
+        handles.append(mpatches.Patch(facecolor=UNDECIDED_COLOUR, edgecolor="0.3", hatch="..",
+                                      label="undecided: reached the target, no verdict within the work limit"))
     if skipped:
         handles.append(mpatches.Patch(facecolor=SKIPPED_GREY, edgecolor="0.5", label="not run: cannot settle (exact)"))
     if star:
@@ -208,16 +216,17 @@ def status_legend(fig, star: bool = True, transient: bool = False, skipped: bool
 
 
 def transient_count(panel: xr.Dataset) -> str:
-    """``", N transient"`` for a panel with transient cells (none: nothing), for its title.
+    """``", N transient cells"`` (and ``", M undecided"``) for a panel with transient (undecided)
+    cells (none: nothing), for its title.
 
     Args:
       panel: one lr × momentum panel (``steps`` and ``status`` over momentum and lr only).
 
     Returns:
-      The text (empty without transient cells).
+      The text (empty without transient or undecided cells).
     """
-    count = int((panel.status == TRANSIENT).sum())
-    return f", {plural(count, 'transient cell')}" if count else ""
+    count, open_ = int((panel.status == TRANSIENT).sum()), int((panel.status == UNDECIDED).sum())
+    return (f", {plural(count, 'transient cell')}" if count else "") + (f", {open_:,} undecided" if open_ else "")
 
 
 def panel_summary(panel: xr.Dataset) -> str:
@@ -266,7 +275,8 @@ def draw_panels(fig, axes, panels: dict, *, norm=None, shrink: float = 0.9) -> m
         ax.set_visible(False)
     steps_colorbar(fig, mesh, list(axes.flat), shrink=shrink)
     status_legend(fig, transient=any(bool((panel.status == TRANSIENT).any()) for panel in panels.values()),
-                  skipped=any(bool((panel.status == SKIPPED).any()) for panel in panels.values()))
+                  skipped=any(bool((panel.status == SKIPPED).any()) for panel in panels.values()),
+                  undecided=any(bool((panel.status == UNDECIDED).any()) for panel in panels.values()))
     return norm
 
 

@@ -109,7 +109,7 @@ def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_s
       restart: discard the checkpoint (once every argument is checked) and start over.
       objective: the T a point is ranked by: ``"first"``, the first passage (its steps), or
         ``"stay"``, the first step after which its loss stays below the target (``steps_stay``:
-        :func:`nqm.settling.stay_steps` for noiseless runs of the engine; with ``expected=True``,
+        :func:`nqm.settling.stay.stay_steps` for noiseless runs of the engine; with ``expected=True``,
         of the expected loss, with or without noise); a settled run that has none (its loss keeps
         coming back) counts as transient.
       reuse: a result of this same search run with fewer ``max_cells`` (every other setting the

@@ -23,7 +23,7 @@ from nqm.conventions import BATCH_NOISE, DECAYS, batch_noise, family
 from nqm.search.refine import Axis
 from nqm.errors import NqmError
 from nqm.results import attribute
-from nqm.settling import cannot_settle
+from nqm.settling import choose
 from nqm.status import REACHED, SKIPPED, TRANSIENT
 from nqm.validate import coordinates, count, flag, representable
 
@@ -129,13 +129,14 @@ def evaluator(method: str, lr, momentum, delay, problem, settings: Settings, opt
     optimizer = optimizers.make(method, delay=process, problem=problem, **opt_options)
     engine.check(problem, optimizer)
     run, task = {**opt_options, **run_settings}, jobs.Job(method, opt_options, problem, config)
+    test = choose(task, process)
 
     def evaluate(points, names):
         # A method without momentum (Adam) has momentum 0 fixed here and takes none in evaluate.
         hyper = {n: points[:, i] for i, n in enumerate(names) if n in optimizer.hyper._fields}
         # Points known not to settle are not run (a linear method's exact test, or what it ends as).
-        skip = cannot_settle(task, process, {"lr": hyper["lr"], "momentum": points[:, names.index("momentum")],
-                                             "noise": np.full(len(points), run_noise)})
+        skip = test.cannot_settle({**hyper, "momentum": points[:, names.index("momentum")],
+                                   "noise": np.full(len(points), run_noise)})
         steps = np.zeros((settings.seeds.size, len(points)), np.int64)
         status, loss = np.full(steps.shape, SKIPPED, np.int8), np.full(steps.shape, np.nan)
         ran = np.flatnonzero(~skip)

@@ -1,0 +1,118 @@
+"""The exact test: a linear method's cells judged from its own dynamics, never by running them on.
+
+With noise ``E[L_∞] = σ² V_∞ < target`` (infinite where a component is unstable, mean-square under iid
+delays); without noise under a constant delay, every eigencomponent stable (the same analysis at
+σ = 0); without noise under iid delays, almost-sure stability: mean-square stable at every
+eigenvalue (which implies it), or else ``λ_max·η`` below the almost-sure threshold (the top Lyapunov
+exponent's first crossing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nqm import delays
+from nqm.conventions import family
+from nqm.errors import NqmError
+from nqm.expected import steady_state_loss
+from nqm.expected.reduced import check_cost
+from nqm.optimizers import make
+from nqm.optimizers.base import registry_cache
+from nqm.problem import explicit
+from nqm.thresholds.derived import threshold
+
+LYAPUNOV_STEPS = 20_000  # the drawn schedule of an almost-sure threshold the settled test needs
+EXACT_STEADY_WORK = 2**30  # components × (delays + 2)² per cell: the exact steady state's cost (seconds) at most
+
+
+def applies(task, process) -> tuple[bool, str | None]:
+    """Whether the exact test decides the cells of ``task`` under ``process``, and where it would
+    but cannot here, why not (the continued test then does).
+
+    Args:
+      task: the job (:class:`nqm.jobs.Job`).
+      process: its delay process.
+
+    Returns:
+      ``(applies, why not)``: ``why not`` is ``None`` unless the method is one the exact test takes
+      whose steady state here would cost too much time or memory.
+    """
+    options = tuple(sorted(task.options.items()))
+    if not _linear(task.method, options) or delays.pmf(process) is None:
+        return False, None
+    pmf = delays.pmf(process)
+    if task.problem.dim * (pmf.size + 1) ** 2 > EXACT_STEADY_WORK:
+        return False, (f"its steady state under delay {process.label} on {task.problem.dim:,} eigenvalues would take "
+                       "hours (the work grows as the delay squared)")
+    if not _exact_for(task.method, options, process.label):
+        return False, None
+    try:
+        check_cost(task.problem, task.method, [process], None, bool(task.options.get("dampening", False)), 1,
+                   steady=True)
+    except NqmError as exc:
+        return False, str(exc).split(";")[0]
+    return True, None
+
+
+@registry_cache(maxsize=64)
+def _linear(method: str, options: tuple) -> bool:
+    """A linear method with no option but its momentum convention and no hyperparameter beyond lr
+    and momentum: what the exact test may take."""
+    optimizer = make(family(method), **dict(options))
+    return bool(optimizer.linear) and not set(dict(options)) - {"dampening"} \
+        and set(optimizer.hyper._fields) == {"lr", "momentum"}
+
+
+@registry_cache(maxsize=64)
+def _exact_for(method: str, options: tuple, delay: str) -> bool:
+    """Whether the exact mode holds this method under this delay (a periodic method — OrMo — has no
+    steady state in closed form here): one cell on one eigenvalue, tried."""
+    try:
+        steady_state_loss(explicit([1.0]), method, delay, 0.1, 0.0, 0.0, dampening=bool(dict(options).get("dampening")))
+    except NqmError:
+        return False
+    return True
+
+
+def stays(task, process, cells: dict) -> np.ndarray:
+    """Whether each cell stays, from the linear dynamics (module docstring).
+
+    Args:
+      task: the job of a linear method the exact test takes (:func:`applies`).
+      process: the delay process.
+      cells: per-cell arrays of ``lr``, ``momentum`` and ``noise``.
+
+    Returns:
+      A bool per cell.
+    """
+    lr, momentum, noise = (np.asarray(cells[k], np.float64) for k in ("lr", "momentum", "noise"))
+    result = np.ones(lr.size, bool)
+    noisy = noise > 0
+    dampening = bool(task.options.get("dampening", False))
+    if np.count_nonzero(process.pmf()) > 1:  # iid delays
+        # A single noiseless run stays when it is almost surely stable. Mean-square stability at every
+        # eigenvalue (finite second moments, exact and fast) implies it; only the cells it leaves out
+        # need the almost-sure threshold (a Lyapunov exponent's first crossing, seconds per momentum).
+        quiet = np.flatnonzero(~noisy)
+        unit = steady_state_loss(task.problem, task.method, process.label, lr[quiet], momentum[quiet],
+                                 np.ones(quiet.size), dampening=dampening) if quiet.size else np.zeros(0)
+        for i in quiet[~np.isfinite(unit)]:
+            result[i] = lr[i] * task.problem.eigenvalues.max() < almost_sure(task.method, float(momentum[i]),
+                                                                              process.label, dampening)
+        rows = noisy
+    else:
+        rows = np.ones(lr.size, bool)
+    if rows.any():
+        level = steady_state_loss(task.problem, task.method, process.label, lr[rows], momentum[rows], noise[rows],
+                                  dampening=dampening)
+        result[rows] = level < task.config.target
+    return result
+
+
+@registry_cache(maxsize=256)
+def almost_sure(method: str, momentum: float, delay: str, dampening: bool) -> float:
+    """The almost-sure threshold x* (a Lyapunov exponent's first crossing), once per setting, over a
+    schedule of :data:`LYAPUNOV_STEPS` steps (a fifth of ``nqm threshold``'s: the cells that need it sit
+    between the mean-square and the almost-sure thresholds, rare outside a sweep across the boundary)."""
+    return float(threshold(method, momentum=momentum, delay=delay, criterion="almost-sure", dampening=dampening,
+                           steps=LYAPUNOV_STEPS))
