@@ -40,3 +40,25 @@ def test_a_slider_it_does_not_have_is_one_line():
     pytest.importorskip("ipywidgets")
     with pytest.raises(nqm.NqmError, match="sliders for rho, lr, momentum, delay, noise, not beta"):
         rho_explorer(nqm.zhang(10), beta=0.5)
+
+
+def test_in_a_real_kernel_the_explorer_shows_its_figure_and_a_slider_redraws_it():
+    """A notebook run by nbclient in a real kernel (the default inline backend): the explorer's output
+    widget holds a PNG of the drawing, and moving a slider replaces it with the new one."""
+    pytest.importorskip("ipywidgets")
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    cells = ["import nqm\nfrom nqm.plots.explore import rho_explorer\n"
+             "explorer = rho_explorer(nqm.zhang(30), steps=200)\nexplorer",
+             "explorer.sliders['rho'].value = 1.5\nprint(explorer.view.rho.values.tolist())"]
+    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nbclient.NotebookClient(book, timeout=300, kernel_name="python3", store_widget_state=True).execute()
+    assert "[0.0, 1.5]" in book.cells[1].outputs[0]["text"]
+    state = book.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    outputs = [m["state"].get("outputs", []) for m in state.values() if m["model_name"] == "OutputModel"]
+    pngs = [o for out in outputs for o in out if "image/png" in o.get("data", {})]
+    assert len(pngs) == 1  # the drawing after the slider moved, in place of the first
+    assert not any("text/plain" in o.get("data", {}) and "Figure size" in o["data"]["text/plain"]
+                   for out in outputs for o in out)
+    assert not any(o.get("output_type") == "display_data" and "image/png" in o.get("data", {})
+                   for o in book.cells[0].outputs)  # no stray copy of the figure under the cell

@@ -68,3 +68,39 @@ def test_simulated_thresholds_are_within_two_tenths_of_a_percent_of_derived_ones
     want = derived.threshold(method, delay=delay, momentum=momenta)
     got = simulated.simulated_threshold(method, momentum=momenta, delay=delay).threshold.values.ravel()
     np.testing.assert_allclose(got, want, rtol=2e-3)
+
+
+def test_the_two_questions_table_in_the_docs_is_the_committed_comparison():
+    """docs/thresholds.md quotes figures/threshold_vs_settled.json (scripts/threshold_vs_settled.py):
+    the simulated threshold and the sweep's statuses at fractions of it, row by row; below the
+    simulated threshold no run diverges, and without delay every one settles."""
+    import json
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    data = json.loads((root / "figures" / "threshold_vs_settled.json").read_text())
+    names = {1: "settled", 2: "transient", 3: "undecided", 0: "budget", -1: "diverged"}
+    rows = re.findall(r"^  \| ([\d.]+) \| ([\d.]+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| (\w+) \| (\w+) \| (\w+) \| (\w+) \|$",
+                      (root / "docs" / "thresholds.md").read_text(), re.M)
+    assert len(rows) == len(data["rows"]) == 8 and data["regime"]["steps"] == 20_000
+    for row, kept in zip(rows, data["rows"]):
+        assert [float(row[0]), float(row[1]), int(row[2])] == [kept["rho"], kept["momentum"], kept["delay"]]
+        assert [float(row[3]), float(row[4])] == [round(kept["x_simulated"], 4), round(kept["x_sgdm"], 4)]
+        assert list(row[5:]) == [names[s] for s in kept["status"]]
+        assert -1 not in kept["status"][:3]  # below the simulated threshold nothing diverges
+        if kept["delay"] == 0:
+            assert kept["status"][:3] == [1, 1, 1]
+
+
+def test_the_two_questions_script_runs_at_smoke_size(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    out = tmp_path / "t.json"
+    subprocess.run([sys.executable, str(root / "scripts" / "threshold_vs_settled.py"), "--smoke", "--out", str(out)],
+                   check=True, capture_output=True, timeout=600)
+    data = json.loads(out.read_text())
+    assert len(data["rows"]) == 1 and len(data["rows"][0]["status"]) == 4

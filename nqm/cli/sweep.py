@@ -21,7 +21,10 @@ def interrupted(args) -> str | None:
 
 
 def add_parser(subparsers):
-    parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
+    parser = subparsers.add_parser(NAME, help=HELP, description=HELP + ". Status 1, settled: the run reached the target "
+                                   "and stays below it for good (its settled test, attribute settled_test; not the same "
+                                   "question as nqm threshold --simulate's, which asks whether a run grows); 2 transient, 3 "
+                                   "undecided within --work-limit, 0 out of budget, -1 diverged.")
     grid = groups.grid(parser, delay_processes=True, batch=True)
     groups.method(parser, grid)
     groups.problem(parser)

@@ -33,7 +33,9 @@ def add_parser(subparsers):
     simulation = parser.add_argument_group("simulated thresholds (any method, any delay process)")
     simulation.add_argument("--simulate", action="store_true",
                            help="the largest lr whose run is stable (its loss stays finite in float64 and does not grow over the "
-                                "second half of --steps), by bisection with the engine")
+                                "second half of --steps), by bisection with the engine: growth, not whether a run stays "
+                                "below a target — below this lr a run may still level out above one, or, for AB, leave it "
+                                "from its floor, which nqm sweep's settled test (status 1) asks")
     for name in SIMULATION:
         default = simulated.simulated_threshold.__kwdefaults__[name]
         kind = {"steps": int, "seeds": int}.get(name, float)

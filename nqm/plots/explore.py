@@ -12,8 +12,12 @@ reruns the two cells on programs already compiled (a new delay compiles once).
 
 from __future__ import annotations
 
+import io
+
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 import xarray as xr
 
 from nqm.errors import NqmError
@@ -101,7 +105,12 @@ def draw_rho_view(view: xr.Dataset, fig=None):
 
 class RhoExplorer:
     """Sliders over a :func:`rho_view` drawing; ``widget`` is what a notebook displays, ``update()``
-    redraws from the sliders' values (the sliders call it), ``view`` is the last data drawn."""
+    redraws from the sliders' values (the sliders call it), ``view`` is the last data drawn.
+
+    The drawing is shown in the widget's output area on every update, whatever the kernel's
+    matplotlib backend: with ipympl (``%matplotlib widget``) its interactive canvas, shown once and
+    redrawn in place; with any other (the default inline one) a PNG of the figure, replacing the
+    last one — an inline figure is not redrawn by its canvas."""
 
     def __init__(self, problem: Problem | None = None, steps: int = 2000, **initial):
         try:
@@ -115,9 +124,13 @@ class RhoExplorer:
         values = {**DEFAULTS, **initial}
         self.sliders = {name: _slider(widgets, name, values[name]) for name in SLIDERS}
         self.output = widgets.Output()
-        with self.output:  # one figure, redrawn in place
-            self.figure = plt.figure(figsize=(15, 4.4), layout="constrained")
-            plt.show()
+        self.interactive = "ipympl" in matplotlib.get_backend() or "widget" in matplotlib.get_backend().lower()
+        if self.interactive:  # one canvas, shown once and redrawn in place
+            with self.output:
+                self.figure = plt.figure(figsize=(15, 4.4), layout="constrained")
+                plt.show()
+        else:  # a figure pyplot does not hold (the inline backend would show it again at the cell's end)
+            self.figure = Figure(figsize=(15, 4.4), layout="constrained")
         for slider in self.sliders.values():
             slider.observe(lambda change: self.update(), names="value")
         self.widget = widgets.VBox([widgets.HBox(list(self.sliders.values())[:3]),
@@ -133,8 +146,21 @@ class RhoExplorer:
         """Rerun the two cells at the sliders' values and redraw; returns the new view."""
         self.view = rho_view(**self.values(), problem=self.problem, steps=self.steps)
         draw_rho_view(self.view, self.figure)
-        self.figure.canvas.draw_idle()
+        if self.interactive:
+            self.figure.canvas.draw_idle()
+        else:
+            self._show_png()
         return self.view
+
+    def _show_png(self) -> None:
+        """The figure as a PNG in the output area, in place of the last one."""
+        from IPython.display import Image, display
+
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png", dpi=80)
+        self.output.clear_output(wait=True)
+        with self.output:
+            display(Image(data=buffer.getvalue(), format="png"))
 
     def _ipython_display_(self):
         from IPython.display import display
