@@ -120,10 +120,10 @@ def test_every_settling_window_and_look_fits_its_slots_and_device_and_host_agree
     assert (stride * n0 > (first + horizon) / 2).all() and (stride * (n0 - 1) <= (first + horizon) / 2).all()
     assert (stride * n1 <= horizon).all() and (stride * (n1 + 1) > horizon).all()
     assert (n1 - n0 + 1).max() == WINDOW_SLOTS  # the slots are as many as the largest window, no more
-    for span in (0, 1000, 64_000):  # the look: past T by a quarter of max(T, span) and 250, before the window
+    for span in (0, 1000, 64_000):  # the look: past T by a quarter of T (or the span) and 250, before the window
         after, look_stride, m0, m1 = looks(first[:2**20], span)
         at = first[:2**20] + after
-        assert (after == np.maximum(first[:2**20], span) // 4 + 250).all() and (at < horizons(first[:2**20], span)[0]).all()
+        assert (after == np.maximum(first[:2**20] // 4, span) + 250).all() and (at < horizons(first[:2**20], span)[0]).all()
         assert (look_stride * m0 > (first[:2**20] + at) / 2).all() and (look_stride * m1 <= at).all()
         assert 26 <= (m1 - m0 + 1).min() and (m1 - m0 + 1).max() <= LOOK_SLOTS
     some = first[::997]

@@ -3,8 +3,8 @@ its loss does there, as the engine's stop rule :class:`Window` (its state travel
 
 Two looks, the cheap one first:
 
-* the **look**, at ``H₁ = T + max(T, span)/4 + 250`` (``span``: the optimizer's memory, 32 × its
-  forgetting time): over the second half of what follows T, 32 samples and the largest loss at
+* the **look**, at ``H₁ = T + max(T/4, span) + 250`` (``span``: 32 × the optimizer's memory, its
+  moment estimates' forgetting time, where it keeps some): over the second half of what follows T, 32 samples and the largest loss at
   every step. A noiseless run whose log-loss clearly falls there (its least-squares slope below
   zero by more than three standard errors) and whose largest loss stays below half the target, or
   a noisy one that does not grow and whose level (the mean of eight batch means plus three of
@@ -37,7 +37,7 @@ from nqm.validate import MAX_STEPS
 # estimate's forgetting time).
 MEMORIES = 32
 WINDOW_SLOTS = 168  # the most samples a window holds (at T = 2; every T is checked in the tests)
-LOOK_SHARE = 4  # the look comes max(T, span) / LOOK_SHARE + LOOK_EXTRA steps after T
+LOOK_SHARE = 4  # the look comes max(T / LOOK_SHARE, span) + LOOK_EXTRA steps after T
 LOOK_EXTRA = 250
 LOOK_POINTS = 64  # samples over what follows T up to the look; its second half is read
 LOOK_SLOTS = 34  # the most the look's second half holds
@@ -215,13 +215,14 @@ def horizons(first, span=0):
 
 def looks(first, span=0):
     """The look of a cell that first reached the target at ``first`` = T (numpy or jax integers):
-    ``(after, stride, m0, m1)``: it comes ``after`` steps past T, at ``T + max(T, span) //
-    LOOK_SHARE + LOOK_EXTRA``; the loss is sampled at steps m·stride, ``stride = max(1, after //
+    ``(after, stride, m0, m1)``: it comes ``after`` steps past T, at ``T + max(T // LOOK_SHARE,
+    span) + LOOK_EXTRA`` (a method with moment estimates waits its whole span out: Adam's bursts come
+    up to tens of its memories past T); the loss is sampled at steps m·stride, ``stride = max(1, after //
     LOOK_POINTS)``, for m0 ≤ m ≤ m1: the steps in ((T + H₁)/2, H₁], the second half of what
     follows T up to the look H₁."""
     xp = jnp if isinstance(first, jax.Array) else np
     first = first.astype(jnp.int32) if xp is jnp else np.asarray(first, np.int64)
-    after = xp.maximum(first, xp.asarray(span, first.dtype)) // LOOK_SHARE + LOOK_EXTRA
+    after = xp.maximum(first // LOOK_SHARE, xp.asarray(span, first.dtype)) + LOOK_EXTRA
     stride = -(-after // LOOK_POINTS)  # at most LOOK_POINTS samples up to the look
     at = first + after
     return after, stride, (first + at) // (2 * stride) + 1, at // stride
