@@ -52,7 +52,7 @@ from nqm.status import CONTINUE, REACHED, TRANSIENT, UNDECIDED
 from nqm.validate import MAX_STEPS
 
 EXACT = "exact: the linear dynamics' steady state and stability at every eigenvalue"
-CONTINUED = ("continued: the run goes on past T to a look at 1.25·T + 250 steps (and past 8 × the optimizer's memory, "
+CONTINUED = ("continued: the run goes on past T to a look at 1.25·T + 250 steps (T + 32 × the optimizer's memory + 250 "
              "where it keeps moment estimates), which settles it where its loss clearly falls (with noise: its level "
              "is clearly below the target), else to a window of at least 2·T + 1000 steps (64 × the memory) read over "
              "its second half: it stays if its loss does not grow and its level is below the target (without noise its "
