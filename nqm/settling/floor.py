@@ -170,19 +170,32 @@ def subspace(task, process, cells: dict, seed: int, known, allowance: int, keep=
     Returns:
       ``(stays, undecided)``: bools per cell.
     """
-    size = np.size(cells["lr"])
     lam = task.problem.eigenvalues
     least = unstable_from(task, process, cells, known)
-    # Every cell's components, each cell starting on its own and at 0 on the rest (which then stay 0):
-    # the top eigenvalues, as many as a power of two holds (few problem sizes, few compilations).
-    order = np.argsort(-lam, kind="stable")
-    count = int((lam >= least.min() * (1 - 1e-12)).sum())
+    # Each cell's subproblem: the top eigenvalues, as many as the least power of two (at least 8) that
+    # holds its own unstable ones — it starts at 1 on those and at 0 on the rest, which then stay 0.
+    # Cells of one size run together (few sizes, few compilations), whatever else the sweep holds.
+    count = (lam[None, :] >= least[:, None] * (1 - 1e-12)).sum(1)
+    sizes = np.minimum(lam.size, [max(8, 1 << max(int(c) - 1, 0).bit_length()) for c in count])
+    stays_, undecided = np.zeros(least.size, bool), np.ones(least.size, bool)
+    for size in np.unique(sizes):
+        rows = np.flatnonzero(sizes == size)
+        part = {k: np.asarray(v)[rows] for k, v in cells.items()}
+        stays_[rows], undecided[rows] = _subspace_run(task, process, part, seed, known, allowance, keep, least[rows],
+                                                      int(size))
+    return stays_, undecided
+
+
+def _subspace_run(task, process, cells: dict, seed: int, known, allowance: int, keep, least, dim: int) -> tuple:
+    """The subspace probes of cells whose subproblems are the top ``dim`` eigenvalues."""
+    count = np.size(cells["lr"])
+    lam = task.problem.eigenvalues
     kept = np.zeros(lam.size, bool)
-    kept[order[:min(lam.size, max(8, 1 << max(count - 1, 0).bit_length()))]] = True
+    kept[np.argsort(-lam, kind="stable")[:dim]] = True
     start = (lam[kept][None, :] >= least[:, None] * (1 - 1e-12)).astype(np.float64)
-    allowance = int(min(allowance * lam.size // int(kept.sum()), MAX_STEPS))  # in the probe's own steps
+    allowance = int(min(allowance * lam.size // dim, MAX_STEPS))  # in the probe's own steps
     if allowance < PROBE_STEPS:  # not even the least probe fits
-        return np.zeros(size, bool), np.ones(size, bool)
+        return np.zeros(count, bool), np.ones(count, bool)
     chosen = {**task.options, known.floor: PROBE_FLOOR * task.config.target}
     group = chosen.get("group")
     if group is not None and not (isinstance(group, str) and group in ("global", "element")):
@@ -191,8 +204,8 @@ def subspace(task, process, cells: dict, seed: int, known, allowance: int, keep=
     first_passage = max(1, min(allowance // PROBE_FIRSTS, max(task.config.max_steps, PROBE_STEPS)))
     config = dataclasses.replace(task.config, x64=True, progress=False, max_steps=first_passage)
     job = task._replace(options=chosen, problem=explicit(lam[kept]), config=config)
-    rule = Window(probe=PROBE_STEPS, spans=np.zeros(size, np.int64), limits=np.full(size, max(1, allowance)),
-                  going=np.ones(size, bool), noisy=np.zeros(size, bool))
+    rule = Window(probe=PROBE_STEPS, spans=np.zeros(count, np.int64), limits=np.full(count, max(1, allowance)),
+                  going=np.ones(count, bool), noisy=np.zeros(count, bool))
     out = _kept_run(job, process, cells, seed, rule, keep, start)
     return _judged(out, cells, task.config.target, PROBE_STEPS)
 
