@@ -1,6 +1,7 @@
 """A new linear method is one file: registered with ``linear=True``, it gets derived thresholds and
 exact expected dynamics from its own update, through the API and the nqm command, with no other
-edit. The method here (quasi-hyperbolic momentum) lives in this file only."""
+edit. The methods here (quasi-hyperbolic momentum, with ν an option or a swept hyperparameter)
+live in this file only."""
 
 from typing import NamedTuple
 
@@ -8,7 +9,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from nqm import io
+import nqm
+import nqm.expected
+from nqm import io, validate
 from nqm.cli import main
 from nqm.optimizers import base, momentum
 
@@ -97,3 +100,128 @@ def test_a_method_registered_again_is_the_new_one_everywhere():
     np.testing.assert_array_equal(second[0].status.values, want[0].status.values)
     np.testing.assert_allclose(second[1], want[1], rtol=1e-12)
     assert not np.array_equal(first[0].steps.values, second[0].steps.values) and first[1] != second[1]
+
+
+class SweptNuHyper(NamedTuple):  # ν a hyperparameter of its own: swept as a grid, in the exact mode too
+    lr: object
+    momentum: object
+    nu: object = 0.7
+
+
+def quasi_hyperbolic_swept() -> base.Optimizer:
+    """Quasi-hyperbolic momentum with ν per cell: ``w_{t+1} = w_t − η ((1 − ν) g_t + ν v_{t+1})``."""
+
+    def init(w0):
+        return momentum.VelocityState(0.0 * w0)
+
+    def step(hyper, state, w, g, ctx):
+        del ctx
+        v = hyper.momentum * state.velocity + g
+        return w - hyper.lr * ((1.0 - hyper.nu) * g + hyper.nu * v), momentum.VelocityState(v), {}
+
+    return base.Optimizer(SweptNuHyper, init, step, (), velocity=momentum.velocity, linear=True)
+
+
+@pytest.fixture
+def qhm_nu():
+    base.register("qhm-nu", domains={"nu": validate.UNIT})(quasi_hyperbolic_swept)
+    yield "qhm-nu"
+    base.unregister("qhm-nu")
+
+
+def test_the_exact_mode_grids_a_methods_own_hyperparameter_as_the_sweep_does(qhm_nu, tmp_path):
+    """Without noise the expected loss is the loss: the exact sweep over ν has nqm.sweep's layout and,
+    cell by cell, a float64 simulation's steps and loss; evaluate and the command give the same cells."""
+    grid = dict(lr=np.geomspace(0.05, 2.0, 6), momentum=[0.0, 0.6], nu=[0.0, 0.4, 1.0], delay=[0, 3], noise=0.0,
+                problem=nqm.zhang(12), max_steps=2000, first_passage=True)
+    exact = nqm.expected.sweep(qhm_nu, **grid)
+    simulated = nqm.sweep(qhm_nu, x64=True, progress=False, **grid)
+    assert exact.steps.dims == simulated.steps.dims and "nu" in exact.steps.dims
+    assert set(np.unique(exact.status)) >= {-1, 1}  # both sides of the threshold are in the grid
+    xr.testing.assert_equal(exact.steps, simulated.steps)
+    xr.testing.assert_equal(exact.status, simulated.status)
+    np.testing.assert_allclose(exact.loss.values, simulated.loss.values, rtol=1e-9)
+    assert not exact.steps.sel(nu=0.4).equals(exact.steps.sel(nu=1.0))  # ν reaches the dynamics
+
+    cells = exact.sel(delay=3, noise=0.0, seed=0).stack(point=("nu", "momentum", "lr"))
+    points = nqm.expected.evaluate(qhm_nu, lr=cells.lr.values, momentum=cells.momentum.values, nu=cells.nu.values,
+                                   delay=3, problem=grid["problem"], max_steps=2000, first_passage=True)
+    np.testing.assert_array_equal(points.steps.values, cells.steps.values)
+    np.testing.assert_array_equal(points.nu.values, cells.nu.values)
+
+    out = tmp_path / "exact.nc"
+    argv = ["expected", "--method", qhm_nu, "--nu", "0", "0.4", "1", "--lr", "geom:0.05:2:6", "--momentum", "0", "0.6",
+            "--delay", "0", "3", "--dim", "12", "--max-steps", "2000", "--first-passage", "--out", str(out)]
+    assert main(argv) == 0
+    xr.testing.assert_equal(io.load(out).steps, exact.steps)
+
+
+def _monte_carlo(lam, lr, m, nu, sigma, steps, runs, seed=0):
+    """E[L(w_t)], t = 1 … steps, of quasi-hyperbolic momentum under iid delays uniform on {0, 1, 2}, and
+    its standard error: a plain numpy loop of the model (w₀ = 1, earlier weights w₀), written anew here."""
+    rng = np.random.default_rng(seed)
+    w = np.ones((runs, lam.size))
+    v, ring = np.zeros_like(w), np.stack([w] * 3)  # ring[s % 3] = w_s; w_{s<0} = w₀
+    losses = np.empty((steps, runs))
+    for t in range(steps):
+        tau = rng.integers(0, 3, size=runs)
+        g = lam * ring[(t - tau) % 3, np.arange(runs)] + sigma * np.sqrt(lam) * rng.standard_normal(w.shape)
+        v = m * v + g
+        w = w - lr * ((1.0 - nu) * g + nu * v)
+        ring[(t + 1) % 3] = w
+        losses[t] = 0.5 * (lam * w * w).sum(1)
+    return losses
+
+
+def test_its_exact_expected_loss_under_noise_and_iid_delays_is_a_monte_carlo_mean(qhm_nu):
+    """The exact mode steps the second moment of the method's own update at the swept ν: its curve and
+    steady state agree, within 4 standard errors, with 20,000 runs of an independent numpy loop."""
+    lam = np.array([1.0, 0.5, 0.2, 0.1])
+    lr, m, nu, sigma, steps = 0.4, 0.5, 0.5, 0.5, 400
+    curve = nqm.expected.expected_loss(nqm.explicit(lam), lr=lr, momentum=m, delay="uniform:0:2", noise=sigma,
+                                       steps=steps, method=qhm_nu, nu=nu)
+    steady = nqm.expected.steady_state_loss(nqm.explicit(lam), qhm_nu, "uniform:0:2", lr, m, sigma, nu=nu)
+    losses = _monte_carlo(lam, lr, m, nu, sigma, steps, runs=20_000)
+    for t in (1, 3, 10, 30, 400):
+        mean, error = losses[t - 1].mean(), losses[t - 1].std() / np.sqrt(losses.shape[1])
+        assert abs(mean - curve[t - 1]) < 4 * error, (t, mean, curve[t - 1], error)
+    late = losses[200:].mean(0)  # each run's time average: independent across runs
+    assert abs(late.mean() - steady) < 4 * late.std() / np.sqrt(late.size), (late.mean(), steady)
+    assert abs(curve[-1] / steady - 1) < 1e-6
+    other = nqm.expected.steady_state_loss(nqm.explicit(lam), qhm_nu, "uniform:0:2", lr, m, sigma, nu=[0.0, 1.0])
+    assert np.all(np.isfinite(other)) and abs(other[1] / steady - 1) > 0.01  # ν is read, per cell
+    sweep = nqm.expected.sweep(qhm_nu, lr=lr, momentum=m, nu=[0.0, nu, 1.0], delay="uniform:0:2", noise=sigma,
+                               problem=nqm.explicit(lam), max_steps=50)
+    np.testing.assert_allclose(sweep.steady_state_loss.values.ravel(), [other[0], steady, other[1]], rtol=1e-12)
+
+
+def test_what_the_exact_mode_cannot_take_is_one_line(qhm_nu):
+    grid = dict(lr=0.1, momentum=0.5, problem=nqm.zhang(8), max_steps=100)
+    for given, says in ((dict(nu=1.5), "nu=1.5 is invalid: each value must be a number in [0, 1]"),
+                        (dict(rho=0.5), "'rho' is neither a hyperparameter nor an option of method 'qhm-nu' in the "
+                                        "exact mode; it takes nu"),
+                        (dict(x64=True), "x64 is a run setting that the exact mode does not take here")):
+        with pytest.raises(nqm.NqmError, match="^" + says.replace("[", r"\[").replace("]", r"\]")):
+            nqm.expected.sweep(qhm_nu, **grid, **given)
+
+    class PowerHyper(NamedTuple):
+        lr: object
+        momentum: object
+        k: object = 1.0
+
+    def lr_to_the_k() -> base.Optimizer:  # the step is affine in η only at k = 1
+        def step(hyper, state, w, g, ctx):
+            v = hyper.momentum * state.velocity + g
+            return w - hyper.lr ** hyper.k * v, momentum.VelocityState(v), {}
+
+        return base.Optimizer(PowerHyper, lambda w0: momentum.VelocityState(0.0 * w0), step, (), linear=True)
+
+    base.register("lr-power")(lr_to_the_k)
+    try:
+        assert nqm.expected.sweep("lr-power", k=1.0, **grid).steps.size == 1
+        with pytest.raises(nqm.NqmError) as refused:
+            nqm.expected.sweep("lr-power", k=[1.0, 2.0], **grid)
+    finally:
+        base.unregister("lr-power")
+    line = str(refused.value)
+    assert "\n" not in line and "at momentum=0.5, k=2" in line and line.endswith("simulate it with nqm sweep"), line

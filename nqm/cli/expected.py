@@ -17,7 +17,7 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
     parser.add_argument("--method", choices=expected.methods(), default=groups.default_of(expected.sweep, "method"),
                         help="linear method")
-    groups.grid(parser, delay_processes=True, seeds=False, batch=True)
+    grid = groups.grid(parser, delay_processes=True, seeds=False, batch=True)
     parser.add_argument("--dampening", action="store_true", help="v = m v + (1-m) g (Giladi et al.)")
     parser.add_argument("--bins", type=int, nargs="?", const=expected.DEFAULT_BINS, default=None, metavar="B",
                         help=f"group the eigenvalues into B log-spaced bins (--bins alone: B = {expected.DEFAULT_BINS}; "
@@ -26,6 +26,7 @@ def add_parser(subparsers):
                         help="precond's p of H^(-p), one value (default 0.5; precond only)")
     parser.add_argument("--stay", action="store_true",
                         help="also give steps_stay: the first step after which the expected loss stays below the target")
+    groups.exact_method(parser, grid)  # a registered linear method's own hyperparameters and options
     groups.problem(parser)
     groups.run_settings(parser, "target", "max_steps", "first_passage", help={"target": "target expected loss"})
     groups.outputs(parser, "result file (netCDF)", plot="also write a heatmap (PNG/PDF/SVG)",
@@ -43,7 +44,8 @@ def run(args) -> None:
         validate.count(args.bins, "--bins")
     ds = expected.sweep(args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
                         noise=joined(args.noise), batch_size=groups.batch_sizes(args), problem=groups.problem_from(args), bins=args.bins,
-                        dampening=args.dampening, stay=args.stay, power=args.power, **groups.settings(args))
+                        dampening=args.dampening, stay=args.stay, power=args.power, **groups.exact_own(args),
+                        **groups.settings(args))
     try:
         save(ds, args.out)
     except NqmError as exc:

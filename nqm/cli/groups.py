@@ -105,13 +105,58 @@ def method(parser, grid_group) -> None:
 
     parser.add_argument("--method", choices=methods(), default=default_of(sweep, "method"), help="optimizer")
     for name in all_hyper_dims():
-        owners = [m for m in methods() if name in hyperparameters(m)._fields]
-        defaults = {m: hyperparameters(m)._field_defaults.get(name) for m in owners}
-        shown = "" if None in defaults.values() else f" (default: {defaults[owners[0]]:g})" \
-            if len(set(defaults.values())) == 1 else f" (default: {', '.join(f'{m} {v:g}' for m, v in defaults.items())})"
-        grid_group.add_argument("--" + name.replace("_", "-"), nargs="+", default=None, metavar="V",
-                                help=f"{', '.join(owners)} hyperparameter{shown}{_also_option(name)}")
+        _hyper_flag(grid_group, name, methods(), _also_option(name))
     method_option_flags(parser, skip=all_hyper_dims())
+
+
+def _hyper_flag(grid_group, name: str, among, note: str = "") -> None:
+    """The value-list flag of the hyperparameter ``name`` of the methods ``among`` that have it."""
+    from nqm.optimizers.base import hyperparameters
+
+    owners = [m for m in among if name in hyperparameters(m)._fields]
+    defaults = {m: hyperparameters(m)._field_defaults.get(name) for m in owners}
+    shown = "" if None in defaults.values() else f" (default: {defaults[owners[0]]:g})" \
+        if len(set(defaults.values())) == 1 else f" (default: {', '.join(f'{m} {v:g}' for m, v in defaults.items())})"
+    grid_group.add_argument("--" + name.replace("_", "-"), nargs="+", default=None, metavar="V",
+                            help=f"{', '.join(owners)} hyperparameter{shown}{note}")
+
+
+def _exact_own() -> tuple[list, tuple, tuple]:
+    """The exact mode's methods (registry names, precond's p aside: --power), their own
+    hyperparameters beyond lr and momentum and their options but dampening (its own flag)."""
+    from nqm import expected
+    from nqm.conventions import family
+    from nqm.expected.reduced import PRECOND
+    from nqm.jobs import hyper_dims
+    from nqm.optimizers.base import options
+
+    among = list(dict.fromkeys(family(m) for m in expected.methods() if m != PRECOND))
+    hyper = tuple(dict.fromkeys(f for m in among for f in hyper_dims(m)))
+    named = tuple(dict.fromkeys(o for m in among for o in options(m) if o != "dampening" and o not in hyper))
+    return among, hyper, named
+
+
+def exact_method(parser, grid_group) -> None:
+    """The own hyperparameters (value lists, in ``grid_group``) and options of the exact mode's
+    methods, read off the registry: a linear method registered in a study's module (``--import``)
+    needs no edit here."""
+    from nqm.optimizers.base import options
+
+    among, hyper, named = _exact_own()
+    free = lambda name: "--" + name.replace("_", "-") not in parser._option_string_actions  # noqa: E731
+    hyper, named = tuple(filter(free, hyper)), tuple(filter(free, named))  # none takes the command's own flags
+    for name in hyper:
+        _hyper_flag(grid_group, name, among)
+    method_option_flags(parser, skip=[o for m in among for o in options(m) if o not in named], among=among)
+    parser.set_defaults(exact_own=(hyper, named))
+
+
+def exact_own(args) -> dict:
+    """The exact mode's own hyperparameters (value lists) and options given on the command line
+    (:func:`exact_method`); one that the method does not take is refused by the exact mode."""
+    hyper, named = args.exact_own
+    given = {n: joined(getattr(args, n)) for n in hyper} | {n: getattr(args, n) for n in named}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _also_option(name: str) -> str:
@@ -126,19 +171,22 @@ def _also_option(name: str) -> str:
     return f"; one value as an option of {', '.join(owners)} ({values}): {documentation(owners[0])[name]}"
 
 
-def method_option_flags(parser, skip=()) -> None:
+def method_option_flags(parser, skip=(), among=None) -> None:
     """Each family's options (``--dampening``, ``--group``, …), read off the registry (but those in
-    ``skip``: a flag the grid group already has, as a hyperparameter of another method)."""
+    ``skip``: a flag the grid group already has, as a hyperparameter of another method; ``among``:
+    the methods whose options to offer, default every one)."""
     from nqm.optimizers import methods
     from nqm.optimizers.base import documentation, options
 
-    group = parser.add_argument_group("method options (each applies to the methods named)")
     seen = {}
-    for name_ in methods():
+    for name_ in methods() if among is None else among:
         docs = documentation(name_)
         for name, parameter in options(name_).items():
             if name not in skip:
                 seen.setdefault(name, (parameter, docs.get(name, ""), []))[2].append(name_)
+    if not seen:
+        return
+    group = parser.add_argument_group("method options (each applies to the methods named)")
     for name, (parameter, doc, owners) in seen.items():
         flags = ["--" + name.replace("_", "-"), *_ALIASES.get(name, ())]
         default = parameter.default

@@ -12,7 +12,9 @@ from nqm.conventions import batch_noise, family
 from nqm.errors import NqmError
 from nqm.expected import autoregression, reduced, second_moment, steady
 from nqm.expected.recursion import recursion
+from nqm.optimizers import base
 from nqm.problem import Problem
+from nqm.results import attribute
 from nqm.status import CONTINUE, REACHED, SETTLED, TRANSIENT, WINDOW_POINTS, meaning, stays_below
 
 STAY_EXPECTED = ("steps_stay: the first step after which the expected loss stays below the target (one more than "
@@ -24,7 +26,7 @@ STEADY_MEANING = ("E[L] as t → ∞; inf: no steady state (a constant delay: a 
 
 
 def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma, *, dampening=False,
-                      bins=None, power=None) -> np.ndarray:
+                      bins=None, power=None, **own) -> np.ndarray:
     """``E[L_∞] = σ² V_∞`` per cell (the elements of ``lr``, ``momentum``, ``sigma``, broadcast): for a
     constant delay from each component's reflection coefficients, ∞ where there is none (a root of
     a component's recursion on or outside the unit circle); for iid delays (``"uniform:1:4"``, …) the
@@ -38,6 +40,8 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
       dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
       bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
       power: ``precond``'s p (default 0.5); no other method takes one.
+      own: the method's own hyperparameters (broadcast with ``lr``; default: their defaults) and
+        options (one value each), as :func:`nqm.sweep` takes them.
 
     Returns:
       ``E[L_∞]`` per cell, the broadcast shape (float64).
@@ -48,15 +52,19 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
     # Numbers checked as such first: float64 would read "0.1" as 0.1.
     given = [validate.floats(x, name).reshape(np.shape(x))
              for x, name in ((lr, "lr"), (momentum, "momentum"), (sigma, "sigma"))]
+    hyper, options = reduced.own(method, own)
+    given += [validate.floats(v, k).reshape(np.shape(v)) for k, v in hyper.items()]
     try:
-        lr, momentum, sigma = np.broadcast_arrays(*given)
+        lr, momentum, sigma, *values = np.broadcast_arrays(*given)
     except ValueError:
-        raise NqmError("lr, momentum and sigma must be numbers of shapes that broadcast") from None
+        raise NqmError("lr, momentum, sigma" + "".join(f", {k}" for k in hyper) +
+                       " must be numbers of shapes that broadcast") from None
     flat = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel(), noise=sigma.ravel())
+    hyper = validate.coordinates(distinct=False, domains=_domains(method), **{k: v.ravel() for k, v in zip(hyper, values)})
     process = reduced.one_delay(delay)
     problem, bins = reduced.checked(method, flat["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
-    reduced.check_cost(problem, method, [process], bins, dampening, flat["lr"].size, steady=True)
+    reduced.check_cost(problem, method, [process], bins, dampening, flat["lr"].size, steady=True, options=options)
     method, lam, weight, _ = reduced.reduce(method, problem, bins, power)  # the steady state has no memory of w₀
     with np.errstate(over="ignore", invalid="ignore"):  # no steady state overflows to ∞: what it means
         if (constant := reduced.autoregressive_delay(process, method)) is not None:
@@ -64,14 +72,14 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
             _, unit = steady.analyse(rows, lam, weight)
         else:
             unit = second_moment.steady_state(method, process, flat["lr"], flat["momentum"], dampening, lam, weight,
-                                              level=flat["noise"] > 0)
+                                              level=flat["noise"] > 0, hyper=hyper, options=options)
     with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
         return np.where(np.isinf(unit), np.inf, unit * flat["noise"] ** 2).reshape(lr.shape)
 
 
 def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, noise: float = 0.0,
                   steps: int = 1000, method: str = "sgdm", dampening: bool = False, bins: int | None = None,
-                  power=None):
+                  power=None, **own):
     """``E[L(w_t)]`` for ``t = 1 … steps`` (float64) of one cell; ``delay`` a constant or an iid spec.
 
     Args:
@@ -83,6 +91,8 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
       dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
       bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
       power: ``precond``'s p (default 0.5); no other method takes one.
+      own: the method's own hyperparameters (one value each; default: their defaults) and options,
+        as :func:`nqm.sweep` takes them.
 
     Returns:
       ``(steps,)`` float64; ∞ once the loss overflowed.
@@ -90,18 +100,20 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
     Raises:
       NqmError: several values of a setting, or invalid ones.
     """
-    point = validate.coordinates(lr=lr, momentum=momentum, noise=noise)
+    hyper, options = reduced.own(method, own)
+    point = validate.coordinates(lr=lr, momentum=momentum, noise=noise, domains=_domains(method), **hyper)
     if any(v.size != 1 for v in point.values()):
-        raise NqmError("expected_loss takes one lr, momentum, delay and noise; use sweep for grids")
+        raise NqmError("expected_loss takes one lr, momentum, delay, noise" + "".join(f", {k}" for k in hyper)
+                       + "; use sweep for grids")
     process = reduced.one_delay(delay)
     steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
     problem, bins = reduced.checked(method, point["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
-    reduced.check_cost(problem, method, [process], bins, dampening, 1)
+    reduced.check_cost(problem, method, [process], bins, dampening, 1, options=options)
     _, _, _, curve, _ = reduced.evaluate_process(problem, method, process, point["lr"], point["momentum"],
                                                  point["noise"], dampening=dampening, bins=bins, target=-1.0,
                                                  max_steps=steps, diverge_factor=np.inf, trace_steps=steps,
-                                                 power=power)
+                                                 power=power, hyper={k: point[k] for k in hyper}, options=options)
     # The curve is a loss (>= 0): NaN in it is where it overflowed (∞ − ∞ in its terms) or stepped no
     # further once it had: ∞.
     return np.where(np.isnan(curve[0, 0]), np.inf, curve[0, 0])
@@ -110,7 +122,7 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
 def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0, problem: Problem | None = None,
              bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
              max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor,
-             first_passage: bool = RunConfig.first_passage, stay: bool = False, power=None) -> xr.Dataset:
+             first_passage: bool = RunConfig.first_passage, stay: bool = False, power=None, **own) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweeps.evaluate`: ``steps``, ``status`` and ``loss`` of
     the expected loss at a list of points (element ``i`` of ``lr`` and ``momentum``; repeats
     allowed), each exactly what :func:`sweep` gives for the same cell.
@@ -127,6 +139,8 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
       stay: also give ``steps_stay``, the first step after which the expected loss stays below the
         target (settled points, with or without noise; NaN elsewhere).
       power: ``precond``'s p (default 0.5); no other method takes one.
+      own: the method's own hyperparameters (per point, as ``lr``; default: their defaults) and
+        options (one value each), as :func:`nqm.sweeps.evaluate` takes them.
 
     Returns:
       A Dataset over ``point``: ``steps``, ``status``, ``loss`` (and ``steps_stay``).
@@ -137,39 +151,46 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
     checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True,
                    first_passage=first_passage)
     stay = validate.flag(stay, "stay")
-    given = validate.floats(lr, "lr"), validate.floats(momentum, "momentum")  # float64 would read "0.1" as 0.1
+    hyper, options = reduced.own(method, own)
+    given = [validate.floats(v, k) for k, v in dict(lr=lr, momentum=momentum, **hyper).items()]  # "0.1" is no number
     try:
-        lr, momentum = np.broadcast_arrays(*given)
+        lr, momentum, *own_values = np.broadcast_arrays(*given)
     except ValueError:
-        raise NqmError("the points' lr and momentum must be numbers of one length (or single values)") from None
-    values = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel())
+        raise NqmError("the points' lr, momentum" + "".join(f", {k}" for k in hyper) +
+                       " must be numbers of one length (or single values)") from None
+    values = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel(), domains=_domains(method),
+                                  **{k: v.ravel() for k, v in zip(hyper, own_values)})
+    hyper = {k: values[k] for k in hyper}
     coords = validate.coordinates(noise=noise)
     labels, processes = reduced.delay_processes(delay)
     if labels.size != 1 or coords["noise"].size != 1:
         raise NqmError("evaluate takes one delay and one noise level; call it once per value")
     problem, bins = reduced.checked(method, values["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
-    reduced.check_cost(problem, method, processes, bins, dampening, values["lr"].size)
+    reduced.check_cost(problem, method, processes, bins, dampening, values["lr"].size, options=options)
     steps, status, loss, _, unit = reduced.evaluate_process(
         problem, method, processes[0], values["lr"], values["momentum"], coords["noise"], dampening=dampening,
-        bins=bins, target=target, max_steps=max_steps, diverge_factor=diverge_factor, power=power)
+        bins=bins, target=target, max_steps=max_steps, diverge_factor=diverge_factor, power=power, hyper=hyper,
+        options=options)
     if not first_passage:
         status = _settled(status, _level(unit, coords["noise"]), target)
     data = {"steps": ("point", steps[:, 0]), "status": ("point", status[:, 0]), "loss": ("point", loss[:, 0])}
     if stay:
         data["steps_stay"] = ("point", _stay(problem, method, processes[0], values["lr"], values["momentum"],
                                              coords["noise"], steps, status, dampening=dampening, bins=bins,
-                                             target=target, diverge_factor=diverge_factor, power=power)[:, 0],
+                                             target=target, diverge_factor=diverge_factor, power=power, hyper=hyper,
+                                             options=options)[:, 0],
                               {"long_name": STAY_EXPECTED})
     result = xr.Dataset(data, coords={k: ("point", v) for k, v in values.items()},
                         attrs={"method": method, "delay": labels[0].item(), "noise": float(coords["noise"][0]),
-                               "evaluation": "exact expected dynamics", **reduced.power_attrs(power)})
+                               "evaluation": "exact expected dynamics", **reduced.power_attrs(power),
+                               **{k: attribute(v) for k, v in options.items()}})
     result.status.attrs["meaning"] = meaning(first_passage)
     return result
 
 
 def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampening, bins, target, diverge_factor,
-          power=None):
+          power=None, hyper=None, options=None):
     """``steps_stay`` (cells, levels) of the expected loss: for each settled cell and noise level, one
     more than the last step with ``E[L_t] >= target``; NaN elsewhere. ``E[L_t]`` is deterministic, so
     this is defined with noise too, where a single run's is not.
@@ -187,7 +208,9 @@ def _stay(problem, method, process, lr, momentum, sigma, steps, status, *, dampe
             chunk = cells[start:start + per_call]
             curve = reduced.evaluate_process(problem, method, process, lr[chunk], momentum[chunk], sigma[[level]],
                                              dampening=dampening, bins=bins, target=-1.0, max_steps=budget,
-                                             diverge_factor=diverge_factor, trace_steps=budget, power=power)[3][:, 0]
+                                             diverge_factor=diverge_factor, trace_steps=budget, power=power,
+                                             hyper={k: v[chunk] for k, v in (hyper or {}).items()},
+                                             options=options)[3][:, 0]
             yield from zip(chunk, curve)
 
     def stay(row):  # row[s - 1] = E[L(w_s)]; w_0 is above the target: an exit at 0
@@ -284,7 +307,7 @@ def _settled(status, level, target) -> np.ndarray:
 def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=None, problem: Problem | None = None,
           bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
           max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor,
-          first_passage: bool = RunConfig.first_passage, stay: bool = False, power=None) -> xr.Dataset:
+          first_passage: bool = RunConfig.first_passage, stay: bool = False, power=None, **own) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweep` for the linear methods: ``steps``, ``status``
     and ``loss`` of the *expected* loss, plus ``steady_state_loss`` (∞ where there is none) and
     ``reachable`` (whether ``E[L_∞] < target``: a cell that is not can never reach the target in
@@ -306,6 +329,9 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
         target (settled cells, with or without noise; NaN elsewhere).
       power: ``precond``'s p, one value (default 0.5; the result's ``power`` attribute); no other
         method takes one.
+      own: the method's own hyperparameters as grids (a dimension each, default: their defaults) and
+        its options (one value each), as :func:`nqm.sweep` takes them: a method registered with
+        ``linear=True`` (:func:`nqm.optimizers.base.register`) with a hyperparameter ``c`` takes ``c=[…]``.
 
     Returns:
       The result, as :func:`nqm.sweep`'s plus ``steady_state_loss`` and ``reachable`` (and ``steps_stay``).
@@ -329,31 +355,35 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     config = checked_config(target=target, max_steps=max_steps, diverge_factor=diverge_factor, x64=True,
                             first_passage=first_passage)
     stay = validate.flag(stay, "stay")
-    coords = validate.coordinates(lr=lr, momentum=momentum, noise=noise, seed=0)
+    hyper, options = reduced.own(method, own)
+    coords = validate.coordinates(lr=lr, momentum=momentum, noise=noise, seed=0, domains=_domains(method), **hyper)
     if batch_size is not None:
         coords["batch_size"] = jobs.batch_sizes(batch_size, coords["noise"], "float64")
     coords["delay"], processes = reduced.delay_processes(delay)
     validate.grid_size(coords)
     problem, bins = reduced.checked(method, coords["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
-    reduced.check_cost(problem, method, processes, bins, dampening, coords["lr"].size * coords["momentum"].size)
+    # The cells: the method's own hyperparameters (in its order), momentum, lr, as nqm.sweep lays them out.
+    names = (*hyper, "momentum", "lr")
+    *own_values, m, lr_ = (x.ravel() for x in np.meshgrid(*(coords[k] for k in names), indexing="ij"))
+    cells = dict(zip(hyper, own_values))
+    reduced.check_cost(problem, method, processes, bins, dampening, lr_.size, options=options)
     stepped = family(reduced.stepped(method))
-    job = jobs.Job(stepped, second_moment.optimizer_options(stepped, dampening), problem, config)
+    job = jobs.Job(stepped, second_moment.optimizer_options(stepped, dampening, options), problem, config)
     result = jobs.empty(job, coords, processes)
     result.attrs.update(method=method, evaluation="exact expected dynamics", bins=-1 if bins is None else bins,
                         **reduced.power_attrs(power))
     steady_loss, stay_steps = np.empty(result.steps.shape), np.full(result.steps.shape, np.nan)
-    m, lr_ = (x.ravel() for x in np.meshgrid(coords["momentum"], coords["lr"], indexing="ij"))
     # Every noise level the grid runs: σ, or σ/√B per (noise, batch size) in that order.
     levels = (coords["noise"].size,) + ((coords["batch_size"].size,) if "batch_size" in coords else ())
     sigma = coords["noise"] if len(levels) == 1 else batch_noise(coords["noise"][:, None], coords["batch_size"]).ravel()
-    shape = (coords["momentum"].size, coords["lr"].size, *levels)
-    # → noise, [batch_size,] seed, momentum, lr
-    order = lambda x: np.moveaxis(x.reshape(shape), (0, 1), (-2, -1))[..., None, :, :]
+    shape = (*(coords[k].size for k in names), *levels)
+    # → noise, [batch_size,] [hyperparameters,] seed, momentum, lr
+    order = lambda x: np.expand_dims(np.moveaxis(x.reshape(shape), range(len(names)), range(-len(names), 0)), -3)
     for i, process in enumerate(processes):
         steps, status, loss, _, unit = reduced.evaluate_process(
             problem, method, process, lr_, m, sigma, dampening=dampening, bins=bins, target=target,
-            max_steps=max_steps, diverge_factor=diverge_factor, power=power)
+            max_steps=max_steps, diverge_factor=diverge_factor, power=power, hyper=cells, options=options)
         level = _level(unit, sigma)
         if not first_passage:
             status = _settled(status, level, target)
@@ -361,7 +391,8 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
         steady_loss[i] = order(level)
         if stay:
             stay_steps[i] = order(_stay(problem, method, process, lr_, m, sigma, steps, status, dampening=dampening,
-                                        bins=bins, target=target, diverge_factor=diverge_factor, power=power))
+                                        bins=bins, target=target, diverge_factor=diverge_factor, power=power,
+                                        hyper=cells, options=options))
     result["steady_state_loss"] = (result.steps.dims, steady_loss, {"long_name": STEADY_MEANING})
     if stay:
         result["steps_stay"] = (result.steps.dims, stay_steps, {"long_name": STAY_EXPECTED})
@@ -369,3 +400,8 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
                            {"meaning": "1: E[L_inf] < target; 0: the expected loss can never reach the target"})
     result.status.attrs["meaning"] = meaning(first_passage)
     return result
+
+
+def _domains(method: str) -> dict:
+    """Where the method's own hyperparameters may lie (:func:`nqm.optimizers.base.domains`)."""
+    return base.domains(family(method))

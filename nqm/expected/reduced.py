@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 import nqm
-from nqm import delays, optimizers, validate
+from nqm import delays, jobs, optimizers, validate
 from nqm.conventions import ALIASES, family
 from nqm.errors import NqmError
 from nqm.expected import autoregression, second_moment
 from nqm.expected.recursion import METHODS
+from nqm.optimizers import base
 from nqm.optimizers.precond import PrecondHyper
 from nqm.problem import Problem
 
@@ -44,18 +45,19 @@ def autoregressive_delay(process, method) -> int | None:
     return constant if constant is not None and family(method) in METHODS else None
 
 
-def check_cost(problem, method, processes, bins, dampening, cells: int, steady=False) -> None:
+def check_cost(problem, method, processes, bins, dampening, cells: int, steady=False, options=None) -> None:
     """Refuse, before any work, what would not fit in memory or in the operations budget
     (``BOUNDS["exact_ops"]``), in one line that says the figure and what to change: a
     second-moment map, or the roots and steady state of a long constant delay's autoregression
     (cubic in the delay). ``steady``: only the steady state is asked, which a constant delay gets
-    from its n × n state (:func:`second_moment.steady_state`) or its reflection coefficients."""
+    from its n × n state (:func:`second_moment.steady_state`) or its reflection coefficients.
+    ``options``: the method's own (:func:`own`)."""
     lam, method = spectrum(problem, bins)[0], stepped(method)
     for process in processes:
         if (delay := autoregressive_delay(process, method)) is not None:
             _check_autoregression(method, delay, lam, cells, steady)
         elif not (steady and np.count_nonzero(process.pmf()) == 1):
-            second_moment.check_size(method, process, dampening, lam.size)
+            second_moment.check_size(method, process, dampening, lam.size, options)
 
 
 def _check_autoregression(method, delay, lam, cells, steady) -> None:
@@ -103,6 +105,50 @@ def methods() -> tuple[str, ...]:
     return tuple(dict.fromkeys((*sorted(ALIASES), *linear, PRECOND)))
 
 
+def own(method: str, given: dict) -> tuple[dict, dict]:
+    """The method's own hyperparameters and options among ``given`` (an entry point's other keyword
+    arguments), checked: every hyperparameter beyond lr and momentum, as given or at its default
+    (values still to check against their domains), and the options given (its factory's keyword
+    parameters, one value each). ``precond``'s p is ``power``, not one of these.
+
+    Args:
+      method: a method of :func:`methods`.
+      given: keyword arguments by name (``None``: not given).
+
+    Returns:
+      ``(hyperparameters, options)``, two dicts by name.
+
+    Raises:
+      NqmError: a method the exact mode does not take, a name the method does not take (a run
+        setting included), a hyperparameter without a default left out, an invalid option, or
+        options under which the method is not linear, in one line.
+    """
+    checked_method(method)
+    name = family(method)
+    fields = () if method == PRECOND else jobs.hyper_dims(name)
+    options = {k: v for k, v in base.options(name).items() if k != "dampening"}  # dampening: its own argument
+    given = {k: v for k, v in given.items() if v is not None}
+    unknown = sorted(set(given) - set(fields) - set(options))
+    if unknown:
+        if unknown[0] in jobs.RUN_OPTIONS:
+            raise NqmError(f"{unknown[0]} is a run setting that the exact mode does not take here (it computes the "
+                           "expected loss in float64, without sampling): leave it out")
+        takes = [*fields, *options]
+        raise NqmError(f"{unknown[0]!r} is neither a hyperparameter nor an option of method {method!r} in the exact "
+                       f"mode; it takes " + (", ".join(takes) if takes else "none beyond lr and momentum")
+                       + validate.did_you_mean(unknown[0], takes))
+    defaults = base.hyperparameters(name)._field_defaults
+    missing = [f for f in fields if f not in given and f not in defaults]
+    if missing:
+        raise NqmError(f"method {method!r} has no default for its hyperparameter {missing[0]}: give one value or "
+                       f"a list ({missing[0]}=…, --{missing[0].replace('_', '-')})")
+    chosen = {k: v for k, v in given.items() if k in options and k not in fields}
+    if chosen and not optimizers.make(name, **chosen).linear:
+        raise NqmError(f"method {method!r} is not linear with {', '.join(f'{k}={v!r}' for k, v in chosen.items())}, "
+                       "so it has no exact expected dynamics; simulate it with nqm sweep")
+    return {f: given.get(f, defaults.get(f)) for f in fields}, chosen
+
+
 def checked_power(method: str, power) -> float | None:
     """``precond``'s exponent p, checked (default its optimizer's, 0.5); ``None`` for every other method."""
     if method != PRECOND:
@@ -137,14 +183,19 @@ def stepped(method: str) -> str:
     return "sgdm" if method == PRECOND else method
 
 
-def checked(method, momentum, problem, bins, dampening):
-    """The method, problem, bins and dampening, checked; ``momentum`` is the checked momenta."""
-    validate.flag(dampening, "dampening")
-    if method not in methods():
+def checked_method(method) -> None:
+    """Refuse, in one line, a method the exact mode does not take (:func:`methods`)."""
+    if not isinstance(method, str) or method not in methods():
         known = method in optimizers.methods()  # a method the engine runs, not exactly
         raise NqmError(f"exact expected dynamics exist for the linear methods {', '.join(methods())}, not "
                        f"{method!r}" + ("; use nqm sweep for the others" if known
-                                         else validate.did_you_mean(method, optimizers.methods())))
+                                         else validate.did_you_mean(str(method), optimizers.methods())))
+
+
+def checked(method, momentum, problem, bins, dampening):
+    """The method, problem, bins and dampening, checked; ``momentum`` is the checked momenta."""
+    validate.flag(dampening, "dampening")
+    checked_method(method)
     family(method, momentum)  # sgd: momentum 0
     problem = nqm.zhang() if problem is None else problem
     if not isinstance(problem, Problem):
@@ -155,9 +206,11 @@ def checked(method, momentum, problem, bins, dampening):
 
 
 def evaluate_process(problem, method, delay, lr, momentum, sigma, *, dampening, bins, target, max_steps, diverge_factor,
-              trace_steps=0, power=None):
+              trace_steps=0, power=None, hyper=None, options=None):
     """``(steps, status, loss, curve, V_∞)`` of one delay process: the autoregression's evaluator for a
-    constant delay (a one-hot pmf included: the same numbers), the second-moment map's for iid delays."""
+    constant delay (a one-hot pmf included: the same numbers), the second-moment map's for iid delays
+    and for the methods not written out (``hyper``: their own hyperparameters per cell, flat arrays by
+    name; ``options``: their own options, :func:`own`)."""
     method, lam, weight, initial = reduce(method, problem, bins, power)
     bound = diverge_factor * 0.5 * float(weight @ (lam if initial is None else lam * initial))  # L(w₀)·factor
     process = delays.process(delay)
@@ -165,7 +218,8 @@ def evaluate_process(problem, method, delay, lr, momentum, sigma, *, dampening, 
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging loss overflows to ∞: how divergence shows
         if (constant := autoregressive_delay(process, method)) is not None:
             return autoregression.run(method, constant, lr, momentum, dampening, lam, weight, sigma, **kw)
-        return second_moment.run(method, process, lr, momentum, dampening, lam, weight, sigma, **kw)
+        return second_moment.run(method, process, lr, momentum, dampening, lam, weight, sigma, hyper=hyper,
+                                 options=options, **kw)
 
 
 def one_delay(delay):

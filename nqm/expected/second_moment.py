@@ -44,22 +44,24 @@ BATCH_ENTRIES = 2**24  # (cells × components × m²) per batch: about 128 MiB f
 COPIES = 6  # arrays of K's size a batch holds at once: K, the terms that build it, I − K and its solves
 
 
-def optimizer_options(name: str, dampening: bool) -> dict:
+def optimizer_options(name: str, dampening: bool, options: dict | None = None) -> dict:
     """The optimizer options of the family ``name`` for the exact mode: its momentum convention, if
-    it has one to choose (a family without ``dampening`` refuses ``dampening=True``)."""
+    it has one to choose (a family without ``dampening`` refuses ``dampening=True``), and the
+    method's own ``options`` (checked by :func:`nqm.expected.reduced.own`)."""
+    own = dict(options or {})
     if "dampening" in base.options(name):
-        return {"dampening": bool(dampening)}
+        return {"dampening": bool(dampening), **own}
     if dampening:
         raise NqmError(f"method {name!r} has no dampened convention: drop dampening")
-    return {}
+    return own
 
 
-def check_size(method: str, process, dampening: bool, components: int) -> None:
+def check_size(method: str, process, dampening: bool, components: int, options: dict | None = None) -> None:
     """Refuse, before any work, a map whose batch of one cell would exceed the memory budget: K holds
     ``components × m²`` entries, m = n(n + 1)/2 for the n entries of the state, which grow with the
-    largest delay."""
+    largest delay (``options``: the method's own)."""
     name = family(method)
-    options = tuple(optimizer_options(name, dampening).items())
+    options = tuple(sorted(optimizer_options(name, dampening, options).items()))
     process = delays.process(process)
     matrices.check_footprint(name, options, process)
     n = matrices.state_size(name, options, process)
@@ -74,19 +76,24 @@ def check_size(method: str, process, dampening: bool, components: int) -> None:
                        f"budget; {hint}")
 
 
-def _matrices(method: str, process, lr, momentum, dampening: bool):
+def _matrices(method: str, process, lr, momentum, dampening: bool, hyper=None, options=None):
     """Per cell ``(P, Q, b)`` with ``A_d = P_d + λ Q_d`` (cells, k, n, n) and kicks ``b_d`` (cells, k, n),
     the pmf of the k delays and ``s_0``. Built at λ = 1 and 2 (affine in λ: checked at λ = ½) for
-    each momentum, and at any η (affine in η), in the rotating frame (period 1)."""
+    each distinct momentum and value of the method's own hyperparameters (``hyper``: per-cell arrays
+    by name), and at any η (affine in η), in the rotating frame (period 1); ``options``: the method's own."""
     name = family(method)
-    options = tuple(optimizer_options(name, dampening).items())
-    momenta, row = np.unique(momentum, return_inverse=True)
-    rows = tuple((("momentum", float(m)),) for m in momenta)
+    options = tuple(sorted(optimizer_options(name, dampening, options).items()))
+    values = {"momentum": momentum, **(hyper or {})}
+    keys = np.stack([np.broadcast_to(np.asarray(v, np.float64), np.shape(momentum)) for v in values.values()], -1)
+    distinct, row = np.unique(keys.reshape(-1, len(values)), axis=0, return_inverse=True)
+    row = row.reshape(-1)
+    rows = tuple(tuple((k, float(x)) for k, x in zip(values, combo)) for combo in distinct)
     built = {lam: matrices.systems(name, options, process, lam, rows) for lam in (1.0, 2.0, 0.5)}
     first = built[1.0][0]
-    if first.A1 is None or first.period != 1:
+    # A hyperparameter may make the step nonlinear in η or periodic at some values only: every row.
+    if any(s.A1 is None or s.period != 1 for s in built[1.0]):
         raise NqmError(f"method {method!r} has no time-invariant affine transition matrices under delay "
-                       f"{process.label}; simulate it with nqm sweep")
+                       f"{process.label}{_at(rows, built[1.0])}; simulate it with nqm sweep")
     at = lambda lam, part: np.stack([getattr(s, part) for s in built[lam]])[row]  # (cells, 1, k, ...)
     eta = np.asarray(lr, np.float64)[:, None, None, None, None]
     A = {lam: (at(lam, "A0") + eta * at(lam, "A1"))[:, 0] for lam in built}
@@ -97,6 +104,15 @@ def _matrices(method: str, process, lr, momentum, dampening: bool):
     if np.abs(P + 0.5 * Q - A[0.5]).max() > 1e-12 * scale or np.abs(B[2.0] - B[1.0]).max() > 1e-12 * scale:
         raise NqmError(f"method {method!r} is not affine in the curvature; simulate it with nqm sweep")
     return P, Q, B[1.0], first.pmf, first.initial
+
+
+def _at(rows, systems) -> str:
+    """Where the first system without time-invariant affine matrices is, when it is not every row:
+    `` at momentum=…, c=…`` (the values that put it there), else nothing."""
+    bad = [s.A1 is None or s.period != 1 for s in systems]
+    if all(bad):
+        return ""
+    return " at " + ", ".join(f"{k}={v:g}" for k, v in rows[bad.index(True)])
 
 
 def _operators(P, Q, b, pmf, lam):
@@ -214,12 +230,13 @@ def _settle(K, x, t, status, loss, sigma2, stable, unit, n_inf, z, mean_weight, 
 
 
 def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma, *, target, bound, max_steps,
-        initial=None, trace_steps=0, chunk_steps=1000):
-    """``(steps, status, loss, curve, unit)`` of the flat arrays ``lr`` and ``momentum`` under the iid
-    delay ``process`` against every noise level in ``sigma``, as
-    :func:`nqm.expected.autoregression.run` gives them for a constant delay (``initial`` too)."""
+        initial=None, trace_steps=0, chunk_steps=1000, hyper=None, options=None):
+    """``(steps, status, loss, curve, unit)`` of the flat arrays ``lr`` and ``momentum`` (and ``hyper``:
+    the method's own hyperparameters, flat arrays by name) under the iid delay ``process`` against
+    every noise level in ``sigma``, as :func:`nqm.expected.autoregression.run` gives them for a
+    constant delay (``initial`` too); ``options``: the method's own."""
     process = delays.process(process)
-    P, Q, b, pmf, s0 = _matrices(method, process, lr, momentum, dampening)
+    P, Q, b, pmf, s0 = _matrices(method, process, lr, momentum, dampening, hyper, options)
     lam, weight = np.asarray(lam, np.float64), np.asarray(weight, np.float64)
     cells, comps, n, levels = P.shape[0], lam.size, P.shape[-1], np.size(sigma)
     m = n * (n + 1) // 2
@@ -265,10 +282,12 @@ def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma,
     return steps, status, loss, curve, unit
 
 
-def steady_state(method: str, process, lr, momentum, dampening: bool, lam, weight, level=None) -> np.ndarray:
+def steady_state(method: str, process, lr, momentum, dampening: bool, lam, weight, level=None, hyper=None,
+                 options=None) -> np.ndarray:
     """``V_∞`` per cell (``E[L_∞] = σ² V_∞``), ∞ where the mean-square map is not stable; under a
-    constant delay, cells where ``level`` (a mask) is False get only their stability (0 or ∞)."""
-    P, Q, b, pmf, _ = _matrices(method, delays.process(process), lr, momentum, dampening)
+    constant delay, cells where ``level`` (a mask) is False get only their stability (0 or ∞);
+    ``hyper`` and ``options``: the method's own, as in :func:`run`."""
+    P, Q, b, pmf, _ = _matrices(method, delays.process(process), lr, momentum, dampening, hyper, options)
     lam, weight = np.asarray(lam, np.float64), np.asarray(weight, np.float64)
     if pmf.size == 1:
         level = np.ones(P.shape[0], bool) if level is None else np.asarray(level, bool)
