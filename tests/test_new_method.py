@@ -1,8 +1,14 @@
 """A new linear method is one file: registered with ``linear=True``, it gets derived thresholds and
 exact expected dynamics from its own update, through the API and the nqm command, with no other
-edit. The methods here (quasi-hyperbolic momentum, with ν an option or a swept hyperparameter)
-live in this file only."""
+edit; a study's module brings it to the command line (``--import``, the ``nqm.plugins`` entry
+point). The methods here (quasi-hyperbolic momentum, with ν an option or a swept hyperparameter)
+live in this file only, or in the modules it writes."""
 
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
 from typing import NamedTuple
 
 import numpy as np
@@ -225,3 +231,86 @@ def test_what_the_exact_mode_cannot_take_is_one_line(qhm_nu):
         base.unregister("lr-power")
     line = str(refused.value)
     assert "\n" not in line and "at momentum=0.5, k=2" in line and line.endswith("simulate it with nqm sweep"), line
+
+
+STUDY = """\
+    from typing import NamedTuple
+
+    from nqm.optimizers import base, momentum
+
+
+    class Hyper(NamedTuple):
+        lr: object
+        momentum: object
+        nu: object = 0.7
+
+
+    @base.register("{name}", title="quasi-hyperbolic momentum, nu swept")
+    def ours() -> base.Optimizer:
+        \"\"\"Quasi-hyperbolic momentum with nu per cell.\"\"\"
+
+        def step(hyper, state, w, g, ctx):
+            v = hyper.momentum * state.velocity + g
+            return w - hyper.lr * ((1.0 - hyper.nu) * g + hyper.nu * v), momentum.VelocityState(v), {{}}
+
+        return base.Optimizer(Hyper, lambda w0: momentum.VelocityState(0.0 * w0), step, (), linear=True)
+"""
+
+
+def _nqm(*argv, cwd, env=None):
+    """The installed ``nqm`` command as a process (its own sys.path: not the working directory)."""
+    script = os.path.join(sysconfig.get_path("scripts"), "nqm")
+    command = [script] if os.path.isfile(script) else [sys.executable, "-m", "nqm"]
+    return subprocess.run([*command, *argv], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
+
+
+def test_a_method_a_module_registers_runs_from_the_command_line_with_import(tmp_path):
+    """``nqm sweep --import mystudy --method ours``: the module, in the working directory, registers the
+    method before the command builds its options; ν = 1 is SGDM and ν = 0 SGD, cell for cell."""
+    (tmp_path / "mystudy.py").write_text(textwrap.dedent(STUDY.format(name="ours")))
+    grid = ["--lr", "0.1", "0.5", "1.2", "--momentum", "0.5", "--delay", "2", "--dim", "10", "--max-steps", "600"]
+    run = _nqm("sweep", "--import", "mystudy", "--method", "ours", "--nu", "0", "1", *grid, "--no-progress",
+               "--out", "r.nc", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    result = io.load(tmp_path / "r.nc")
+    assert result.attrs["method"] == "ours" and result.nu.values.tolist() == [0.0, 1.0]
+    settings = dict(lr=[0.1, 0.5, 1.2], delay=2, problem=nqm.zhang(10), max_steps=600, progress=False)
+    sgdm, sgd = nqm.sweep("sgdm", momentum=0.5, **settings), nqm.sweep("sgdm", momentum=0.0, **settings)
+    np.testing.assert_array_equal(result.steps.sel(nu=1.0).values, sgdm.steps.values)
+    np.testing.assert_array_equal(result.steps.sel(nu=0.0).values.ravel(), sgd.steps.values.ravel())
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "broken.py").write_text("import nqm\n\nraise ValueError('no such spectrum')\n")
+    for module, says in (("mystudy", "nqm: error: --import mystudy: no module named 'mystudy' in the working "
+                                     f"directory ({elsewhere})"),
+                         (str(tmp_path / "broken.py"), f"nqm: error: --import {tmp_path / 'broken.py'} raised "
+                                                       "ValueError at broken.py:3: no such spectrum")):
+        refused = _nqm("sweep", "--import", module, "--method", "ours", *grid, "--out", "r.nc", cwd=elsewhere)
+        assert refused.returncode == 2 and refused.stderr.startswith(says), refused.stderr
+        assert len(refused.stderr.splitlines()) == 1 and not (elsewhere / "r.nc").exists()
+    by_path = _nqm("threshold", "--import", str(tmp_path / "mystudy.py"), "--method", "ours", "--nu", "1",
+                   "--momentum", "0.5", "--delay", "2", cwd=elsewhere)
+    assert by_path.returncode == 0 and "0.280776" in by_path.stdout, by_path.stderr  # SGDM's x* at m = 0.5, D = 2
+
+
+def test_an_installed_package_offers_its_methods_through_the_plugins_entry_point(tmp_path):
+    """A package's ``nqm.plugins`` entry point is loaded by every command; one that raises is one line
+    that names it."""
+    site = tmp_path / "site"
+    (site / "ourplugin-1.0.dist-info").mkdir(parents=True)
+    (site / "ourplugin-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ourplugin\nVersion: 1.0\n")
+    (site / "ourplugin.py").write_text(textwrap.dedent(STUDY.format(name="plugged")))
+    (site / "broken_plugin.py").write_text("raise RuntimeError('needs a GPU')\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    entry = site / "ourplugin-1.0.dist-info" / "entry_points.txt"
+    entry.write_text("[nqm.plugins]\nours = ourplugin\n")
+    shown = _nqm("threshold", "--method", "plugged", "--nu", "1", "--momentum", "0.5", "--delay", "2", cwd=tmp_path,
+                 env=env)
+    assert shown.returncode == 0 and "0.280776" in shown.stdout, shown.stderr
+    entry.write_text("[nqm.plugins]\nours = ourplugin\nbad = broken_plugin\n")
+    broken = _nqm("summary", "--help", cwd=tmp_path, env=env)
+    assert broken.returncode == 2 and len(broken.stderr.splitlines()) == 1, broken.stderr
+    assert broken.stderr.startswith("nqm: error: the nqm.plugins entry point 'bad' (package ourplugin, broken_plugin) "
+                                    "raised RuntimeError at broken_plugin.py:1: needs a GPU"), broken.stderr

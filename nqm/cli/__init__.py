@@ -12,10 +12,13 @@ status 2, never a traceback and before any work; an option given twice is refuse
 command's files (outputs, or an output and an input) are the same file; every output is locked
 (by the file it resolves to) while the command runs, and written atomically (:mod:`nqm.io`).
 A module may define ``interrupted(args) -> str | None``: what an interrupted run leaves behind.
+Every command takes ``--import MODULE`` and loads the ``nqm.plugins`` entry points before its
+parser is built (:mod:`nqm.cli.plugins`), so a study's own methods are among its choices.
 """
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import contextlib
 import os
@@ -24,7 +27,7 @@ import sys
 import threading
 import warnings
 
-from nqm.cli import bench, best, expected, output, plot, scaling, summary, sweep, threshold, trace, transfer
+from nqm.cli import bench, best, expected, output, plot, plugins, scaling, summary, sweep, threshold, trace, transfer
 from nqm.cli.parser import Parser, values
 from nqm.devices import use_every_core
 from nqm.errors import NqmError
@@ -51,10 +54,15 @@ def build_parser(command: str | None = None) -> Parser:
                     "summaries and stability thresholds. Value lists take numbers, geom:START:STOP:NUM or "
                     "lin:START:STOP:NUM.")
     parser.add_argument("--version", action="version", version=f"nqm {__version__}")
+    # Read off argv before the parser is built (nqm.cli.plugins); here for the help and the namespace.
+    parser.add_argument(plugins.FLAG, dest="imports", action="append", default=argparse.SUPPRESS, metavar="MODULE",
+                        help=plugins.HELP)
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for module in COMMANDS:
         if module.NAME == command or command == "*":
             module.add_parser(subparsers)
+            subparsers.choices[module.NAME].add_argument(plugins.FLAG, dest="imports", action="append",
+                                                         default=argparse.SUPPRESS, metavar="MODULE", help=plugins.HELP)
         else:
             subparsers.add_parser(module.NAME, help=module.HELP)
     return parser
@@ -145,8 +153,12 @@ def _main(argv) -> int:
     module = args = None
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
-        command = next((a for a in argv if not a.startswith("-")), None)
+        modules, rest = plugins.requested(argv)
+        command = next((a for a in rest if not a.startswith("-")), None)
+        # Before the parser: a study's methods are among its --method choices and flags.
+        plugins.load(modules, plugins=command is not None)
         args = build_parser(command).parse_args(argv)
+        plugins.check(getattr(args, "imports", []), modules)
         module = next(m for m in COMMANDS if m.NAME == args.command)
         output.distinct_files(args)
         output.check_results(args)
