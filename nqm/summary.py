@@ -16,7 +16,7 @@ import xarray as xr
 from nqm import validate
 from nqm.errors import NqmError
 from nqm.results import GRID, combine_seeds, panels
-from nqm.status import REACHED, t_star
+from nqm.status import REACHED, TRANSIENT, UNDECIDED, t_star
 
 
 COLUMNS = {  # what each column of a summary is (the table's header says it too)
@@ -24,8 +24,10 @@ COLUMNS = {  # what each column of a summary is (the table's header says it too)
     "best_steps": "T of the fastest cell of the panel (the ★ of a heatmap); T* is at least this",
     "best_lr": "learning rate of the fastest cell",
     "best_momentum": "momentum of the fastest cell",
-    "converged": "cells that reached the target",
+    "converged": "cells that settled below the target (status 1; under --first-passage: that reached it)",
     "converged_fraction": "converged / cells of the panel",
+    "transient": "cells that reached the target and did not stay (status 2; none under --first-passage)",
+    "undecided": "cells that reached the target with no verdict within the work limit (status 3)",
 }
 
 
@@ -65,11 +67,12 @@ def summarize(ds: xr.Dataset, by_seed: bool = False) -> xr.Dataset:
     dims = panels(ds)
     shape = tuple(ds.sizes[d] for d in dims)
     out = {name: np.full(shape, np.nan) for name in ("t_star", "best_lr", "best_momentum", "best_steps")}
-    converged = np.zeros(shape, np.int64)
+    counts = {name: np.zeros(shape, np.int64) for name in ("converged", "transient", "undecided")}
     for index in itertools.product(*(range(n) for n in shape)):
         panel = ds.isel(dict(zip(dims, index))).transpose(*GRID)
         reached = panel.status.values == REACHED
-        converged[index] = reached.sum()
+        for name, code in (("converged", REACHED), ("transient", TRANSIENT), ("undecided", UNDECIDED)):
+            counts[name][index] = (panel.status.values == code).sum()
         if reached.any():
             steps = np.where(reached, panel.steps.values.astype(float), np.inf)
             m, lr = np.unravel_index(np.argmin(steps), steps.shape)
@@ -78,7 +81,8 @@ def summarize(ds: xr.Dataset, by_seed: bool = False) -> xr.Dataset:
             out["best_steps"][index] = steps[m, lr]
     cells = ds.sizes["lr"] * ds.sizes["momentum"]
     data = {name: (dims, values) for name, values in out.items()}
-    data.update(converged=(dims, converged), converged_fraction=(dims, converged / cells))
+    data.update(converged=(dims, counts["converged"]), converged_fraction=(dims, counts["converged"] / cells),
+                transient=(dims, counts["transient"]), undecided=(dims, counts["undecided"]))
     result = xr.Dataset(data, coords={d: ds[d] for d in dims}, attrs=dict(ds.attrs, cells_per_panel=cells))
     for name, text in COLUMNS.items():
         result[name].attrs["long_name"] = text
@@ -191,13 +195,14 @@ def format_table(table: xr.Dataset) -> str:
       The text, a legend then the table.
     """
     _check_table(table, "format_table")
-    frame = table[list(COLUMNS)].to_dataframe()
-    legend = "\n".join(f"  {name}: {text}" for name, text in COLUMNS.items())
+    columns = [c for c in COLUMNS if c in table]  # a table written before the transient and undecided counts
+    frame = table[columns].to_dataframe()
+    legend = "\n".join(f"  {name}: {COLUMNS[name]}" for name in columns)
     return f"per panel ({table.attrs.get('cells_per_panel', '?')} cells each):\n{legend}\n" + \
         frame.to_string(float_format=lambda x: f"{x:.4g}")
 
 
-def _check_table(table, what: str, columns=tuple(COLUMNS)) -> None:
+def _check_table(table, what: str, columns=tuple(COLUMNS)[:6]) -> None:
     """``table`` must be what :func:`summarize` returns (with ``columns`` at least)."""
     missing = [c for c in columns if c not in table] if isinstance(table, xr.Dataset) else list(columns)
     if missing:

@@ -171,7 +171,7 @@ def test_the_gallery_says_which_definition_of_converged_a_figures_runs_used(tmp_
 
 def test_the_your_own_method_page_runs_as_written(tmp_path):
     """docs/your-method.md's code, run as a script: it registers its method, sweeps, derives a
-    threshold and searches, and prints each answer."""
+    threshold, searches and sweeps the expected loss exactly, and prints each answer."""
     page = (ROOT / "docs" / "your-method.md").read_text()
     code = "\n".join(re.findall(r"```python\n(.*?)```", page, flags=re.S))
     script = tmp_path / "qhm.py"
@@ -181,7 +181,8 @@ def test_the_your_own_method_page_runs_as_written(tmp_path):
                             env=dict(os.environ, PYTHONPATH=path, NQM_CPU_DEVICES="1"))
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["T* of qhm", "qhm's threshold at m = 0.9, D = 4", "fastest qhm"]
+    assert [line.split(":")[0] for line in lines] == ["T* of qhm", "qhm's threshold at m = 0.9, D = 4", "fastest qhm",
+                                                      "expected T* of qhm at noise 0.05"]
     assert "nan" not in result.stdout
 
 

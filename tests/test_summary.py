@@ -119,3 +119,19 @@ def test_t_star_refuses_a_percentile_outside_0_100(percentile):
     ds = xr.Dataset({"steps": ("lr", [5, 7]), "status": ("lr", [1, 1])})
     with pytest.raises(NqmError, match=r"percentile must be a number in \[0, 100\]"):
         nqm.t_star(ds, percentile)
+
+
+def test_the_legend_counts_what_its_columns_count():
+    """converged counts settled cells (status 1) and says so; the transient and undecided cells that
+    also reached the target have columns of their own, so the rows add up to the closing lines."""
+    import nqm.summary
+
+    ds = nqm.sweep("ab", lr=np.geomspace(0.05, 1.0, 5), momentum=[0.0, 0.5], rho=1.0, delay=2, noise=[0.0, 0.2],
+                   problem=nqm.zhang(30), max_steps=3000, progress=False)
+    table = nqm.summary.summarize(ds)
+    status = ds.status.values
+    assert int(table.converged.sum()) == int((status == 1).sum())
+    assert int(table.transient.sum()) == int((status == 2).sum()) > 0
+    assert int(table.undecided.sum()) == int((status == 3).sum())
+    text = nqm.summary.format_table(table)
+    assert "converged: cells that settled below the target" in text and "transient:" in text
