@@ -455,3 +455,21 @@ def test_best_prints_its_answer_last_and_sweep_gives_it_again(tmp_path, capsys):
                  "--out", str(tmp_path / "x.nc")]) == 2
     assert main(["best", "--method", "ab", "--lr", "0.1:1", "--momentum", "0.5", "--expected",
                  "--out", str(tmp_path / "x.nc")]) == 2
+
+
+def test_a_threshold_the_method_has_not_is_a_note_of_one_line(tmp_path, capsys):
+    """--threshold on AB (not linear: no derived threshold) draws none and says so in one line, with
+    what to do instead; the figure is written."""
+    out, png = tmp_path / "r.nc", tmp_path / "r.png"
+    assert main(["sweep", "--method", "ab", "--lr", "0.1", "0.3", "--momentum", "0", "0.5", "--dim", "10",
+                 "--max-steps", "300", "--out", str(out), "--plot", str(png), "--threshold", "--no-progress"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("nqm: note:")]
+    assert len(notes) == 1 and "no threshold drawn: ab" in notes[0] and "--simulate" in notes[0] and png.exists()
+    import warnings
+
+    import nqm
+    from nqm.errors import NqmWarning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        nqm.plot_heatmaps(nqm.load(out), threshold=True)
+    assert [w.category for w in caught] == [NqmWarning]

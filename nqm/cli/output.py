@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
+import warnings
 
 import numpy as np
 
 from nqm.cli.parser import InputFile, OutputFile, ResultFile
-from nqm.errors import NqmError
+from nqm.errors import NqmError, NqmWarning
 
 
 def distinct_files(args: argparse.Namespace) -> None:
@@ -208,7 +210,13 @@ def plot_result(ds, path: str, threshold) -> None:
     if missing:
         raise NqmError(f"--threshold needs the result's attribute(s) {', '.join(missing)} (the problem's largest "
                        "eigenvalue and the method), which nqm sweep writes; this file lacks them")
-    save_figure(plot_heatmaps(ds, threshold=overlay), path)
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always", NqmWarning)
+        figure = plot_heatmaps(ds, threshold=overlay)
+    for note in notes:
+        if issubclass(note.category, NqmWarning):
+            print(f"nqm: note: {note.message}", file=sys.stderr)
+    save_figure(figure, path)
 
 
 def report(ds, panels: int = 24) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 
+import warnings
+
 import matplotlib.colors as mcolors
 import matplotlib.patches as mpatches
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from nqm.errors import NqmError
+from nqm.errors import NqmError, NqmWarning
 from nqm.plots.script import suptitle
 from nqm.results import combine_seeds, panel_keys
 from nqm.thresholds.polynomials import table_line
@@ -129,6 +131,10 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool |
                   skipped=bool((ds.status == SKIPPED).any()), undecided=bool((ds.status == UNDECIDED).any()))
     missing = "" if drawn or threshold is False or threshold is None else \
         f" — no derived threshold ({ds.attrs.get('method')} is not linear, or no pmf): see nqm threshold --simulate"
+    if missing:
+        warnings.warn(NqmWarning(f"no threshold drawn: {ds.attrs.get('method')} has no derived threshold here (not a "
+                                 "linear method, or a delay without a pmf); write one with nqm threshold --simulate "
+                                 "--out T.nc and overlay it with --threshold T.nc (threshold=table)"), stacklevel=2)
     suptitle(fig, (title or default_title(ds, seeds)) + missing, fontsize=11)
     return fig
 
