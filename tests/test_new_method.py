@@ -314,3 +314,18 @@ def test_an_installed_package_offers_its_methods_through_the_plugins_entry_point
     assert broken.returncode == 2 and len(broken.stderr.splitlines()) == 1, broken.stderr
     assert broken.stderr.startswith("nqm: error: the nqm.plugins entry point 'bad' (package ourplugin, broken_plugin) "
                                     "raised RuntimeError at broken_plugin.py:1: needs a GPU"), broken.stderr
+
+
+def test_a_sweep_judges_a_new_linear_method_exactly_with_its_own_hyperparameter(qhm_nu, qhm):
+    """A registered linear method — with an option of its own (ν of qhm) or a swept hyperparameter (ν
+    of qhm-nu) — gets the exact settled test: its settled cells are those whose expected loss settles
+    below the target, as the exact mode says."""
+    grid = dict(lr=np.geomspace(0.05, 2.0, 6), momentum=[0.0, 0.6], delay=3, noise=[0.0, 0.3],
+                problem=nqm.zhang(20), max_steps=3000)
+    swept = nqm.sweep(qhm_nu, nu=[0.0, 0.4], progress=False, **grid)
+    assert swept.attrs["settled_test"].startswith("3: exact")
+    exact = nqm.expected.sweep(qhm_nu, nu=[0.0, 0.4], **grid)
+    reached = np.isin(swept.status.values, (1, 2))
+    np.testing.assert_array_equal(swept.status.values[reached] == 1, exact.status.values[reached] == 1)
+    assert (swept.status == 1).any() and (swept.status == 2).any()
+    assert nqm.sweep(qhm, nu=0.4, progress=False, **grid).attrs["settled_test"].startswith("3: exact")

@@ -40,6 +40,8 @@ def applies(task, process) -> tuple[bool, str | None]:
     options = tuple(sorted(task.options.items()))
     if not _linear(task.method, options) or delays.pmf(process) is None:
         return False, None
+    if _own(task) and np.count_nonzero(process.pmf()) > 1:  # its almost-sure threshold takes no own hyperparameter
+        return False, None
     pmf = delays.pmf(process)
     if task.problem.dim * (pmf.size + 1) ** 2 > EXACT_STEADY_WORK:
         return False, (f"its steady state under delay {process.label} on {task.problem.dim:,} eigenvalues would take "
@@ -56,19 +58,25 @@ def applies(task, process) -> tuple[bool, str | None]:
 
 @registry_cache(maxsize=64)
 def _linear(method: str, options: tuple) -> bool:
-    """A linear method with no option but its momentum convention and no hyperparameter beyond lr
-    and momentum: what the exact test may take."""
+    """A linear method with a learning rate and a momentum (and maybe hyperparameters of its own,
+    which the exact mode grids; not precond, whose exact mode takes one exponent per run): what the
+    exact test may take."""
     optimizer = make(family(method), **dict(options))
-    return bool(optimizer.linear) and not set(dict(options)) - {"dampening"} \
-        and set(optimizer.hyper._fields) == {"lr", "momentum"}
+    fields = set(optimizer.hyper._fields)
+    return bool(optimizer.linear) and {"lr", "momentum"} <= fields and "power" not in fields
+
+
+def _own(task) -> list:
+    """The names of the job's method's own hyperparameters (beyond lr and momentum)."""
+    return [n for n in make(family(task.method), **task.options).hyper._fields if n not in ("lr", "momentum")]
 
 
 @registry_cache(maxsize=64)
 def _exact_for(method: str, options: tuple, delay: str) -> bool:
-    """Whether the exact mode holds this method under this delay (a periodic method — OrMo — has no
-    steady state in closed form here): one cell on one eigenvalue, tried."""
+    """Whether the exact mode holds this method, with these options, under this delay (a periodic
+    method — OrMo — has no steady state in closed form here): one cell on one eigenvalue, tried."""
     try:
-        steady_state_loss(explicit([1.0]), method, delay, 0.1, 0.0, 0.0, dampening=bool(dict(options).get("dampening")))
+        steady_state_loss(explicit([1.0]), method, delay, 0.1, 0.0, 0.0, **dict(options))
     except NqmError:
         return False
     return True
@@ -89,13 +97,19 @@ def stays(task, process, cells: dict) -> np.ndarray:
     result = np.ones(lr.size, bool)
     noisy = noise > 0
     dampening = bool(task.options.get("dampening", False))
+    options = {k: v for k, v in task.options.items() if k != "dampening"}
+    own = {k: np.asarray(cells[k], np.float64) for k in _own(task)}
+
+    def level(rows, sigma):  # E[L_∞] of the cells ``rows`` at noise ``sigma``
+        return steady_state_loss(task.problem, task.method, process.label, lr[rows], momentum[rows], sigma,
+                                 dampening=dampening, **options, **{k: v[rows] for k, v in own.items()})
+
     if np.count_nonzero(process.pmf()) > 1:  # iid delays
         # A single noiseless run stays when it is almost surely stable. Mean-square stability at every
         # eigenvalue (finite second moments, exact and fast) implies it; only the cells it leaves out
         # need the almost-sure threshold (a Lyapunov exponent's first crossing, seconds per momentum).
         quiet = np.flatnonzero(~noisy)
-        unit = steady_state_loss(task.problem, task.method, process.label, lr[quiet], momentum[quiet],
-                                 np.ones(quiet.size), dampening=dampening) if quiet.size else np.zeros(0)
+        unit = level(quiet, np.ones(quiet.size)) if quiet.size else np.zeros(0)
         for i in quiet[~np.isfinite(unit)]:
             result[i] = lr[i] * task.problem.eigenvalues.max() < almost_sure(task.method, float(momentum[i]),
                                                                               process.label, dampening)
@@ -103,9 +117,7 @@ def stays(task, process, cells: dict) -> np.ndarray:
     else:
         rows = np.ones(lr.size, bool)
     if rows.any():
-        level = steady_state_loss(task.problem, task.method, process.label, lr[rows], momentum[rows], noise[rows],
-                                  dampening=dampening)
-        result[rows] = level < task.config.target
+        result[rows] = level(rows, noise[rows]) < task.config.target
     return result
 
 
