@@ -40,8 +40,8 @@ def applies(task, process) -> tuple[bool, str | None]:
     options = tuple(sorted(task.options.items()))
     if not _linear(task.method, options) or delays.pmf(process) is None:
         return False, None
-    if _own(task) and np.count_nonzero(process.pmf()) > 1:  # its almost-sure threshold takes no own hyperparameter
-        return False, None
+    if (_own(task) or set(task.options) - {"dampening"}) and np.count_nonzero(process.pmf()) > 1:
+        return False, None  # the almost-sure threshold it may need takes no hyperparameter or option of its own
     pmf = delays.pmf(process)
     if task.problem.dim * (pmf.size + 1) ** 2 > EXACT_STEADY_WORK:
         return False, (f"its steady state under delay {process.label} on {task.problem.dim:,} eigenvalues would take "
