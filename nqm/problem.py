@@ -2,7 +2,8 @@
 
 ``L(w) = ½ wᵀ H w`` with ``H = Q diag(λ) Qᵀ`` (``Q = I`` unless rotated). Gradients are
 ``g = H w_{t−D} + σ ξ`` with ``ξ ~ N(0, H)``; the initial point is ``w₀ = Q·1`` (all ones in the
-eigenbasis). Everything here is plain numpy in float64: the engine casts what it needs;
+eigenbasis), or ``Q·u₀`` for a problem given its own initial error ``u₀`` (a real model's NQM
+starts where the model starts, :mod:`nqm.transfer`). Everything here is plain numpy in float64: the engine casts what it needs;
 per-step energies are recorded on device by :mod:`nqm.diagnostics`.
 """
 
@@ -29,11 +30,15 @@ class Problem:
       eigenvalues: ``λ_1 … λ_N`` (float64, positive, finite).
       spectrum: a short human-readable description, stored in result attributes.
       rotation_seed: seed of the Haar-random rotation ``Q``, or ``None`` (axis-aligned).
+      initial: the initial error ``u₀`` per eigencomponent (the eigenbasis coordinates of ``w₀``,
+        in the order of ``eigenvalues``), or ``None``: all ones, the convention (stored as
+        ``None`` when given as all ones, so that results and digests are the same).
     """
 
     eigenvalues: np.ndarray
     spectrum: str = "explicit"
     rotation_seed: int | None = None
+    initial: np.ndarray | None = None
 
     def __post_init__(self):
         lam = _eigenvalues(self.eigenvalues)
@@ -50,6 +55,7 @@ class Problem:
             )
         lam.setflags(write=False)
         object.__setattr__(self, "eigenvalues", lam)
+        object.__setattr__(self, "initial", _initial(self.initial, lam.size))
 
     @property
     def dim(self) -> int:
@@ -67,10 +73,14 @@ class Problem:
         return haar_orthogonal(self.dim, self.rotation_seed)
 
     @property
+    def u0(self) -> np.ndarray:
+        """The initial error per eigencomponent: ``initial``, or all ones."""
+        return np.ones(self.dim) if self.initial is None else self.initial
+
+    @property
     def w0(self) -> np.ndarray:
-        """Initial weights in parameter coordinates: all ones in the eigenbasis."""
-        ones = np.ones(self.dim)
-        return ones if self.rotation is None else self.rotation @ ones
+        """Initial weights in parameter coordinates: ``Q u₀`` (all ones in the eigenbasis by default)."""
+        return self.u0 if self.rotation is None else self.rotation @ self.u0
 
     def with_rotation(self, seed: int | None) -> "Problem":
         """The same spectrum, rotated by the Haar-random ``Q`` drawn from ``seed``."""
@@ -92,7 +102,9 @@ class Problem:
 
     @property
     def initial_loss(self) -> float:
-        return float(0.5 * self.eigenvalues.sum())
+        if self.initial is None:
+            return float(0.5 * self.eigenvalues.sum())
+        return float(0.5 * np.sum(self.eigenvalues * self.initial**2))
 
     def describe(self) -> dict:
         """Attributes that identify the problem in a saved result."""
@@ -104,6 +116,10 @@ class Problem:
             "rotation_seed": -1 if self.rotation_seed is None else self.rotation_seed,
             # Every eigenvalue to the last bit: what a checkpoint compares (the label shows a few).
             "spectrum_sha256": hashlib.sha256(self.eigenvalues.astype("<f8").tobytes()).hexdigest(),
+            # only where the start is not the convention's, so that every other result stays as it was
+            **({} if self.initial is None else {
+                "initial_loss": self.initial_loss,
+                "initial_sha256": hashlib.sha256(self.initial.astype("<f8").tobytes()).hexdigest()}),
         }
 
 
@@ -139,17 +155,23 @@ def loguniform(dim: int = 32, lo: float = 1e-4, hi: float = 1.0) -> Problem:
     return Problem(np.geomspace(hi, lo, dim), spectrum=f"loguniform(N={dim}, lo={lo:g}, hi={hi:g})")
 
 
-def explicit(eigenvalues) -> Problem:
-    """A problem with the given eigenvalues.
+def explicit(eigenvalues, initial=None) -> Problem:
+    """A problem with the given eigenvalues (and initial error).
 
     Args:
       eigenvalues: the eigenvalues, a number or a 1-D array.
+      initial: the initial error per eigencomponent (as many values as eigenvalues), or ``None``
+        for all ones.
 
     Returns:
-      The problem (its label shows the first 8).
+      The problem (its label shows the first 8 eigenvalues).
+
+    Raises:
+      NqmError: eigenvalues or an initial error that are not as above.
     """
     lam = _eigenvalues(np.atleast_1d(eigenvalues) if np.ndim(eigenvalues) == 0 else eigenvalues)
-    return Problem(lam, spectrum="explicit(" + ",".join(f"{x:g}" for x in lam[:8]) + (",…)" if lam.size > 8 else ")"))
+    return Problem(lam, spectrum="explicit(" + ",".join(f"{x:g}" for x in lam[:8]) + (",…)" if lam.size > 8 else ")"),
+                   initial=initial)
 
 
 def haar_orthogonal(dim: int, seed: int) -> np.ndarray:
@@ -171,7 +193,25 @@ def _positive_int(x, name: str) -> int:
     return count(x, name, high=BOUNDS["dim"])
 
 
-def _eigenvalues(values) -> np.ndarray:
+def _initial(values, dim: int) -> np.ndarray | None:
+    """The initial error as a read-only float64 array of ``dim`` finite values, not all zero
+    (``None`` for all ones), or one error line."""
+    if values is None:
+        return None
+    u = _eigenvalues(np.atleast_1d(values) if np.ndim(values) == 0 else values, "initial")
+    if u.size != dim:
+        raise NqmError(f"initial must have one value per eigenvalue ({dim:,}), got {u.size:,}")
+    if not np.all(np.isfinite(u)) or not np.any(u != 0):
+        raise NqmError("initial (the initial error per eigencomponent) must be finite and not all zero "
+                       "(at zero error the model starts at its minimum)")
+    if np.all(u == 1.0):
+        return None
+    u = u.copy()
+    u.setflags(write=False)
+    return u
+
+
+def _eigenvalues(values, name: str = "eigenvalues") -> np.ndarray:
     """``values`` as a 1-D float64 array, or one error line (strings, nesting, None refused)."""
     try:
         raw = np.asarray(values)
@@ -180,5 +220,5 @@ def _eigenvalues(values) -> np.ndarray:
         lam = None
     if lam is None or lam.ndim != 1 or lam.size == 0:
         shown = " ".join(repr(values).split())
-        raise NqmError(f"eigenvalues must be a non-empty 1-D list of numbers, got {shown[:80]}{'…' if len(shown) > 80 else ''}")
+        raise NqmError(f"{name} must be a non-empty 1-D list of numbers, got {shown[:80]}{'…' if len(shown) > 80 else ''}")
     return lam

@@ -9,6 +9,7 @@ import pytest
 import xarray as xr
 
 import nqm
+import nqm.expected
 import nqm.io
 import nqm.transfer
 from nqm.transfer import measure
@@ -275,3 +276,48 @@ def test_nqm_transfer_compares_several_seeds_and_batch_sizes(tmp_path, capsys):
     assert dict(ds.sizes) == {"seed": 2, "batch_size": 2, "method": 3, "delay": 2, "momentum": 1, "lr": 3}
     printed = capsys.readouterr().out
     assert "seed 1: B = 64: " in printed and "seed 1: critical batch size" in printed and "best ρ" in printed
+
+
+# ------------------------------------------------------------------ a problem that starts where the model starts
+
+def test_a_problem_without_an_initial_error_is_the_convention_to_the_bit():
+    lam = nqm.zhang(20).eigenvalues
+    plain, ones = nqm.zhang(20), nqm.explicit(lam, initial=np.ones(20))
+    assert plain.initial is None and ones.initial is None  # all ones is the convention, stored as such
+    assert ones.describe() == nqm.explicit(lam).describe() and "initial_sha256" not in plain.describe()
+    np.testing.assert_array_equal(plain.w0, np.ones(20))
+    assert plain.initial_loss == float(0.5 * lam.sum())
+
+
+def test_the_engine_and_the_exact_mode_start_from_a_problems_initial_error():
+    """SGD without noise and delay is (1 − ηλ)^t per component from u₀: T in closed form, which the
+    engine finds, and under delay the engine and the exact mode agree; another start, other T."""
+    lam, u = nqm.zhang(12).eigenvalues, np.linspace(3.0, -0.2, 12)
+    problem = nqm.explicit(lam, initial=u)
+    assert problem.initial_loss == pytest.approx(0.5 * np.sum(lam * u**2), rel=1e-15)
+    assert {"initial_sha256", "initial_loss"} <= set(problem.describe())
+    rotated = problem.with_rotation(3)
+    np.testing.assert_allclose(rotated.to_eigenbasis(rotated.w0), u, atol=1e-12)
+    lr = np.array([0.3, 1.0, 1.5])
+    sgd = nqm.sweep("sgdm", lr=lr, momentum=0.0, problem=problem, max_steps=3000, x64=True, first_passage=True,
+                    progress=False).steps.values.ravel()
+    t = np.arange(1, 3001)
+    loss = 0.5 * np.sum(lam * u**2 * (1 - lr[:, None, None] * lam) ** (2 * t[:, None]), -1)
+    np.testing.assert_array_equal(sgd, 1 + np.argmax(loss < 0.01, -1))
+    grid = dict(lr=[0.3, 1.0, 1.9], momentum=[0.0, 0.5], delay=2, max_steps=3000)
+    engine = nqm.sweep("sgdm", problem=problem, x64=True, progress=False, **grid)
+    exact = nqm.expected.sweep("sgdm", problem=problem, **grid)
+    np.testing.assert_array_equal(engine.steps.values, exact.steps.values)
+    np.testing.assert_array_equal(engine.status.values, exact.status.values)
+    ones = nqm.sweep("sgdm", problem=nqm.explicit(lam), x64=True, progress=False, **grid)
+    assert (ones.steps.values != engine.steps.values).any()
+
+
+@pytest.mark.parametrize("initial, message", [
+    (np.ones(3), "one value per eigenvalue"), ([1.0, np.nan, 1.0, 1.0], "finite"), (np.zeros(4), "not all zero"),
+    ("ones", "1-D list of numbers"),
+])
+def test_a_bad_initial_error_is_one_line(initial, message):
+    with pytest.raises(nqm.NqmError, match=message) as error:
+        nqm.explicit([1.0, 0.5, 0.25, 0.1], initial=initial)
+    assert "\n" not in str(error.value)

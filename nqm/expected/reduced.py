@@ -83,15 +83,35 @@ def spectrum(problem, bins):
     lam = problem.eigenvalues
     if bins is None:
         return lam, np.ones_like(lam)
-    distinct, multiplicity = np.unique(lam, return_counts=True)
+    which, count, distinct = _groups(lam, bins)
+    if distinct is not None:
+        return distinct, count
+    total = np.bincount(which, weights=lam, minlength=bins)
+    return total[count > 0] / count[count > 0], count[count > 0]
+
+
+def _groups(lam, bins):
+    """``(group of each eigenvalue, count per group, the distinct values or None)``: the distinct
+    eigenvalues where they are at most ``bins``, else ``bins`` log-spaced bins (some may be empty)."""
+    distinct, which, multiplicity = np.unique(lam, return_inverse=True, return_counts=True)
     if bins >= distinct.size:
-        return distinct, multiplicity.astype(float)
+        return which, multiplicity.astype(float), distinct
     edges = np.geomspace(lam.min(), lam.max() * (1 + 1e-12), bins + 1)
     which = np.clip(np.searchsorted(edges, lam, side="right") - 1, 0, bins - 1)
-    count = np.bincount(which, minlength=bins).astype(float)
-    total = np.bincount(which, weights=lam, minlength=bins)
-    keep = count > 0
-    return total[keep] / count[keep], count[keep]
+    return which, np.bincount(which, minlength=bins).astype(float), None
+
+
+def squared_start(problem, bins):
+    """Each component's squared initial weight as :func:`spectrum` lays them out, or ``None`` for the
+    convention's w₀ = 1: ``u₀²`` of a problem given its initial error, the mean over the eigenvalues a
+    component stands for (their losses add: exact where they are equal, as binning's λ is not)."""
+    if problem.initial is None:
+        return None
+    squared, lam = problem.initial**2, problem.eigenvalues
+    if bins is None:
+        return squared
+    which, count, _ = _groups(lam, bins)
+    return np.bincount(which, weights=squared, minlength=count.size)[count > 0] / count[count > 0]
 
 
 def methods() -> tuple[str, ...]:
@@ -163,14 +183,16 @@ def checked_power(method: str, power) -> float | None:
 
 def reduce(method: str, problem, bins, power):
     """What the evaluators step: ``(method, λ, weight, initial)`` (``initial``: each component's
-    squared initial weight, ``None`` for the model's w₀ = 1). ``precond`` at power p is SGDM in the
-    coordinates ``u = λ^(p/2) w``: per component ``v ← m v + λ^(−p) g`` becomes SGDM on the curvature
-    λ^(1−p), with noise N(0, λ^(1−p)), loss ½ λ^(1−p) u² and ``u₀ = λ^(p/2)`` — exactly, under any
-    delay (a delayed w is a delayed u). Every other method is itself."""
+    squared initial weight, ``None`` for the model's w₀ = 1, :func:`squared_start`). ``precond`` at
+    power p is SGDM in the coordinates ``u = λ^(p/2) w``: per component ``v ← m v + λ^(−p) g`` becomes
+    SGDM on the curvature λ^(1−p), with noise N(0, λ^(1−p)), loss ½ λ^(1−p) u² and ``u₀ = λ^(p/2)``
+    (times the problem's own initial error) — exactly, under any delay (a delayed w is a delayed u).
+    Every other method is itself."""
     lam, weight = spectrum(problem, bins)
+    start = squared_start(problem, bins)
     if power is None:
-        return method, lam, weight, None
-    return stepped(method), lam ** (1.0 - power), weight, lam ** power
+        return method, lam, weight, start
+    return stepped(method), lam ** (1.0 - power), weight, lam ** power * (1.0 if start is None else start)
 
 
 def power_attrs(power) -> dict:
