@@ -247,6 +247,16 @@ def test_training_statuses_and_minibatches():
     assert once.curve.dims == ("momentum", "lr", "step") and once.curve.sizes["step"] == 1500 // once.attrs["stride"]
 
 
+def test_a_loss_falling_without_bound_is_diverged():
+    """A loss that falls past every bound (−∞ in the end) passes the target on its way down: that is
+    divergence, not settling, whatever the budget leaves of it."""
+    loss = lambda w, b: 1.0 - 0.5 * jnp.sum(w**2) + 0.0 * jnp.sum(b)
+    ds = nqm.transfer.train(loss, jnp.full(3, 0.1), jnp.zeros((1, 1)), "sgdm", lr=[0.5], momentum=[0.0], steps=200,
+                            target=0.5)
+    assert ds.status.values.ravel().tolist() == [-1] and 0 < int(ds.diverged_at.squeeze()) < 200
+    assert float(ds.loss.squeeze()) < -1e6 * ds.attrs["initial_loss"]
+
+
 @pytest.mark.parametrize("case, message", [
     (dict(method="nosuch"), "nosuch"),
     (dict(lr=-0.1), "lr"),

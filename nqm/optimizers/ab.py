@@ -12,6 +12,7 @@ from nqm.optimizers.momentum import VelocityState, heavy_ball
 from nqm.optimizers.braking import EPS, braked, checked_clamps, factor, grouping
 
 MODES = ("both", "vel-only", "weight-only")
+MAX_MICRO_STEPS = 1000  # a step costs S gradient alignments: the bound keeps a run's cost that of 1,000 runs
 
 
 @register("ab", title="Adaptive Braking", reductions=[({"rho": 0.0}, "sgdm", {}, 2)], braking_of="sgdm",
@@ -47,7 +48,7 @@ def adaptive_braking(
     Args:
       group: ``"global"`` (one group; rotation-invariant), ``"element"`` (α per coordinate),
         ``"blocks:K"`` (K contiguous, near-equal blocks) or an integer array of group labels.
-      micro_steps: ``S ≥ 1``.
+      micro_steps: ``S``, between 1 and :data:`MAX_MICRO_STEPS`.
       mode: ``"both"``, ``"vel-only"`` or ``"weight-only"``.
       alpha_min, alpha_max: optional clamps of α (e.g. ``alpha_max=1`` never amplifies).
       eps: floor ``ε`` of the norm product.
@@ -57,7 +58,7 @@ def adaptive_braking(
     """
     if mode not in MODES:
         raise NqmError(f"unknown AB mode {mode!r}; choose one of {', '.join(MODES)}")
-    micro_steps = count(micro_steps, "micro_steps")
+    micro_steps = count(micro_steps, "micro_steps", high=MAX_MICRO_STEPS)
     sgdm = heavy_ball(dampening=dampening)
     plain = braked(sgdm, group=group, eps=eps, alpha_min=alpha_min, alpha_max=alpha_max)
     config = plain.config + (("micro_steps", micro_steps), ("mode", mode))

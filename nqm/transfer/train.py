@@ -13,7 +13,13 @@ Every cell runs the whole budget; the loss on the whole data is evaluated after 
 it reached the target in the first half of the budget and its loss stays below it, finite,
 through the second half (the settling window); ``2`` transient — it reached it, and then not;
 ``0`` it did not reach it in the first half (T is still given if it did later); ``−1`` it diverged
-first (a loss not finite or above ``diverge_factor`` × the initial one).
+first (a loss not finite or above ``diverge_factor`` × the initial one), or fell without bound (a
+loss below ``−diverge_factor`` × the initial one, at any step: a loss that falls past every bound
+passes the target on its way, which is no reaching it).
+
+Every number is checked as ``nqm sweep`` checks it (:mod:`nqm.validate`, :func:`nqm.config.checked_config`):
+the grid in the precision of the parameters (a learning rate that float32 holds only as 0 or ∞ is
+refused, not run), the target, the bound and the seed in their domains.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import xarray as xr
 from jax.flatten_util import ravel_pytree
 
 from nqm import delays, jobs, validate
+from nqm.config import checked_config
 from nqm.errors import NqmError
 from nqm.optimizers import base, make
 from nqm.optimizers.base import StepContext
@@ -51,25 +58,36 @@ def train(loss: Callable, params, data, method: str = "sgdm", *, lr, momentum=No
       batch_size: examples per step (``None``: the whole data, a deterministic run).
       stride: the loss curve is recorded every ``stride`` steps (default: ``steps // 200``, at least 1).
       seed: the minibatches' and the delay schedule's seed.
-      diverge_factor: a loss above this × the initial one is divergence.
+      diverge_factor: a loss beyond this × the initial one, above or below 0, is divergence.
       hyper_and_options: the method's other hyperparameters (one value or a list each, e.g.
         ``rho``) and options (``group``, …), by name.
 
     Returns:
       Dataset over (its hyperparameters…, momentum, lr): ``steps`` (T, 0 if never reached),
       ``status``, ``loss`` (at the end), ``diverged_at`` (the first step whose loss was not finite or
-      above the bound, before or after T; 0: none) and ``curve`` (the loss every ``stride`` steps,
+      beyond the bound, before or after T; 0: none) and ``curve`` (the loss every ``stride`` steps,
       over ``step``).
 
     Raises:
       NqmError: an unknown method or option, a value outside its domain, or a loss that is not a
         finite scalar at ``params``, in one line.
     """
+    if not callable(loss):
+        raise NqmError(f"loss must be a function loss(params, batch) -> scalar (the batch's mean loss), got {loss!r}")
+    if not isinstance(method, str):
+        raise NqmError(f"method must be a name such as 'sgdm' (see nqm.optimizers.methods()), got {method!r}")
     flat, unravel = ravel_pytree(params)
     examples = jobs.examples(data)
     steps = validate.count(steps, "steps", low=2, high=validate.MAX_STEPS)
     stride = validate.count(stride if stride is not None else max(1, steps // 200), "stride", high=steps)
-    target, factor = validate.number(target, "target"), validate.number(diverge_factor, "diverge_factor")
+    dtype = np.dtype(flat.dtype)
+    if dtype.kind != "f":
+        raise NqmError(f"params must be floating-point arrays (a gradient needs them), got {dtype.name}: give float32 "
+                       "or float64 values")
+    config = checked_config(target=target, diverge_factor=diverge_factor)  # as nqm sweep checks them
+    target, factor = config.target, config.diverge_factor
+    validate.representable(target, "target", dtype)
+    seed = validate.count(seed, "seed", low=0, high=2**32 - 1)
     if batch_size is not None:
         batch_size = validate.count(batch_size, "batch_size", high=examples)
     grids, options, settings = jobs.split(method, hyper_and_options)
@@ -77,7 +95,7 @@ def train(loss: Callable, params, data, method: str = "sgdm", *, lr, momentum=No
         raise NqmError(f"train takes no run setting {', '.join(sorted(settings))}: give steps, target, batch_size, "
                        "stride, seed and diverge_factor")
     coords = validate.coordinates(lr=lr, momentum=jobs.momentum_of(method, momentum), domains=base.domains(method),
-                                  **grids)
+                                  dtype=dtype, **grids)
     process = delays.process(delay)
     optimizer = make(method, delay=process, **options)
     names = [n for n in optimizer.hyper._fields if n not in ("momentum", "lr")] + ["momentum", "lr"]
@@ -105,7 +123,8 @@ def train(loss: Callable, params, data, method: str = "sgdm", *, lr, momentum=No
 
 
 STATUS_MEANING = ("1: settled (reached the target in the first half of the budget, stayed below it through the "
-                  "second), 2: transient (reached it, then not), 0: not reached in the first half, -1: diverged")
+                  "second), 2: transient (reached it, then not), 0: not reached in the first half, -1: diverged "
+                  "(out of bounds before reaching it, or fell below every bound)")
 
 
 def _defaults(optimizer, given: dict) -> dict:
@@ -135,7 +154,7 @@ def _compiled(optimizer, mean, w0, data, plan, batches, steps, stride, target, b
 
     def cell(hyper):
         def step(t, carry):
-            w, ring, state, first, bad, peak = carry
+            w, ring, state, first, bad, peak, fell = carry
             tau = taus[t]
             stale = ring[jnp.maximum(t - tau, 0) % slots]
             batch = data if batches is None else jax.tree.map(lambda x: x[batches[t]], data)
@@ -143,21 +162,22 @@ def _compiled(optimizer, mean, w0, data, plan, batches, steps, stride, target, b
             sent = w_next if optimizer.sent is None else optimizer.sent(hyper, state, w_next)
             value = mean(w_next, data)
             first = jnp.where((first == 0) & (value < target), t + 1, first)
-            wild = ~jnp.isfinite(value) | (value > bound)
+            wild = ~jnp.isfinite(value) | (jnp.abs(value) > bound)
             bad = jnp.where((bad == 0) & wild, t + 1, bad)
+            fell = fell | (value < -bound)
             peak = jnp.where(t + 1 > half, jnp.maximum(peak, jnp.where(jnp.isfinite(value), value, jnp.inf)), peak)
-            return w_next, ring.at[(t + 1) % slots].set(sent), state, first, bad, peak
+            return w_next, ring.at[(t + 1) % slots].set(sent), state, first, bad, peak, fell
 
         def chunk(carry, start):
             carry = jax.lax.fori_loop(start, start + stride, step, carry)
             return carry, mean(carry[0], data)
 
         ring = jnp.broadcast_to(w0, (slots, w0.size))
-        carry = (w0, ring, optimizer.init(w0), jnp.int32(0), jnp.int32(0), jnp.zeros((), w0.dtype))
+        carry = (w0, ring, optimizer.init(w0), jnp.int32(0), jnp.int32(0), jnp.zeros((), w0.dtype), jnp.bool_(False))
         carry, curve = jax.lax.scan(chunk, carry, stride * jnp.arange(steps // stride, dtype=jnp.int32))
         carry = jax.lax.fori_loop(jnp.int32(stride * (steps // stride)), jnp.int32(steps), step, carry)  # the steps past the last stride
-        w, _, _, first, bad, peak = carry
-        diverged = (bad > 0) & ((first == 0) | (bad < first))
+        w, _, _, first, bad, peak, fell = carry
+        diverged = ((bad > 0) & ((first == 0) | (bad < first))) | fell  # falling without bound passes any target
         reached = (first > 0) & (first <= half)
         status = jnp.where(diverged, DIVERGED, jnp.where(~reached, BUDGET,
                            jnp.where((bad == 0) & (peak < target), REACHED, TRANSIENT)))
