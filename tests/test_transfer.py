@@ -396,6 +396,100 @@ def test_nqm_transfer_compares_several_seeds_and_batch_sizes(tmp_path, capsys):
     assert "seed 1: B = 64: " in printed and "seed 1: critical batch size" in printed and "best ρ" in printed
 
 
+# ------------------------------------------------------------------ your model (nqm transfer --model)
+
+LEAST_SQUARES = """
+import jax.numpy as jnp
+import numpy as np
+
+
+def build(noise=0.0):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((240, 24)) * np.geomspace(1.0, 0.1, 24)
+    y = x @ rng.standard_normal(24) + noise * rng.standard_normal(240)
+    loss = lambda p, b: 0.5 * jnp.mean((b["x"] @ p["w"] - b["y"]) ** 2)
+    return loss, {"w": jnp.zeros(24)}, {"x": jnp.asarray(x), "y": jnp.asarray(y)}
+
+
+def noisy():
+    return build(noise=0.3)
+"""
+
+
+def test_your_least_squares_model_is_predicted_exactly(tmp_path, monkeypatch, capsys):
+    """nqm transfer --model MODULE:FUNCTION on least squares with 24 parameters and no label noise:
+    its NQM (measured exactly, from the model's own initial error) predicts SGDM's best steps at
+    D ∈ {0, 4}, m ∈ {0, 0.9} within 2 % in every cell where both settle (here: every cell, to the
+    step), and the same stability boundaries; the report shows both sides and the threshold."""
+    from nqm.cli import main
+
+    (tmp_path / "lsq.py").write_text(LEAST_SQUARES)
+    monkeypatch.chdir(tmp_path)
+    argv = ["transfer", "--model", "lsq:build", "--method", "sgdm", "--delay", "0", "4", "--momentum", "0", "0.9",
+            "--lr", "geom:0.01:3:25", "--steps", "4000", "--target", "0.001", "--out", "t.nc"]
+    assert main(argv) == 0
+    ds = nqm.io.load_dataset("t.nc")
+    predicted, observed = ds.best_steps_predicted.values, ds.best_steps_observed.values
+    both = np.isfinite(predicted) & np.isfinite(observed)
+    assert both.all() and (np.abs(predicted / observed - 1) <= 0.02).all(), (predicted, observed)
+    np.testing.assert_array_equal(ds.lr_stable_predicted.values, ds.lr_stable_observed.values)
+    assert ds.attrs["problem"] == "lsq:build" and ds.attrs["nqm_initial_loss"] == pytest.approx(
+        ds.attrs["initial_loss"], rel=1e-5)
+    printed = capsys.readouterr().out
+    assert "nan" not in printed and "threshold 0.0276" in printed and "none dropped" in printed
+    assert f"steps {predicted[0, 1, 1]:.0f} / {observed[0, 1, 1]:.0f}" in printed
+
+
+def test_a_model_with_a_floor_asks_its_nqm_for_the_same_decrease(tmp_path):
+    """With label noise the least-squares loss has a floor L* > 0 and the NQM's is 0: its target is
+    the model's less L* (the same decrease from the start), so the prediction is exact again; a
+    target below L* is out of reach of both, and the NQM says why."""
+    import importlib
+    import sys
+
+    from nqm.transfer.compare import transfer
+
+    (tmp_path / "lsq_floor.py").write_text(LEAST_SQUARES)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = importlib.import_module("lsq_floor")
+    finally:
+        sys.path.remove(str(tmp_path))
+    loss, params, data = module.noisy()
+    x, y = np.asarray(data["x"]), np.asarray(data["y"])
+    floor = 0.5 * np.mean((x @ np.linalg.lstsq(x, y, rcond=None)[0] - y) ** 2)
+    grid = dict(methods=["sgdm"], delays=[0, 4], momentum=[0.0, 0.9], lr=np.geomspace(0.01, 3, 25), steps=4000,
+                x64=True)
+    ds = transfer(model=module.noisy, target=floor + 0.001, **grid)
+    assert ds.attrs["nqm_target"] == pytest.approx(0.001, rel=1e-6)
+    predicted, observed = ds.best_steps_predicted.values, ds.best_steps_observed.values
+    assert np.isfinite(observed).all() and (np.abs(predicted / observed - 1) <= 0.02).all(), (predicted, observed)
+    below = transfer(model=(loss, params, data), target=0.9 * floor, **grid)
+    assert below.attrs["nqm_target"] < 0 and "no NQM run reaches it" in below.attrs["nqm_target_rule"]
+    assert not np.isin(below.status_predicted.values, [1, 2]).any()
+    assert not np.isin(below.status_observed.values, [1, 2]).any()  # nor does the model: L* is above the target
+
+
+def test_a_result_of_nqm_transfer_is_read_by_nqm_load_and_its_readers(tmp_path, capsys):
+    """nqm.load reads a comparison as it was written; nqm summary and nqm plot describe it or name
+    it for what it is, in one line, writing nothing."""
+    from nqm.cli import main
+    from nqm.transfer.compare import transfer
+
+    path = tmp_path / "t.nc"
+    ds = transfer("quadratic", methods=["sgdm"], delays=[0], lr=[0.5], momentum=[0.0], steps=50)
+    nqm.io.save(ds, path)
+    loaded = nqm.load(path)
+    np.testing.assert_array_equal(loaded.status_observed.values, ds.status_observed.values)
+    assert loaded.attrs["problem"] == "quadratic"
+    for argv in (["summary", str(path)], ["plot", str(path), "--out", str(tmp_path / "f.png")]):
+        capsys.readouterr()
+        code = main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 0 or (code == 2 and len(err) == 1 and "transfer" in err[0]), (code, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) in (["t.nc"], ["f.png", "t.nc"])
+
+
 # ------------------------------------------------------------------ a problem that starts where the model starts
 
 def test_a_problem_without_an_initial_error_is_the_convention_to_the_bit():
@@ -439,3 +533,21 @@ def test_a_bad_initial_error_is_one_line(initial, message):
     with pytest.raises(nqm.NqmError, match=message) as error:
         nqm.explicit([1.0, 0.5, 0.25, 0.1], initial=initial)
     assert "\n" not in str(error.value)
+
+
+def test_the_nqm_measured_exactly_runs_as_the_model_trains(tmp_path, monkeypatch):
+    """A least-squares model's NQM, measured exactly, is an nqm.Problem that starts where the
+    model starts: nqm.sweep on it reaches the target at the step the model does, cell by cell."""
+    from nqm.transfer.problems import model
+
+    (tmp_path / "lsq_sweep.py").write_text(LEAST_SQUARES)
+    monkeypatch.chdir(tmp_path)
+    real = model("lsq_sweep:build", target=1e-3)
+    problem = measure(real.loss, real.params, real.data).problem()
+    grid = dict(lr=np.geomspace(0.01, 0.5, 6), momentum=[0.0, 0.9], delay=4)
+    trained = nqm.transfer.train(real.loss, real.params, real.data, "sgdm", steps=4000, target=1e-3, **grid)
+    swept = nqm.sweep("sgdm", problem=problem, max_steps=4000, target=1e-3, x64=True, first_passage=True,
+                      progress=False, **grid).squeeze()
+    reached = trained.steps.values > 0
+    assert reached.sum() >= 5
+    np.testing.assert_array_equal(swept.steps.values[reached], trained.steps.values[reached])

@@ -1,23 +1,30 @@
 """What a real model's NQM predicts against what the model does, on the same grid.
 
-For a problem of :mod:`nqm.transfer.problems`: its NQM is measured at the starting point
-(:func:`nqm.transfer.measure`: the Hessian's spectrum and the per-example gradient noise σ). That
-NQM, written as a model (:func:`nqm.transfer.problems.nqm_as_model`: per-example noise of
-covariance σ² H, so that a minibatch has the model's noise level) and the model itself are then
-trained the same way (:func:`nqm.transfer.train`: nqm's optimizers and delay processes, the same
-rules, the NQM's target the same fraction of its initial loss) on the same lr × momentum grid, per
-method and delay. Compared per method, delay and momentum:
+For a problem of :mod:`nqm.transfer.problems` or your own model (:func:`nqm.transfer.problems.model`):
+its NQM is measured at the starting point (:func:`nqm.transfer.measure`: the Hessian's spectrum,
+the model's initial error along it and the per-example gradient noise σ). That NQM, written as a
+model (:func:`nqm.transfer.problems.nqm_as_model`: per-example noise of covariance σ² H, so that a
+minibatch has the model's noise level) starting from the model's initial error, and the model
+itself are then trained the same way (:func:`nqm.transfer.train`: nqm's optimizers and delay
+processes, the same rules) on the same lr × momentum grid, per method and delay. The NQM's target
+asks for the same decrease as the model's: its initial loss less the model's initial loss less
+the target (where the model is a quadratic, the same level above its minimum); where that is not
+above 0 the NQM cannot get there (its minimum is above the model's target), which is said. Compared
+per method, delay and momentum:
 
 * the stability boundary: the largest lr of the grid below the first whose run goes out of
-  bounds (a loss not finite or above 10⁶ × the initial one, before or after reaching the target);
+  bounds (a loss not finite or beyond 10⁶ × the initial one, before or after reaching the target);
   beside it the derived threshold ``x*/λ_max`` of a linear method (Giladi et al.'s, at the measured
   λ_max: the boundary of an infinitely long run);
 * the largest lr that settles (status 1: reaches the target in the first half of the budget and
   stays below it through the second);
 * the fastest settled cell's steps (best over lr), and so the ranking of the methods at each delay:
-  their Spearman rank correlation (a method that settles nowhere ranks last) and whether the fastest
-  method is the same; with several AB braking coefficients ρ (one row each, ``ab:rho=…``), the
-  best ρ on each side.
+  their Spearman rank correlation (with three method rows or more; a method that settles nowhere
+  ranks last) and whether the fastest method is the same; with several AB braking coefficients ρ
+  (one row each, ``ab:rho=…``), the best ρ on each side.
+
+Where the model is a quadratic measured exactly (a few thousand parameters at most: the dense
+Hessian), its NQM is the model itself in its eigenbasis, and the two sides agree to rounding.
 
 Several batch sizes give, per method and delay, the fastest steps over the whole grid against the
 batch size on each side, and so the critical batch size (where steps reach twice perfect scaling,
@@ -30,7 +37,7 @@ Predicted, observed and their ratios; where the model's edge is the grid's large
 lies beyond the grid and the ratio is only a bound (``*_beyond_grid``). The NQM is a model of the start
 of training: where the model's curvature changes as it trains (the logistic loss flattens as it
 fits, and its gradients stay bounded), the prediction is of the first steps, and the comparison says
-how far that carries. Where the model is an NQM, the two sides are the same runs.
+how far that carries.
 """
 
 from __future__ import annotations
@@ -43,24 +50,30 @@ import xarray as xr
 from nqm import jobs, optimizers, validate
 from nqm.optimizers import base
 from nqm.errors import NqmError
-from nqm.status import SETTLED
+from nqm.status import BUDGET, REACHED, SETTLED, TRANSIENT
 from nqm.transfer.measure import measure
 from nqm.thresholds import derived
-from nqm.transfer.problems import nqm_as_model, problem as real_problem
+from nqm.transfer.problems import PROBLEMS, model as user_model, nqm_as_model, problem as real_problem
 from nqm.transfer.train import train
 
 METHODS = ("sgdm", "ab", "shifted")  # methods with a momentum: one grid for all of them
 RHO = 0.5  # AB's braking coefficient here
 
 
-def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4), lr, momentum, steps: int = 2000,
-             batch_size: int | None = None, seed=0, x64: bool = False, top: int = 16, rho=(RHO,)) -> xr.Dataset:
+def transfer(problem: str | None = None, *, model=None, target=None, methods=METHODS, delays=(0, 4), lr, momentum,
+             steps: int = 2000, batch_size: int | None = None, seed=0, x64: bool = False, top: int | None = None,
+             rho=(RHO,)) -> xr.Dataset:
     """The NQM's prediction against the model's outcome (see the module's docstring).
 
     Args:
-      problem: a name of :data:`nqm.transfer.problems.PROBLEMS`.
+      problem: a name of :data:`nqm.transfer.problems.PROBLEMS` (default ``digits-logistic``, unless
+        ``model`` is given).
+      model: your model instead: ``"MODULE:FUNCTION"``, the function, or ``(loss, params, data)``
+        (:func:`nqm.transfer.problems.model`).
+      target: the model's training loss to reach (default: the problem's own; for your model a
+        tenth of its initial loss).
       methods: registered methods with a momentum.
-      delays: constant delays.
+      delays: constant delays, distinct.
       lr, momentum: the grid, the same for both.
       steps: the budget of each run.
       batch_size: examples per step (``None``: the whole data, no gradient noise); a list of
@@ -68,7 +81,7 @@ def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4)
       seed: the problem's, the minibatches' and the NQM's noise seed; a list of seeds adds a ``seed``
         dimension (each seed its own starting point, measurement and runs).
       x64: both in float64 (the model's parameters and the NQM).
-      top: eigenvalues found by Lanczos (the rest from the bulk's density).
+      top: top eigenvalues (:func:`nqm.transfer.measure`'s default where ``None``).
       rho: AB's braking coefficients: one method row each (``ab``, or ``ab:rho=ρ`` for several).
 
     Returns:
@@ -83,27 +96,34 @@ def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4)
       the whole grid) and over (method, delay) ``consistent_SIDE`` (that curve never rises beyond
       :data:`RISE`), ``critical_batch_size_SIDE`` (where its steps reach twice perfect scaling,
       :func:`nqm.search.scaling.critical_batch_size`; NaN where not consistent) and their ratio;
-      λ_max, σ and how they were measured in its attributes (with several seeds, ``lam_max`` and
-      ``sigma_per_example`` are variables over ``seed``).
+      λ_max, σ, the NQM's start and target and how they were measured in its attributes (with
+      several seeds, those measured per seed are variables over ``seed``).
 
     Raises:
-      NqmError: an unknown problem or method, or invalid values, in one line.
+      NqmError: an unknown problem or method, a model that cannot be loaded, or invalid values, in
+        one line, before any work.
     """
+    if problem is not None and model is not None:
+        raise NqmError("give a problem or a model, not both")
+    problem = "digits-logistic" if problem is None and model is None else problem
+    if problem is not None:
+        _known(problem)
     seeds = np.atleast_1d(np.asarray(seed, dtype=object))
     if seeds.ndim != 1 or seeds.size == 0:
         raise NqmError(f"seed must be a seed or a non-empty list of seeds, got {seed!r}")
-    seeds = [validate.count(s, "seed", low=0) for s in seeds.tolist()]
+    seeds = [validate.count(s, "seed", low=0, high=2**32 - 1) for s in seeds.tolist()]
     if len(set(seeds)) != len(seeds):
         raise NqmError(f"seeds must be distinct, got {seed!r}")
-    rows = _rows(methods, rho)
-    one = lambda s: _transfer(problem, rows, delays, lr, momentum, steps, batch_size, s, x64, top)
+    settings = _checked(delays, lr, momentum, steps, batch_size, x64, top, target)
+    rows = _rows(methods, rho, settings["dtype"])
+    one = lambda s: _transfer(problem, model, rows, s, **settings)
     if np.ndim(seed) == 0:
         return one(seeds[0])
     runs = [one(s) for s in seeds]
     # what is measured per seed, and any other number that differs, become variables over seed;
     # texts that differ list their values
     differs = {k for r in runs for k, v in r.attrs.items() if any(o.attrs.get(k) != v for o in runs)} - {"seed"}
-    differs |= {"lam_max", "sigma_per_example"}
+    differs |= {"lam_max", "sigma_per_example", "sigma_spread"}
     numeric = {k for k in differs if all(isinstance(r.attrs.get(k), (int, float, np.number)) for r in runs)}
     measured = {k: ("seed", [r.attrs.get(k) for r in runs]) for k in numeric}
     texts = {k: " | ".join(dict.fromkeys(str(r.attrs.get(k)) for r in runs)) for k in differs - numeric}
@@ -112,15 +132,52 @@ def transfer(problem: str = "digits-logistic", *, methods=METHODS, delays=(0, 4)
     return ds.assign_attrs(attrs)
 
 
-def _rows(methods, rho) -> dict:
+def _known(problem) -> None:
+    """Refuse an unknown problem name before any work (the problem is built per seed)."""
+    if not isinstance(problem, str) or problem not in PROBLEMS:
+        real_problem(problem)  # its one line
+
+
+def _checked(delays, lr, momentum, steps, batch_size, x64, top, target) -> dict:
+    """Every setting of :func:`transfer` but the problem, the methods and the seeds, checked as
+    ``nqm sweep`` checks them (the grid in the run's precision)."""
+    x64 = validate.flag(x64, "x64")
+    dtype = "float64" if x64 else "float32"
+    coords = validate.coordinates(lr=lr, momentum=momentum, delay=delays, dtype=dtype)
+    delays = coords.pop("delay").tolist()
+    steps = validate.count(steps, "steps", low=2, high=validate.MAX_STEPS)
+    if batch_size is None:
+        sizes = [None]
+    else:
+        if isinstance(batch_size, (list, tuple, np.ndarray)) and len(batch_size) == 0:
+            raise NqmError("batch_size is empty: give one size, a list of increasing sizes, or None (the whole data)")
+        sizes = [validate.count(b, "batch_size", high=validate.BOUNDS["batch"]) for b in np.atleast_1d(
+            np.asarray(batch_size, dtype=object)).tolist()]
+    if len(sizes) > 1 and not np.all(np.diff(sizes) > 0):
+        raise NqmError(f"batch sizes must be increasing, got {batch_size!r}")
+    if top is not None:
+        top = validate.count(top, "top", high=validate.BOUNDS["dim"])
+    if target is not None:
+        target = validate.number(target, "target")
+        if not (np.isfinite(target) and target > 0):
+            raise NqmError(f"target must be a number > 0 (a training loss to reach), got {target}")
+        validate.representable(target, "target", dtype)
+    return {"delays": delays, "coords": coords, "steps": steps, "sizes": sizes, "several": batch_size is not None
+            and np.ndim(batch_size) > 0, "x64": x64, "dtype": dtype, "top": top, "target": target}
+
+
+def _rows(methods, rho, dtype) -> dict:
     """The method rows: label → (method, its options); AB once per ρ."""
-    if isinstance(methods, str) or not methods:
-        raise NqmError("methods must be a non-empty list of names, e.g. ['sgdm', 'ab']")
+    if isinstance(methods, str) or not isinstance(methods, (list, tuple, np.ndarray)) or len(methods) == 0:
+        raise NqmError(f"methods must be a non-empty list of names, e.g. ['sgdm', 'ab'], got {methods!r}")
+    if len(set(map(str, methods))) != len(methods):
+        raise NqmError(f"methods has repeated names: give each method once, got {list(methods)!r}")
     for method in methods:
-        if method not in optimizers.methods() or "momentum" not in base.hyperparameters(method)._fields:
+        if not isinstance(method, str) or method not in optimizers.methods() \
+                or "momentum" not in base.hyperparameters(method)._fields:
             raise NqmError(f"method {method!r} is not a registered method with a momentum (nqm transfer compares "
-                           f"methods on one lr × momentum grid){validate.did_you_mean(method, optimizers.methods())}")
-    rhos = validate.coordinates(rho=rho)["rho"]
+                           f"methods on one lr × momentum grid){validate.did_you_mean(str(method), optimizers.methods())}")
+    rhos = validate.coordinates(rho=rho, dtype=dtype)["rho"]
     rows = {}
     for method in methods:
         if method != "ab":
@@ -130,49 +187,63 @@ def _rows(methods, rho) -> dict:
     return rows
 
 
-def _transfer(problem, rows: dict, delays, lr, momentum, steps, batch_size, seed, x64, top) -> xr.Dataset:
+def _transfer(problem, model, rows: dict, seed, *, delays, coords, steps, sizes, several, x64, dtype, top,
+              target) -> xr.Dataset:
     """One seed's comparison (see :func:`transfer`): measured once, trained per batch size."""
     import jax
 
-    delays = [validate.count(d, "delay", low=0, high=validate.MAX_DELAY) for d in np.atleast_1d(delays).tolist()]
-    steps = validate.count(steps, "steps", low=2, high=validate.MAX_STEPS)
-    sizes = [None] if batch_size is None else [validate.count(b, "batch_size") for b in np.atleast_1d(batch_size).tolist()]
-    if len(sizes) > 1 and not np.all(np.diff(sizes) > 0):
-        raise NqmError(f"batch sizes must be increasing, got {batch_size!r}")
-    x64 = validate.flag(x64, "x64")
-    coords = validate.coordinates(lr=lr, momentum=momentum)
     with jax.enable_x64(x64):
-        real = real_problem(problem, seed)
+        real = real_problem(problem, seed) if model is None else user_model(model, target, seed)
+        start = float(real.loss(real.params, real.data))
+        examples = jobs.examples(real.data)
+        if any(size is not None and size > examples for size in sizes):
+            raise NqmError(f"batch_size must be at most the {examples:,} examples of {real.name}, got "
+                           f"{max(s for s in sizes if s is not None):,}")
+        if model is None and target is not None:
+            if not target < start:
+                raise NqmError(f"target must be below the initial loss {start:.6g} of {problem}, got {target:g}")
+            real = real._replace(target=target)
         fitted = measure(real.loss, real.params, real.data, top=top, seed=seed)
         # as many examples as the model: a minibatch drawn without replacement is as noisy on both sides
-        twin = nqm_as_model(fitted.eigenvalues, fitted.sigma, examples=jobs.examples(real.data), seed=seed,
-                            name=f"the NQM of {problem}")
-        # the same fraction of the initial loss as the model's target
-        twin = twin._replace(target=real.target / float(real.loss(real.params, real.data)) *
-                             float(twin.loss(twin.params, twin.data)))
-        parts = [_compare({"predicted": twin, "observed": real}, rows, delays, coords, steps, size, seed, fitted)
-                 for size in sizes]
-    if batch_size is None or np.ndim(batch_size) == 0:
+        twin = nqm_as_model(fitted.eigenvalues, fitted.sigma, examples=examples, seed=seed,
+                            name=f"the NQM of {real.name}", initial=fitted.initial)
+        twin_start = float(0.5 * np.sum(fitted.eigenvalues * fitted.initial**2))
+        # the same decrease as the model's: for a quadratic, the same level above its minimum
+        twin_target = twin_start - (start - real.target)
+        reachable = twin_target > 0
+        twin = twin._replace(target=twin_target if reachable else 4 * float(np.finfo(dtype).tiny))
+        parts = [_compare({"predicted": twin, "observed": real}, rows, delays, coords, steps, size, seed, fitted,
+                          reachable) for size in sizes]
+    if not several:
         ds = parts[0]
     else:
         ds = xr.concat(parts, "batch_size").assign_coords(batch_size=sizes)
         ds = ds.assign(critical_batch_sizes(ds))
     rhos = sorted({extra["rho"] for _, extra in rows.values() if "rho" in extra})
     return ds.assign_attrs(
-        problem=problem, description=real.description, steps=steps, seed=seed, x64=int(x64),
-        **({} if len(sizes) > 1 else {"batch_size": -1 if sizes[0] is None else sizes[0]}),
-        target=real.target, nqm_target=twin.target, sigma_per_example=fitted.sigma,
+        problem=real.name, description=real.description, steps=steps, seed=seed,
+        x64=int(x64), **({} if several else {"batch_size": -1 if sizes[0] is None else sizes[0]}),
+        target=real.target, initial_loss=start, nqm_initial_loss=twin_start, nqm_target=twin_target,
+        nqm_target_rule="the model's decrease: the NQM's initial loss - (the model's initial loss - target); "
+                        + ("reachable" if reachable else "not above 0: the NQM's minimum is above the target, "
+                                                          "so no NQM run reaches it"),
+        nqm_start="the model's initial error along each eigenvector (the Newton step)",
+        sigma_per_example=fitted.sigma, sigma_spread=fitted.sigma_spread,
         rho=rhos[0] if len(rhos) == 1 else ", ".join(f"{r:g}" for r in rhos), lam_max=float(fitted.top[0]),
+        nqm_dim=int(fitted.eigenvalues.size),
         **{f"measured_{k}": v if isinstance(v, (int, float, str)) else str(v) for k, v in fitted.how.items()})
 
 
-def _compare(sides: dict, rows: dict, delays, coords, steps, batch_size, seed, fitted) -> xr.Dataset:
-    """Both sides trained on the grid at one batch size, and what is compared (no attributes)."""
+def _compare(sides: dict, rows: dict, delays, coords, steps, batch_size, seed, fitted, reachable) -> xr.Dataset:
+    """Both sides trained on the grid at one batch size, and what is compared (no attributes). An
+    NQM that cannot reach its target (``reachable`` false) reaches it nowhere."""
     runs = {side: [[train(p.loss, p.params, p.data, method, lr=coords["lr"], momentum=coords["momentum"],
                           delay=delay, steps=steps, target=p.target, batch_size=batch_size, seed=seed,
                           **extra).squeeze(drop=True)
                     for delay in delays] for method, extra in rows.values()]
             for side, p in sides.items()}
+    if not reachable:
+        runs["predicted"] = [[_unreached(run) for run in row] for row in runs["predicted"]]
     dims = ("method", "delay", "momentum")
     stack = lambda side, name: np.array([[run[name].values.reshape(coords["momentum"].size, -1) for run in row]
                                          for row in runs[side]])
@@ -190,6 +261,12 @@ def _compare(sides: dict, rows: dict, delays, coords, steps, batch_size, seed, f
     data |= _ranks(data["best_steps_predicted"][1], data["best_steps_observed"][1], rows)
     rho_of = [extra.get("rho", np.nan) for _, extra in rows.values()]
     return xr.Dataset(data, coords={"method": list(rows), "rho": ("method", rho_of), "delay": delays, **coords})
+
+
+def _unreached(run: xr.Dataset) -> xr.Dataset:
+    """``run`` as if its target were out of reach: what reached it did not (its bounds unchanged)."""
+    reached = run.status.isin([REACHED, TRANSIENT])
+    return run.assign(status=run.status.where(~reached, BUDGET), steps=run.steps.where(~reached, 0))
 
 
 RISE = 1.1  # a steps-against-batch-size curve that rises by more than this between two sizes is not consistent

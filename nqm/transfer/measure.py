@@ -37,7 +37,7 @@ the gradient along them).
 
 Accuracy of the bulk (``tests/test_transfer.py``): on least-squares models with a known spectrum of
 5,000 parameters, at the defaults (16 probes, 64 steps), every quantile of a spectrum spread over
-1.5 decades is within 1 % of the true eigenvalue and 95 % of them within their stated uncertainty;
+1.5 decades is within 1.2 % of the true eigenvalue and 95 % of them within their stated uncertainty;
 the quadrature's nodes are spread evenly in λ, not in log λ, so over three decades the smallest
 fraction of a percent of the spectrum is resolved only to tens of percent.
 """
