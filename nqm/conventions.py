@@ -77,9 +77,9 @@ def convention_of(method: str, dampening: bool) -> str:
     return "no momentum" if method in ALIASES else convention(dampening)
 
 
-# Decay rates in [0, 1) (momentum, Adam's and Lion's b1/b2, RMSProp's decay): searched on log(1 − x),
+# Decay rates in [0, 1) (momentum, Adam's and Lion's b1/b2, RMSProp's decay, the iterate average's γ): searched on log(1 − x),
 # since what matters is the memory 1/(1 − x), which a box like (0, 0.999) spans over decades.
-DECAYS = frozenset({"momentum", "b1", "b2", "decay"})
+DECAYS = frozenset({"momentum", "b1", "b2", "decay", "ema"})
 
 
 # What a result with a batch_size dimension records (attribute ``batch_noise``).

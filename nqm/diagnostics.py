@@ -27,9 +27,9 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from nqm import delays, engine, jobs, validate
+from nqm import delays, engine, jobs, schedules, validate
 from nqm.engine import First, GeometricMean, Histogram, Mean, Trace
-from nqm.engine.record import loss
+from nqm.engine.record import judged, loss, raw_loss
 from nqm.errors import NqmError
 from nqm.conventions import momentum_coefficient
 from nqm.problem import Problem
@@ -219,12 +219,14 @@ def energy_ratio_not_finite(view):
 
 @functools.cache
 def below(target: float):
-    """True once ``L(w_{t+1}) < target``, computed exactly as the engine's stopping rule does."""
-    return lambda view: view.model.loss(view.w_next) < target
+    """True once ``L(w_{t+1}) < target`` (``L(ŵ_{t+1})`` where the run averages), computed exactly as the
+    engine's stopping rule does."""
+    return lambda view: view.model.loss(judged(view)) < target
 
 
 RECORDERS = {
     "loss": loss,
+    "raw_loss": raw_loss,
     "component_loss": component_loss,
     "energy": energy,
     "energy_ratio": energy_ratio,
@@ -252,7 +254,7 @@ SUMMARIES = {  # kept on the device with `summaries=True`
 def trajectory(method: str = "sgdm", *, lr, momentum=None, delay=0, noise: float = 0.0, seed: int = 0,
                problem: Problem | None = None, steps: int = 1000, record=("loss",), stride: int = 1,
                summaries: bool = False, target: float | None = None, x64: bool = False,
-               independent_noise: bool = False, **hyper_and_options) -> xr.Dataset:
+               independent_noise: bool = False, ema=None, schedule=None, **hyper_and_options) -> xr.Dataset:
     """Diagnostics of one cell for ``steps`` steps (no early stop).
 
     Args:
@@ -269,6 +271,9 @@ def trajectory(method: str = "sgdm", *, lr, momentum=None, delay=0, noise: float
         that :func:`nqm.sweep` reports for this cell and seed (0: not reached).
       x64: record in float64.
       independent_noise: draw the noise as :func:`nqm.sweep` does with ``independent_noise``.
+      ema: the iterate average's rate γ (one value), or ``None``: ``loss`` and ``steps_to_target`` then
+        read ŵ, as :func:`nqm.sweep` does (``raw_loss``: the raw iterate's).
+      schedule: a learning-rate schedule (:mod:`nqm.schedules`; a spec or an optax schedule), or ``None``.
       hyper_and_options: the method's extra hyperparameters (one value each) and options, by name.
 
     Returns:
@@ -301,10 +306,16 @@ def trajectory(method: str = "sgdm", *, lr, momentum=None, delay=0, noise: float
                        f"element-steps, more than {validate.BOUNDS['trace_work']:.0e} (a trace runs in one go, with no "
                        "checkpoint: hours on a CPU at that size); trace fewer steps or a smaller problem")
     stride = validate.count(stride, "stride", high=steps)
+    if ema is not None:
+        gamma = validate.coordinates(ema=ema, dtype="float64" if x64 else "float32", domains={"ema": schedules.EMA})
+        if gamma["ema"].size != 1:
+            raise NqmError("a trajectory is one cell: give one averaging rate ema")
+        values = {**values, **gamma}
+    plan = schedules.one(schedule)
     recorders = _recorders(record, summaries, target, x64)
     config = engine.RunConfig(target=-1.0, diverge_factor=np.inf, max_steps=steps, x64=x64,
                               independent_noise=independent_noise, chunk_steps=min(steps, 1000), progress=False)
-    task, process = task._replace(config=config), delays.process(delay)
+    task, process = task._replace(config=config, schedule=plan), delays.process(delay)
     out = task.run(process, values, seed, [Trace(recorders, stride)])
     coords = {"step": np.arange(1, steps // stride + 1) * stride, "eigenvalue": ("component", task.problem.eigenvalues)}
     data = {name: (("step",) if array.ndim == 2 else ("step", "component"), array[0]) for name, array in out.trace.items()}
@@ -312,7 +323,8 @@ def trajectory(method: str = "sgdm", *, lr, momentum=None, delay=0, noise: float
     attrs = {"method": method, **{k: float(v[0]) for k, v in values.items() if k != "noise"},
              "delay": process.label, "noise": float(values["noise"][0]), "seed": seed, "stride": stride,
              "steps": steps, **{k: attribute(v) for k, v in task.optimizer(process).config if k != "workers"},
-             **task.problem.describe(), **({} if target is None else {"target": float(target)})}
+             **task.problem.describe(), **({} if target is None else {"target": float(target)}),
+             **({} if plan is None else {"schedule": plan.label})}
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 

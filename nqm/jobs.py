@@ -26,17 +26,20 @@ from nqm.problem import Problem, zhang
 from nqm.validate import coordinates, did_you_mean, representable
 
 BASE_HYPER = ("lr", "momentum")
+CHOICES = ("schedule", "ema")  # a result's dimensions for the schedule and the averaging rate, when given
 RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(RunConfig))
 
 
 class Job(NamedTuple):
     """What a run needs besides its cells' values, checked once at the entry point: the method and
-    its optimizer options, the problem and the run settings."""
+    its optimizer options, the problem and the run settings, and the learning-rate schedule of its
+    cells (:mod:`nqm.schedules`; ``None``: none)."""
 
     method: str
     options: dict
     problem: Problem
     config: RunConfig
+    schedule: object = None
 
     @property
     def dtype(self) -> str:
@@ -48,12 +51,14 @@ class Job(NamedTuple):
 
     def run(self, process: delays.Process, values: dict, seed: int, observers=(), stop=engine.FirstPassage(),
             start=None) -> engine.Outcome:
-        """Run the cells ``values`` (per-cell arrays of lr, momentum, noise and the method's extra
-        hyperparameters) under ``process`` with ``seed``, with ``observers`` and the stop rule
-        ``stop``, each from ``start`` (its initial weights; default w₀); see :func:`nqm.engine.simulate`."""
+        """Run the cells ``values`` (per-cell arrays of lr, momentum, noise, the method's extra
+        hyperparameters and maybe ``ema``, the averaging rate γ) under ``process`` with ``seed``, with
+        ``observers`` and the stop rule ``stop``, each from ``start`` (its initial weights; default
+        w₀), with the job's schedule; see :func:`nqm.engine.simulate`."""
         optimizer = self.optimizer(process)
         hyper = {name: values[name] for name in optimizer.hyper._fields}
-        cells = engine.Cells(optimizer, hyper, values["noise"], process, int(seed), cell_uids(values), start)
+        cells = engine.Cells(optimizer, hyper, values["noise"], process, int(seed), cell_uids(values), start,
+                             values.get("ema"), self.schedule)
         return engine.simulate(self.problem, cells, self.config, observers, stop)
 
 
@@ -281,7 +286,9 @@ def per_batch(values: dict) -> dict:
 
 def cell_uids(values: dict) -> np.ndarray:
     """A cell's 64-bit identity (two uint32 words) from its hyperparameter values, not its position,
-    for independent noise: two cells of a sweep collide with probability about n²/2⁶⁵.
+    for independent noise: two cells of a sweep collide with probability about n²/2⁶⁵. Its averaging
+    rate and schedule are not part of it: they change how a run is read and stepped, not its noise,
+    so a cell meets the same noise with and without them.
 
     Args:
       values: per-cell arrays (one value per cell) of lr, momentum, noise and the extra hyperparameters.
@@ -289,13 +296,13 @@ def cell_uids(values: dict) -> np.ndarray:
     Returns:
       A ``(cells, 2)`` uint32 array.
     """
-    names = ["lr", "momentum", "noise"] + sorted(n for n in values if n not in ("lr", "momentum", "noise"))
+    names = ["lr", "momentum", "noise"] + sorted(n for n in values if n not in ("lr", "momentum", "noise") + CHOICES)
     rows = np.stack([np.asarray(values[n], np.float64) for n in names], axis=1)
     digests = b"".join(hashlib.blake2b(row.tobytes(), digest_size=8).digest() for row in rows)
     return np.frombuffer(digests, dtype="<u4").reshape(-1, 2).copy()
 
 
-def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
+def empty(task: Job, coords: dict, processes: list, schedules: list | None = None) -> xr.Dataset:
     """The result of ``task`` over ``coords`` with every cell still to run, its attributes recording
     every setting (:mod:`nqm.results`).
 
@@ -304,6 +311,8 @@ def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
       coords: one 1-D array per dimension of the result (delay as :func:`nqm.delays.coordinate` gives
         it; a ``batch_size`` adds its dimension and the ``batch_noise`` attribute).
       processes: the delay processes, in the order of ``coords["delay"]``.
+      schedules: the learning-rate schedules, in the order of ``coords["schedule"]`` (``None``: no
+        schedule dimension; an ``ema`` coordinate adds the averaging rate's).
 
     Returns:
       The empty result (:func:`nqm.results.empty`).
@@ -333,7 +342,10 @@ def empty(task: Job, coords: dict, processes: list) -> xr.Dataset:
         attrs["batch_noise"] = BATCH_NOISE
     if config.skip_decided:  # likewise: status −2 exists only then
         attrs["skip_decided"] = 1
-    return results.empty(coords, hyper_dims(task.method), attrs, [p.mean for p in processes])
+    if schedules:  # each schedule to the last factor (a custom one by digest): what a checkpoint compares
+        attrs["schedule_identity"] = "; ".join(s.identity(config.max_steps) for s in schedules)
+    extra = hyper_dims(task.method) + tuple(d for d in CHOICES if d in coords)
+    return results.empty(coords, extra, attrs, [p.mean for p in processes])
 
 
 def examples(data) -> int:

@@ -1,7 +1,7 @@
 """Grids of hyperparameters → the engine → a labelled ``xarray.Dataset``.
 
 A sweep is the Cartesian product of ``lr × momentum × delay × noise × [batch_size] × [method
-hyperparameters] × seed``, the method's own hyperparameters being the fields of its ``hyper`` type beyond lr and
+hyperparameters] × [schedule] × [ema] × seed``, the method's own hyperparameters being the fields of its ``hyper`` type beyond lr and
 momentum (AB's ``rho``, DC-ASGD's ``lambda_dc``, …). Each value is a dimension coordinate of the
 result (present even with a single value; schema in :mod:`nqm.results`). ``delay`` holds integers
 for constant delays, or the spec strings of :mod:`nqm.delays` processes (with their long-run
@@ -22,7 +22,7 @@ import os
 import numpy as np
 import xarray as xr
 
-from nqm import delays, results
+from nqm import delays, results, schedules
 from nqm.progress import bar as progress_bar
 from nqm.checkpoint import Checkpointer, checked, discard_checkpoint, resume
 from nqm.errors import NqmError
@@ -50,6 +50,8 @@ def sweep(
     checkpoint_every: float = 30.0,
     restart: bool = False,
     stay: bool = False,
+    ema=None,
+    schedule=None,
     **options,
 ) -> xr.Dataset:
     """Steps to the target loss for every cell of ``lr × momentum × delay × noise × … × seed``.
@@ -71,6 +73,13 @@ def sweep(
       restart: discard the checkpoint (once every argument is checked) and start over.
       stay: also give ``steps_stay``, the first step after which the loss stays below the target
         (settled noiseless cells; NaN elsewhere: :func:`nqm.settling.stay.stay_steps`), once every cell has run.
+      ema: iterate averaging's rates γ in [0, 1) (a value or a list: an ``ema`` dimension), or ``None``
+        (no dimension, no average): each cell keeps ``ŵ_{t+1} = γ ŵ_t + (1 − γ) w_{t+1}`` (ŵ₀ = w₀), its
+        target, T, status and loss read on ŵ, its divergence on w (γ = 0: the cell without averaging).
+      schedule: learning-rate schedules (a spec — ``constant``, ``step:S:R``, ``warmup:S``,
+        ``cosine:S`` — or a list of them: a ``schedule`` dimension; or one optax schedule with
+        ``init_value`` 1), or ``None`` (:mod:`nqm.schedules`): step t runs with ``lr · f(t)``; a cell is
+        judged settled in the schedule's final regime (docs/conventions.md).
       **options: the method's own hyperparameters as grids (e.g. ``rho`` for AB, default 0.5;
         see its ``hyper`` type), its options (the keyword parameters of its factory, e.g.
         ``dampening``, ``group``, ``micro_steps``), and run settings (fields of
@@ -107,14 +116,18 @@ def sweep(
     if batch_size is not None:
         coords["batch_size"] = batch_sizes(batch_size, coords["noise"], task.dtype)
     coords["delay"], processes = delays.coordinate(delay)
+    plans = _choices(coords, ema, schedule, task.dtype, stay)
     grid_size(coords)
     checked(checkpoint, restart)
     every = number(checkpoint_every, "checkpoint_every")
     if not (np.isfinite(every) and every >= 0):
         raise NqmError(f"checkpoint_every must be a number of seconds >= 0, got {checkpoint_every!r}")
-    result = empty(task, coords, processes)
-    tests = [choose(task, p) for p in processes]  # the settled test, decided once per delay
-    result.attrs["settled_test"] = "; ".join(f"{p.label}: {test.description}" for p, test in zip(processes, tests))
+    result = empty(task, coords, processes, None if schedule is None else plans)
+    # The settled test, decided once per delay (and schedule): {schedule label or None: test} per delay.
+    tests = [{None if plan is None else plan.label: choose(task._replace(schedule=plan), p) for plan in plans}
+             for p in processes]
+    result.attrs["settled_test"] = "; ".join(f"{p.label}{'' if label is None else f' {label}'}: {test.description}"
+                                             for p, row in zip(processes, tests) for label, test in row.items())
     with contextlib.ExitStack() as stack:
         if checkpoint is not None:
             stack.enter_context(lock(checkpoint))  # one sweep per checkpoint (and CLI output)
@@ -127,11 +140,25 @@ def sweep(
     return result
 
 
+def _choices(coords: dict, ema, schedule, dtype, stay: bool) -> list:
+    """Add the ``schedule`` and ``ema`` dimensions to ``coords`` where given (checked) and return the
+    schedules, one engine run each (``[None]``: no schedule dimension)."""
+    plans = [None]
+    if schedule is not None:
+        coords["schedule"], plans = schedules.coordinate(schedule)
+    if ema is not None:
+        coords["ema"] = coordinates(ema=ema, dtype=dtype, domains={"ema": schedules.EMA})["ema"]
+    if stay and (ema is not None or schedule is not None):
+        raise NqmError("steps_stay is not computed with an iterate average or a schedule: leave stay out")
+    return plans
+
+
 def _stay(result, coords, tests) -> xr.DataArray:
     """``steps_stay`` of every cell of a finished sweep (:func:`nqm.settling.stay.stay_steps`), part by part."""
     out = xr.full_like(result.steps, np.nan, dtype=np.float64).assign_attrs(long_name=STAY)
     cell_dims, values = _cells(result, coords)
     values = per_batch(values)
+    tests = [row[None] for row in tests]  # no schedule here: one test per delay
     for (delay_value, test), seed_value in itertools.product(zip(coords["delay"], tests), coords["seed"]):
         part = result.sel(delay=delay_value, seed=seed_value).transpose(*cell_dims)
         stays = test.stay_steps(values, seed_value, part.steps.values.reshape(-1), part.status.values.reshape(-1))
@@ -158,16 +185,25 @@ def _cells(result, coords) -> tuple[list, dict]:
     return cell_dims, {d: v.reshape(-1) for d, v in zip(cell_dims, grids)}
 
 
-def _run_part(test, result, coords, delay_value, seed_value, writer: Checkpointer, bar):
-    """Run the unfinished cells of one (delay, seed), continuing mid-cell from a checkpoint."""
-    task, process = test.task, test.process
+def _run_part(tests: dict, result, coords, delay_value, seed_value, writer: Checkpointer, bar):
+    """Run the unfinished cells of one (delay, seed), one engine run per schedule (``tests``: its
+    settled test by schedule label, or under ``None`` alone), continuing mid-cell from a checkpoint."""
     cell_dims, every = _cells(result, coords)
     grid = result.status.sel(delay=delay_value, seed=seed_value).transpose(*cell_dims)
-    todo = np.flatnonzero(grid.values.reshape(-1) == results.NOT_RUN)
+    unfinished = np.flatnonzero(grid.values.reshape(-1) == results.NOT_RUN)
+    for label, test in tests.items():
+        todo = unfinished if label is None else unfinished[every["schedule"][unfinished] == label]
+        key = f"{delay_value}|{seed_value}" if label is None else f"{delay_value}|{label}|{seed_value}"
+        _run_schedule(test, grid, cell_dims, every, todo, key, delay_value, seed_value, writer, bar)
+
+
+def _run_schedule(test, grid, cell_dims, every, todo, key, delay_value, seed_value, writer: Checkpointer, bar):
+    """Run the cells ``todo`` (positions in the part's flat grid ``every``) of one (delay, schedule, seed)."""
+    task, process = test.task, test.process
     if todo.size == 0:
         return
-    key = f"{delay_value}|{seed_value}"
-    values = per_batch({d: v[todo] for d, v in every.items()})  # a batch runs as the cell of its noise σ/√B
+    # A batch runs as the cell of its noise σ/√B; the schedule is the run's (its job's), not a cell's value.
+    values = per_batch({d: v[todo] for d, v in every.items() if d != "schedule"})
     if task.config.skip_decided:
         todo, values = _skip_decided(test, todo, values, grid.shape, cell_dims, delay_value, seed_value, writer, bar)
         if todo.size == 0:
@@ -202,7 +238,7 @@ def _skip_decided(test, todo, values: dict, shape, cell_dims, delay_value, seed_
 
 
 def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, seed=0, problem: Problem | None = None,
-             stay: bool = False, **options) -> xr.Dataset:
+             stay: bool = False, ema=None, schedule=None, **options) -> xr.Dataset:
     """Steps to the target of a list of cells — points, not a grid — in one engine run per seed.
 
     Point ``i`` takes element ``i`` of ``lr``, ``momentum``, ``noise`` and of each method
@@ -217,6 +253,8 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
       seed: one seed or a list (a ``seed`` dimension).
       stay: also give ``steps_stay``, the first step after which the loss stays below the target
         (settled noiseless points; NaN elsewhere: :func:`nqm.settling.stay.stay_steps`).
+      ema: the points' iterate-averaging rates γ (per point, as ``lr``), or ``None``: as :func:`sweep`.
+      schedule: one learning-rate schedule for every point (:mod:`nqm.schedules`), or ``None``.
 
     Returns:
       an ``xarray.Dataset`` with ``steps``, ``status`` and ``loss`` (and ``steps_stay``) over
@@ -226,14 +264,18 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
     task, grids = job(method, problem, options)
     momentum = momentum_of(method, momentum)
     seeds = coordinates(seed=seed)["seed"]
-    given = dict(lr=lr, momentum=momentum, noise=noise, **grids)
+    plan = schedules.one(schedule)
+    if stay and (ema is not None or plan is not None):
+        raise NqmError("steps_stay is not computed with an iterate average or a schedule: leave stay out")
+    task = task._replace(schedule=plan)
+    given = dict(lr=lr, momentum=momentum, noise=noise, **grids, **({} if ema is None else {"ema": ema}))
     arrays = [floats(v, k) for k, v in given.items()]  # numbers: float64 would read "0.1" as 0.1
     try:
         shaped = np.broadcast_arrays(*arrays)
     except ValueError:
         raise NqmError("the points' lr, momentum, noise and hyperparameters must be numbers of one length "
                        f"(or single values): got lengths {[np.size(v) for v in given.values()]}") from None
-    values = coordinates(distinct=False, dtype=task.dtype, domains=domains(method),
+    values = coordinates(distinct=False, dtype=task.dtype, domains={**domains(method), "ema": schedules.EMA},
                          **{k: v.ravel() for k, v in zip(given, shaped)})
     grid_size({"point": values["lr"], "seed": seeds})
     process = delays.process(delay)
@@ -246,7 +288,8 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
     data = {name: (("seed", "point"), np.stack([getattr(o, name) for o in outcomes])) for name in ("steps", "status", "loss")}
     coords = {"seed": seeds, **{k: ("point", v) for k, v in values.items()}}
     result = xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label,
-                                                   "settled_test": test.description})
+                                                   "settled_test": test.description,
+                                                   **({} if plan is None else {"schedule": plan.label})})
     result.status.attrs["meaning"] = meaning(task.config.first_passage)
     if stay:
         result["steps_stay"] = (("seed", "point"), np.stack([test.stay_steps(values, s, o.steps, o.status)

@@ -67,6 +67,37 @@ def run(lam, lr, momentum, delay, *, method="sgdm", rho=0.0, labels=None, micro_
     return np.array(losses) if trace else (max_steps, 0)
 
 
+def run_averaged(lam, lr, momentum, delay, *, ema=0.0, schedule=None, target=0.01, max_steps=10_000,
+                 diverge_factor=1e6, noise=0.0, seed=None, trace=False):
+    """SGDM under a constant delay with an iterate average and a learning-rate schedule, by the rules
+    written out: ``η_t = lr·f(t)`` (``schedule``: ``f``, a function of the step t = 0, 1, …),
+    ``v ← m v + g_t``, ``w ← w − η_t v``, ``ŵ ← γ ŵ + (1 − γ) w`` (``ŵ₀ = w₀``); T and the status read on
+    ŵ, divergence on w. With ``noise`` σ > 0, ``g_t = λ w_{t−D} + σ √λ ξ_t`` drawn from numpy's
+    ``seed``. Returns (T, status), or with ``trace`` the losses of (ŵ, w) at every step."""
+    lam = np.asarray(lam, float)
+    rng = np.random.default_rng(seed)
+    loss = lambda x: 0.5 * np.sum(lam * x * x)
+    w = np.ones(lam.size)
+    avg, v = w.copy(), np.zeros_like(w)
+    history = [w.copy() for _ in range(delay + 1)]  # history[0] = w_{t−D}
+    bound, losses = diverge_factor * loss(w), []
+    for t in range(max_steps):
+        g = lam * history[0] + (noise * np.sqrt(lam) * rng.standard_normal(lam.size) if noise else 0.0)
+        eta = lr * (1.0 if schedule is None else schedule(t))
+        v = momentum * v + g
+        w = w - eta * v
+        avg = ema * avg + (1 - ema) * w
+        history = history[1:] + [w.copy()]
+        if trace:
+            losses.append((loss(avg), loss(w)))
+            continue
+        if not loss(w) <= bound:
+            return t + 1, -1
+        if loss(avg) < target:
+            return t + 1, 1
+    return np.array(losses) if trace else (max_steps, 0)
+
+
 # The methods run_scheduled steps (sgdm, ab and shifted are run by run, the constant-delay loop).
 SCHEDULED = ("nesterov", "staleness", "restart", "dc-asgd", "dana", "ormo", "ormo-da")
 

@@ -49,6 +49,12 @@ def search_arguments(parser, batch_size) -> None:
         owners = [m for m in methods() if name in jobs.hyper_dims(m)]
         box.add_argument("--" + name.replace("_", "-"), default=None, metavar="V|LO:HI",
                          help=f"{', '.join(owners)}: {BOX} on a log scale; default: the sweep's)")
+    box.add_argument("--ema", default=None, metavar="V|LO:HI",
+                     help=f"iterate averaging's rate γ in [0, 1): {BOX} on log(1 - γ); T read on the average; "
+                          "default: none)")
+    parser.add_argument("--schedule", default=None, metavar="SPEC",
+                        help="a learning-rate schedule multiplying lr at every point: constant, step:S:R, warmup:S or "
+                             "cosine:S (default: none)")
     parser.add_argument("--method", choices=methods(), default=groups.default_of(search.best, "method"),
                         help="optimizer")
     groups.method_option_flags(parser, skip=all_hyper_dims())
@@ -86,8 +92,10 @@ def search_options(args) -> dict:
     if args.expected:
         _exact_mode(args)
     box = {"lr": _box(args.lr, "--lr"), "momentum": None if args.momentum is None else _box(args.momentum, "--momentum")}
-    box.update({n: _box(getattr(args, n), "--" + n.replace("_", "-")) for n in all_hyper_dims()
+    box.update({n: _box(getattr(args, n), "--" + n.replace("_", "-")) for n in (*all_hyper_dims(), "ema")
                 if getattr(args, n) is not None})
+    if args.schedule is not None:
+        box["schedule"] = args.schedule
     _first_grid(box, args)
     settings = groups.settings(args)
     checked_config(**settings)  # every run setting checked, also those the exact mode then leaves out

@@ -18,6 +18,7 @@ def add_parser(subparsers):
     parser.add_argument("--method", choices=expected.methods(), default=groups.default_of(expected.sweep, "method"),
                         help="linear method")
     grid = groups.grid(parser, delay_processes=True, seeds=False, batch=True)
+    groups.choices(grid)
     parser.add_argument("--dampening", action="store_true", help="v = m v + (1-m) g (Giladi et al.)")
     parser.add_argument("--bins", type=int, nargs="?", const=expected.DEFAULT_BINS, default=None, metavar="B",
                         help=f"group the eigenvalues into B log-spaced bins (--bins alone: B = {expected.DEFAULT_BINS}; "
@@ -45,7 +46,7 @@ def run(args) -> None:
     ds = expected.sweep(args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
                         noise=joined(args.noise), batch_size=groups.batch_sizes(args), problem=groups.problem_from(args), bins=args.bins,
                         dampening=args.dampening, stay=args.stay, power=args.power, **groups.exact_own(args),
-                        **groups.settings(args))
+                        **groups.settings(args), **groups.choices_from(args))
     try:
         save(ds, args.out)
     except NqmError as exc:

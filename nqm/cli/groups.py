@@ -78,6 +78,31 @@ def grid(parser, *, one_cell: bool = False, delay_processes: bool = False, seeds
     return group
 
 
+def choices(group, one: bool = False) -> None:
+    """``--ema`` and ``--schedule`` in ``group``: iterate averaging's rates and learning-rate schedules
+    (value lists, dimensions of the result; with ``one`` a single value each)."""
+    from nqm.schedules import SYNTAX
+
+    many = {} if one else {"nargs": "+"}
+    group.add_argument("--ema", default=None, metavar="γ", **many,
+                       help=("the iterate average's rate" if one else "iterate averaging's rates") + " γ in [0, 1): "
+                       "ŵ ← γ ŵ + (1 − γ) w, T and the status read on ŵ (default: none)")
+    group.add_argument("--schedule", default=None, metavar="SPEC", **many,
+                       help=("a learning-rate schedule" if one else "learning-rate schedules") + f" multiplying lr: {SYNTAX} "
+                       "(default: none, a constant lr)")
+
+
+def choices_from(args) -> dict:
+    """``ema=`` and ``schedule=`` of :func:`choices`' flags (left out where not given)."""
+    ema, schedule = getattr(args, "ema", None), getattr(args, "schedule", None)
+    out = {}
+    if ema is not None:
+        out["ema"] = joined(ema) if isinstance(ema, list) else joined([ema])[0]
+    if schedule is not None:
+        out["schedule"] = schedule
+    return out
+
+
 def batch_sizes(args) -> list | None:
     """``--batch-size`` as numbers, a value within 1e-9 of an integer taken as that integer (what a
     ``geom:1:64:7`` range means); ``None`` when it was not given."""
@@ -307,7 +332,9 @@ def outputs(parser, out: str, *, required: bool = True, plot: str | None = None,
     """``--out`` (what it holds), and if described ``--plot FIGURE`` and ``--threshold``."""
     parser.add_argument("--out", type=ResultFile, required=required, default=None, help=out + " (netCDF, .nc)")
     parser.add_argument("--force", action="store_true",
-                        help="overwrite an existing --out file that is not a result of nqm (never done without it)")
+                        help="replace an existing --out file other than by a re-run of the same computation (a result "
+                             "of other settings or of another kind, or a file nqm did not write)"
+                             + (", and a --plot figure nqm did not draw" if plot else "") + "; never done without it")
     if plot:
         parser.add_argument("--plot", type=OutputFile, default=None, metavar="FIGURE", help=plot)
     if threshold:

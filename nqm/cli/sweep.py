@@ -26,6 +26,7 @@ def add_parser(subparsers):
                                    "question as nqm threshold --simulate's, which asks whether a run grows); 2 transient, 3 "
                                    "undecided within --work-limit, 0 out of budget, -1 diverged.")
     grid = groups.grid(parser, delay_processes=True, batch=True)
+    groups.choices(grid)
     groups.method(parser, grid)
     groups.problem(parser)
     run = groups.run_settings(parser, "target", "max_steps", "work_limit", "first_passage", "skip_decided", "x64",
@@ -49,8 +50,8 @@ def run(args) -> None:
         ds = nqm.sweep(
             args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
             noise=joined(args.noise), seed=joined(args.seed), batch_size=groups.batch_sizes(args), problem=groups.problem_from(args),
-            **groups.method_options(args), **groups.settings(args), checkpoint=partial, restart=args.restart,
-            stay=args.stay,
+            **groups.method_options(args), **groups.settings(args), **groups.choices_from(args), checkpoint=partial,
+            restart=args.restart, stay=args.stay,
         )
     except StaleCheckpoint as exc:
         raise NqmError(f"{exc.reason}; run again with --restart to start over") from None

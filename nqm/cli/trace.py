@@ -16,6 +16,7 @@ HELP = "per-step diagnostics of one cell → netCDF (+ figure)"
 def add_parser(subparsers):
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
     cell = groups.grid(parser, one_cell=True)
+    groups.choices(cell, one=True)
     groups.method(parser, cell)
     groups.problem(parser)
     run = groups.run_settings(parser, "target", "x64", "independent_noise", help={
@@ -37,6 +38,7 @@ def run(args) -> None:
         args.method, problem=groups.problem_from(args), lr=joined(args.lr), momentum=joined(args.momentum),
         delay=args.delay, noise=joined(args.noise), seed=joined(args.seed), steps=args.steps, stride=args.stride,
         record=diagnostics.TRACE, summaries=True, **groups.settings(args), **groups.method_options(args),
+        **groups.choices_from(args),
     )
     try:
         save(ds, args.out)

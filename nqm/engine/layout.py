@@ -48,9 +48,10 @@ class Layout(NamedTuple):
 
 def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int, config, dtype,
            record: tuple = (), summaries: tuple = (), stride: int = 1, stop: StopRule = FirstPassage(),
-           stop_bytes: int = 0) -> Layout:
+           stop_bytes: int = 0, averaged: bool = False, schedule=None) -> Layout:
     """Choose devices, cache blocks, batch and group sizes for a run (``stop_bytes``: what its stop
-    rule keeps per cell)."""
+    rule keeps per cell; ``averaged``: each cell keeps its averaged iterate too; ``schedule``: the
+    learning-rate schedule compiled in, or ``None``)."""
     devices = jax.devices()
     count = len(devices) if config.devices is None else config.devices
     if not 1 <= count <= len(devices):
@@ -60,7 +61,7 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
     state = jax.eval_shape(optimizer.init, jax.ShapeDtypeStruct((problem.dim,), dtype))
     kept = history.by_worker or optimizer.sent is not None  # the current weights apart from the history
     # The history, the current weights if kept apart, the optimizer state and the cell's row of λ.
-    vectors = history.slots + 1 + int(kept)
+    vectors = history.slots + 1 + int(kept) + int(averaged)
     cell_bytes = itemsize * (vectors * problem.dim + sum(math.prod(x.shape) for x in jax.tree.leaves(state))) \
         + int(stop_bytes)
     budget = config.memory_budget
@@ -90,7 +91,7 @@ def choose(problem: Problem, optimizer: Optimizer, history: History, cells: int,
         step_noise = 2 * problem.dim * itemsize  # the draw and its laid-out copy (a batch, checked above, is larger)
         chunk = min(chunk, max(1, int(budget // 2 // step_noise)))  # shorter chunks: the same numbers, less memory
     spec = Spec(optimizer, int(history.slots), bool(history.by_worker), chunk, block, bool(config.independent_noise),
-                mesh, record, summaries, stride, stop)
+                mesh, record, summaries, stride, stop, bool(averaged), schedule)
     return Layout(spec, batch, group, NamedSharding(mesh, PartitionSpec(CELLS)))
 
 

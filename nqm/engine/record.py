@@ -22,7 +22,7 @@ from nqm.optimizers.base import Optimizer, StepContext
 class StepView(NamedTuple):
     """What a recorder sees of one step of one cell: ``w_t``, the state before, the gradient and
     its context, the velocity the step continues (zeros for families without one), after, and the
-    optimizer itself."""
+    optimizer itself; ``average``: ŵ_{t+1} where the run averages its iterates (else ``None``)."""
 
     model: Any
     hyper: Any
@@ -35,10 +35,28 @@ class StepView(NamedTuple):
     state_next: Any
     info: dict
     optimizer: Optimizer
+    average: Any = None
+
+
+def judged(view: StepView):
+    """The weights the target is read on after the step: ŵ_{t+1} where the run averages, else ``w_{t+1}``."""
+    return view.w_next if view.average is None else view.average
 
 
 def loss(view: StepView):
-    """``L(w_{t+1})``, the loss the engine judges a step by (a recorder).
+    """``L(w_{t+1})`` (``L(ŵ_{t+1})`` where the run averages), the loss the engine judges a step by (a recorder).
+
+    Args:
+      view: one step of one cell.
+
+    Returns:
+      A scalar.
+    """
+    return view.model.loss(judged(view))
+
+
+def raw_loss(view: StepView):
+    """``L(w_{t+1})``, the raw iterate's loss also where the run averages (a recorder).
 
     Args:
       view: one step of one cell.
@@ -56,15 +74,15 @@ class Exceeds:
     target: float
 
     def __call__(self, view: StepView):
-        return view.model.loss(view.w_next) >= self.target
+        return view.model.loss(judged(view)) >= self.target
 
 
-def view(model, optimizer: Optimizer, hyper, ctx: StepContext, w, state, g, stepped=None) -> StepView:
+def view(model, optimizer: Optimizer, hyper, ctx: StepContext, w, state, g, stepped=None, average=None) -> StepView:
     """Describe one step of ``optimizer`` (taking it, unless its ``(w_next, state_next, info)`` are
-    given as ``stepped``)."""
+    given as ``stepped``; ``average``: ŵ_{t+1} where the run averages)."""
     w_next, state_next, info = optimizer.step(hyper, state, w, g, ctx) if stepped is None else stepped
     velocity = jnp.zeros_like(ctx.stale) if optimizer.velocity is None else optimizer.velocity(state, ctx)
-    return StepView(model, hyper, ctx, w, state, velocity, g, w_next, state_next, info, optimizer)
+    return StepView(model, hyper, ctx, w, state, velocity, g, w_next, state_next, info, optimizer, average)
 
 
 def first_view(model, optimizer: Optimizer, w) -> StepView:

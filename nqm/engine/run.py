@@ -31,6 +31,7 @@ from nqm.engine.stop import FirstPassage, StopRule
 from nqm.errors import NqmError
 from nqm.optimizers import Optimizer
 from nqm.problem import Problem
+from nqm.schedules import engine_schedule
 from nqm.status import BUDGET, CONTINUING, active
 
 
@@ -40,7 +41,10 @@ class Cells(NamedTuple):
     ``sigma`` ``(C,)``, under ``delay`` (a :mod:`nqm.delays` process or a constant D) with ``seed``
     (of the noise and the delays); ``uids``: per-cell identities for ``independent_noise``, ``(C,)``
     or ``(C, 2)`` ``uint32`` (two words of a 64-bit identity; default ``arange(C)``); ``start``: each
-    cell's initial weights ``(C, N)``, also its history before step 0 (default: the problem's ``w₀``)."""
+    cell's initial weights ``(C, N)``, also its history before step 0 (default: the problem's ``w₀``);
+    ``ema``: each cell's averaging rate γ in [0, 1) ``(C,)`` (``None``, or every γ 0: no averaging,
+    the run judged on ``w_t`` as without it); ``schedule``: a :class:`nqm.schedules.Schedule` of the
+    learning rate (``None``: none)."""
 
     optimizer: Optimizer
     hyper: dict
@@ -49,6 +53,8 @@ class Cells(NamedTuple):
     seed: int = 0
     uids: Any = None
     start: Any = None
+    ema: Any = None
+    schedule: Any = None
 
 
 class Outcome(NamedTuple):
@@ -123,6 +129,8 @@ def simulate(problem: Problem, cells: Cells, config: RunConfig = RunConfig(), ob
     optimizer, process = cells.optimizer, delays.process(cells.delay)
     hyper, sigma, uids = _checked(cells, process)
     count = sigma.size
+    ema = _averaging(cells.ema, count)
+    schedule = engine_schedule(cells.schedule)
     end = stop.horizon(config.max_steps)  # a rule may keep reached cells stepping past the budget
     plan = process.schedule(cells.seed, end)
     resume = next((o.resume for o in observers if isinstance(o, Checkpoint) and o.resume is not None), None)
@@ -131,7 +139,8 @@ def simulate(problem: Problem, cells: Cells, config: RunConfig = RunConfig(), ob
         state = stop.init(count, dtype)
         layout = choose(problem, optimizer, process.history(plan[0]), count, config, dtype,
                         declared(observers, "record"), declared(observers, "summaries"),
-                        declared(observers, "stride", 1), stop, _bytes_per_cell(state, count))
+                        declared(observers, "stride", 1), stop, _bytes_per_cell(state, count), ema is not None,
+                        schedule)
         replicated = NamedSharding(layout.sharding.mesh, PartitionSpec())
         limits = put((np.asarray(config.target, dtype), np.asarray(config.diverge_factor * problem.initial_loss, dtype),
                       np.asarray(config.max_steps, np.int32)), replicated)
@@ -141,7 +150,7 @@ def simulate(problem: Problem, cells: Cells, config: RunConfig = RunConfig(), ob
         start = _start(cells, problem, count, dtype)
         run = _Run(layout, put(step.model(problem, dtype), replicated), jnp.asarray(problem.w0, dtype), limits,
                    put(np.asarray(cells.seed, np.uint32), replicated), plan, config, dtype, count,
-                   Inputs(hyper, sigma, uids), observers, end, result, start)
+                   Inputs(hyper, sigma, uids, ema), observers, end, result, start)
         with _observed(run) as run:
             for number, (index, start) in enumerate(groups := _groups(run, resume)):
                 for observer in observers:
@@ -160,6 +169,17 @@ def _start(cells: Cells, problem: Problem, count: int, dtype):
         raise NqmError(f"the cells' initial weights must be finite numbers of shape ({count}, {problem.dim}), got "
                        f"shape {start.shape}")
     return start.astype(dtype)
+
+
+def _averaging(ema, count: int):
+    """The cells' averaging rates γ as a host array, or ``None`` where no cell averages (γ = 0 everywhere:
+    the run is the one without averaging, bit for bit)."""
+    if ema is None:
+        return None
+    gamma = np.broadcast_to(np.asarray(ema, np.float64), (count,))
+    if not np.all((gamma >= 0) & (gamma < 1)):
+        raise NqmError(f"each cell's averaging rate ema must be in [0, 1), got {gamma[~((gamma >= 0) & (gamma < 1))][0]!r}")
+    return gamma if np.any(gamma != 0) else None
 
 
 def _bytes_per_cell(state, count: int) -> int:
@@ -276,8 +296,10 @@ def _batches(run: _Run, index, start: Snapshot | None) -> tuple[list, np.ndarray
     spec, size = run.layout.spec, run.layout.batch_cells
     padded = np.concatenate([index, np.full(-len(index) % size, -1)])
     take = np.where(padded < 0, index[0], padded)
+    ema = run.inputs.ema
     inputs = Inputs(spec.optimizer.hyper(**{k: v[take].astype(run.dtype) for k, v in run.inputs.hyper.items()}),
-                    run.inputs.sigma[take].astype(run.dtype), run.inputs.uid[take])
+                    run.inputs.sigma[take].astype(run.dtype), run.inputs.uid[take],
+                    None if ema is None else ema[take].astype(run.dtype))
     state = jax.tree.map(lambda x: x[take], run.result["stop"])
     cells = init_cells(spec, run.model, run.w0 if run.start is None else run.start[take], padded >= 0, state)
     t = 0

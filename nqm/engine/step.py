@@ -13,6 +13,12 @@ read, then overwritten with what worker ``k_t`` fetches after the step).
 A cell that reaches the target stops there, unless its stop rule (:mod:`nqm.engine.stop`) keeps it
 stepping: it is then ``CONTINUING`` until the rule ends it (:func:`stop_block`), T and the loss at
 T kept, riding along in its batch with the cells still running.
+
+Two options, each a static flag of the compiled chunk (:class:`Spec`), so that a run without them is
+today's program: a learning-rate **schedule** (:mod:`nqm.schedules`: step t takes ``lr · f(t)``) and
+iterate **averaging** (``ŵ_{t+1} = γ ŵ_t + (1 − γ) w_{t+1}``, ``ŵ₀ = w₀``, γ per cell): the target, T and
+the loss are then read on ŵ, while divergence is judged on the raw iterate, whose dynamics it leaves
+alone.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class CellState(NamedTuple):
     trace: Any  # name -> (cells, chunk_steps // stride + 1, ...) values recorded in the current chunk
     summary: Any  # name -> (cells, ...) running totals of the Summary recorders
     stop: Any = None  # the stop rule's per-cell state (None: it keeps none)
+    avg: Any = None  # (cells, N) the averaged iterate ŵ_t where the run averages (None: it does not)
 
 
 class Inputs(NamedTuple):
@@ -52,6 +59,7 @@ class Inputs(NamedTuple):
     hyper: Any  # the optimizer's hyperparameter NamedTuple of (cells,) arrays
     sigma: Any  # noise scale
     uid: Any  # (2,) uint32: the cell's 64-bit identity (keys independent noise)
+    ema: Any = None  # γ, the averaging rate, where the run averages (None: it does not)
 
 
 class Model(NamedTuple):
@@ -98,6 +106,8 @@ class Spec:
     summaries: tuple = ()  # (name, Summary) pairs
     stride: int = 1
     stop: StopRule = FirstPassage()  # when a cell that reached the target stops
+    averaged: bool = False  # the cells keep ŵ and are judged on it (False: no ŵ, today's program)
+    schedule: Any = None  # a nqm.schedules.Schedule multiplying lr at each step (None: none)
 
     @property
     def keeps_weights(self) -> bool:
@@ -130,21 +140,31 @@ def cell_step(spec: Spec, t, source, cell: CellState, inputs: Inputs, model: Mod
         noise = model.shape_noise(normal(cell_key, t, model.lam))
     g = model.hvp(w_stale) + inputs.sigma * noise
     ctx = StepContext(t, delay, worker, w_stale)
-    stepped = optimizer.step(inputs.hyper, cell.opt, w, g, ctx)
+    hyper = inputs.hyper
+    if spec.schedule is not None:  # η_t = lr · f(t)
+        hyper = hyper._replace(lr=hyper.lr * spec.schedule.factor(t, jnp).astype(hyper.lr.dtype))
+    stepped = optimizer.step(hyper, cell.opt, w, g, ctx)
     w_next, opt, _ = stepped
+    avg = None
+    if spec.averaged:  # γ = 0 gives ŵ = w_next exactly
+        avg = inputs.ema * cell.avg + (1 - inputs.ema) * w_next
     values, summary = {}, cell.summary
     if spec.record or spec.summaries:
-        view = record.view(model, optimizer, inputs.hyper, ctx, w, cell.opt, g, stepped)
+        view = record.view(model, optimizer, hyper, ctx, w, cell.opt, g, stepped, avg)
         values = {name: fn(view) for name, fn in spec.record}
         summary = {name: jax.tree.map(lambda new, old: jnp.where(active(cell.status), new, old),
                                       r.update(cell.summary[name], r.value(view), t), cell.summary[name])
                    for name, r in spec.summaries}
-    sent = w_next if optimizer.sent is None else optimizer.sent(inputs.hyper, opt, w_next)
+    sent = w_next if optimizer.sent is None else optimizer.sent(hyper, opt, w_next)
     history = jax.lax.dynamic_update_index_in_dim(cell.history, sent, write, 0)
     loss = model.loss(w_next)
     diverged = ~(loss <= diverge_loss)
+    reached = loss < target
+    if spec.averaged:  # the target on ŵ; a raw iterate that diverged has diverged, whatever ŵ
+        loss = model.loss(avg)
+        reached = (loss < target) & ~diverged
     status = jnp.where(
-        loss < target, CONTINUING if spec.stop.continues else REACHED,
+        reached, CONTINUING if spec.stop.continues else REACHED,
         jnp.where(diverged, DIVERGED, jnp.where(t + 1 >= max_steps, BUDGET, RUNNING)),
     ).astype(jnp.int8)
     live = cell.status == RUNNING
@@ -159,6 +179,7 @@ def cell_step(spec: Spec, t, source, cell: CellState, inputs: Inputs, model: Mod
         trace=cell.trace,
         summary=summary,
         stop=cell.stop,
+        avg=avg,
     ), values, (loss, diverged) if spec.stop.continues else None
 
 
@@ -198,4 +219,5 @@ def init_cells(spec: Spec, model: Model, w0, active, stop=None) -> CellState:
         summary={n: jax.tree.map(lambda x: np.broadcast_to(x, (count,) + x.shape), r.zeros(totals[n]))
                  for n, r in spec.summaries},
         stop=stop,
+        avg=(np.broadcast_to(w0, (count, start.size)) if spec.averaged else None),
     )

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from nqm import jobs, validate
+from nqm import jobs, schedules, validate
 from nqm.config import RunConfig, checked_config
 from nqm.conventions import batch_noise, family
 from nqm.errors import NqmError
-from nqm.expected import autoregression, reduced, second_moment, steady
+from nqm.expected import autoregression, choices, reduced, second_moment, steady
+from nqm.expected.choices import STEADY_MEANING
 from nqm.expected.recursion import recursion
 from nqm.optimizers import base
 from nqm.problem import Problem
@@ -21,12 +22,10 @@ STAY_EXPECTED = ("steps_stay: the first step after which the expected loss stays
                  "its last exit); NaN where it does not settle")
 CURVE_VALUES = 2**25  # expected losses held at once when stepping curves for steps_stay (256 MiB)
 TRACED_VALUES = 2**21  # cells × components stepped at once when tracing (every one in its own slot)
-STEADY_MEANING = ("E[L] as t → ∞; inf: no steady state (a constant delay: a root of the recursion on or outside "
-                  "the unit circle; iid delays: the mean-square map's spectral radius >= 1), so E[L_t] does not settle")
 
 
 def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma, *, dampening=False,
-                      bins=None, power=None, **own) -> np.ndarray:
+                      bins=None, power=None, ema=None, schedule=None, horizon=None, **own) -> np.ndarray:
     """``E[L_∞] = σ² V_∞`` per cell (the elements of ``lr``, ``momentum``, ``sigma``, broadcast): for a
     constant delay from each component's reflection coefficients, ∞ where there is none (a root of
     a component's recursion on or outside the unit circle); for iid delays (``"uniform:1:4"``, …) the
@@ -40,6 +39,11 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
       dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
       bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
       power: ``precond``'s p (default 0.5); no other method takes one.
+      ema: the iterate average's rate γ per cell (broadcast with ``lr``), or ``None``: ``E[L(ŵ_∞)]``.
+      schedule: a learning-rate schedule (:mod:`nqm.schedules`), or ``None``: the level of its final
+        regime (at ``lr`` times its last factor; where that is 0, ``E[L(w_S)]`` at its last breakpoint S,
+        where the run stops moving).
+      horizon: the steps within which a custom schedule's last change is looked for (default: the budget's).
       own: the method's own hyperparameters (broadcast with ``lr``; default: their defaults) and
         options (one value each), as :func:`nqm.sweep` takes them.
 
@@ -54,16 +58,24 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
              for x, name in ((lr, "lr"), (momentum, "momentum"), (sigma, "sigma"))]
     hyper, options = reduced.own(method, own)
     given += [validate.floats(v, k).reshape(np.shape(v)) for k, v in hyper.items()]
+    if ema is not None:
+        given.append(validate.floats(ema, "ema").reshape(np.shape(ema)))
     try:
         lr, momentum, sigma, *values = np.broadcast_arrays(*given)
     except ValueError:
-        raise NqmError("lr, momentum, sigma" + "".join(f", {k}" for k in hyper) +
-                       " must be numbers of shapes that broadcast") from None
+        raise NqmError("lr, momentum, sigma" + "".join(f", {k}" for k in hyper) + (", ema" if ema is not None else "")
+                       + " must be numbers of shapes that broadcast") from None
+    gamma = None if ema is None else choices.rates(values.pop().ravel(), distinct=False)
     flat = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel(), noise=sigma.ravel())
     hyper = validate.coordinates(distinct=False, domains=_domains(method), **{k: v.ravel() for k, v in zip(hyper, values)})
     process = reduced.one_delay(delay)
     problem, bins = reduced.checked(method, flat["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
+    schedule = schedules.one(schedule)
+    if gamma is not None or schedule is not None:
+        return choices.steady_state(problem, method, process, flat, gamma, schedule, dampening=dampening, bins=bins,
+                                    power=power, horizon=RunConfig.max_steps if horizon is None else int(horizon),
+                                    hyper=hyper, options=options).reshape(lr.shape)
     reduced.check_cost(problem, method, [process], bins, dampening, flat["lr"].size, steady=True, options=options)
     method, lam, weight, _ = reduced.reduce(method, problem, bins, power)  # the steady state has no memory of w₀
     with np.errstate(over="ignore", invalid="ignore"):  # no steady state overflows to ∞: what it means
@@ -79,7 +91,7 @@ def steady_state_loss(problem: Problem, method: str, delay, lr, momentum, sigma,
 
 def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, noise: float = 0.0,
                   steps: int = 1000, method: str = "sgdm", dampening: bool = False, bins: int | None = None,
-                  power=None, **own):
+                  power=None, ema=None, schedule=None, **own):
     """``E[L(w_t)]`` for ``t = 1 … steps`` (float64) of one cell; ``delay`` a constant or an iid spec.
 
     Args:
@@ -91,6 +103,8 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
       dampening: the velocity takes ``(1 − m) g`` instead of ``g``.
       bins: ``None``: every eigenvalue; B: B log-spaced eigenvalue bins (count-weighted mean λ each).
       power: ``precond``'s p (default 0.5); no other method takes one.
+      ema: the iterate average's rate γ (one value), or ``None``: the curve is then ``E[L(ŵ_t)]``.
+      schedule: a learning-rate schedule (:mod:`nqm.schedules`), or ``None``.
       own: the method's own hyperparameters (one value each; default: their defaults) and options,
         as :func:`nqm.sweep` takes them.
 
@@ -109,11 +123,17 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
     steps = validate.count(steps, "steps", high=validate.MAX_STEPS)
     problem, bins = reduced.checked(method, point["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
+    gamma = None if ema is None else choices.rates(ema, one=True)
+    schedule = schedules.one(schedule)
+    kw = dict(dampening=dampening, bins=bins, target=-1.0, max_steps=steps, diverge_factor=np.inf, trace_steps=steps,
+              power=power, hyper={k: point[k] for k in hyper}, options=options)
+    if gamma is not None or schedule is not None:
+        curve = choices.evaluate(problem, method, process, point["lr"], point["momentum"], point["noise"], ema=gamma,
+                                  schedule=schedule, **kw)[3]
+        return np.where(np.isnan(curve[0, 0]), np.inf, curve[0, 0])
     reduced.check_cost(problem, method, [process], bins, dampening, 1, options=options)
     _, _, _, curve, _ = reduced.evaluate_process(problem, method, process, point["lr"], point["momentum"],
-                                                 point["noise"], dampening=dampening, bins=bins, target=-1.0,
-                                                 max_steps=steps, diverge_factor=np.inf, trace_steps=steps,
-                                                 power=power, hyper={k: point[k] for k in hyper}, options=options)
+                                                 point["noise"], **kw)
     # The curve is a loss (>= 0): NaN in it is where it overflowed (∞ − ∞ in its terms) or stepped no
     # further once it had: ∞.
     return np.where(np.isnan(curve[0, 0]), np.inf, curve[0, 0])
@@ -122,7 +142,8 @@ def expected_loss(problem: Problem, *, lr: float, momentum: float, delay=0, nois
 def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0, problem: Problem | None = None,
              bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
              max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor,
-             first_passage: bool = RunConfig.first_passage, stay: bool = False, power=None, **own) -> xr.Dataset:
+             first_passage: bool = RunConfig.first_passage, stay: bool = False, power=None, ema=None, schedule=None,
+             **own) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweeps.evaluate`: ``steps``, ``status`` and ``loss`` of
     the expected loss at a list of points (element ``i`` of ``lr`` and ``momentum``; repeats
     allowed), each exactly what :func:`sweep` gives for the same cell.
@@ -139,6 +160,8 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
       stay: also give ``steps_stay``, the first step after which the expected loss stays below the
         target (settled points, with or without noise; NaN elsewhere).
       power: ``precond``'s p (default 0.5); no other method takes one.
+      ema: the iterate average's rate γ per point (as ``lr``), or ``None``: T and the status read on ŵ.
+      schedule: one learning-rate schedule (:mod:`nqm.schedules`), or ``None``.
       own: the method's own hyperparameters (per point, as ``lr``; default: their defaults) and
         options (one value each), as :func:`nqm.sweeps.evaluate` takes them.
 
@@ -152,28 +175,40 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
                    first_passage=first_passage)
     stay = validate.flag(stay, "stay")
     hyper, options = reduced.own(method, own)
-    given = [validate.floats(v, k) for k, v in dict(lr=lr, momentum=momentum, **hyper).items()]  # "0.1" is no number
+    named = dict(lr=lr, momentum=momentum, **hyper, **({} if ema is None else {"ema": ema}))
+    given = [validate.floats(v, k) for k, v in named.items()]  # "0.1" is no number
     try:
         lr, momentum, *own_values = np.broadcast_arrays(*given)
     except ValueError:
-        raise NqmError("the points' lr, momentum" + "".join(f", {k}" for k in hyper) +
+        raise NqmError("the points' lr, momentum" + "".join(f", {k}" for k in list(named)[2:]) +
                        " must be numbers of one length (or single values)") from None
+    gamma = None if ema is None else choices.rates(own_values.pop().ravel(), distinct=False)
     values = validate.coordinates(distinct=False, lr=lr.ravel(), momentum=momentum.ravel(), domains=_domains(method),
                                   **{k: v.ravel() for k, v in zip(hyper, own_values)})
     hyper = {k: values[k] for k in hyper}
+    schedule = schedules.one(schedule)
+    chosen = gamma is not None or schedule is not None
+    if chosen and stay:
+        raise NqmError(choices.NO_STAY)
     coords = validate.coordinates(noise=noise)
     labels, processes = reduced.delay_processes(delay)
     if labels.size != 1 or coords["noise"].size != 1:
         raise NqmError("evaluate takes one delay and one noise level; call it once per value")
     problem, bins = reduced.checked(method, values["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
-    reduced.check_cost(problem, method, processes, bins, dampening, values["lr"].size, options=options)
-    steps, status, loss, _, unit = reduced.evaluate_process(
-        problem, method, processes[0], values["lr"], values["momentum"], coords["noise"], dampening=dampening,
-        bins=bins, target=target, max_steps=max_steps, diverge_factor=diverge_factor, power=power, hyper=hyper,
-        options=options)
+    kw = dict(dampening=dampening, bins=bins, target=target, max_steps=max_steps, diverge_factor=diverge_factor,
+              power=power, hyper=hyper, options=options)
+    if chosen:
+        steps, status, loss, _, level = choices.evaluate(problem, method, processes[0], values["lr"],
+                                                          values["momentum"], coords["noise"], ema=gamma,
+                                                          schedule=schedule, **kw)
+    else:
+        reduced.check_cost(problem, method, processes, bins, dampening, values["lr"].size, options=options)
+        steps, status, loss, _, unit = reduced.evaluate_process(problem, method, processes[0], values["lr"],
+                                                                values["momentum"], coords["noise"], **kw)
+        level = choices.level(unit, coords["noise"])
     if not first_passage:
-        status = _settled(status, _level(unit, coords["noise"]), target)
+        status = choices.settled(status, level, target)
     data = {"steps": ("point", steps[:, 0]), "status": ("point", status[:, 0]), "loss": ("point", loss[:, 0])}
     if stay:
         data["steps_stay"] = ("point", _stay(problem, method, processes[0], values["lr"], values["momentum"],
@@ -181,9 +216,13 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
                                              target=target, diverge_factor=diverge_factor, power=power, hyper=hyper,
                                              options=options)[:, 0],
                               {"long_name": STAY_EXPECTED})
-    result = xr.Dataset(data, coords={k: ("point", v) for k, v in values.items()},
+    point_coords = {k: ("point", v) for k, v in values.items()}
+    if gamma is not None:
+        point_coords["ema"] = ("point", gamma)
+    result = xr.Dataset(data, coords=point_coords,
                         attrs={"method": method, "delay": labels[0].item(), "noise": float(coords["noise"][0]),
                                "evaluation": "exact expected dynamics", **reduced.power_attrs(power),
+                               **({} if schedule is None else {"schedule": schedule.label}),
                                **{k: attribute(v) for k, v in options.items()}})
     result.status.attrs["meaning"] = meaning(first_passage)
     return result
@@ -292,22 +331,11 @@ def _stays_from(problem, method, process, lr, momentum, sigma, status, *, dampen
     return out
 
 
-def _level(unit, sigma) -> np.ndarray:
-    """``E[L_∞] = σ² V_∞`` per cell (rows) and noise level (columns), ∞ where there is no steady state."""
-    with np.errstate(invalid="ignore"):  # ∞ · 0 where unstable and noiseless: still ∞
-        return np.where(np.isinf(unit)[:, None], np.inf, unit[:, None] * np.asarray(sigma) ** 2)
-
-
-def _settled(status, level, target) -> np.ndarray:
-    """The expected loss settles when its long-run level is below the target: a cell that reached
-    the target with ``E[L_∞] >= target`` (or none) is transient."""
-    return np.where((status == REACHED) & ~(level < target), TRANSIENT, status).astype(np.int8)
-
-
 def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=None, problem: Problem | None = None,
           bins: int | None = None, dampening: bool = False, target: float = RunConfig.target,
           max_steps: int = RunConfig.max_steps, diverge_factor: float = RunConfig.diverge_factor,
-          first_passage: bool = RunConfig.first_passage, stay: bool = False, power=None, **own) -> xr.Dataset:
+          first_passage: bool = RunConfig.first_passage, stay: bool = False, power=None, ema=None, schedule=None,
+          **own) -> xr.Dataset:
     """The exact expected twin of :func:`nqm.sweep` for the linear methods: ``steps``, ``status``
     and ``loss`` of the *expected* loss, plus ``steady_state_loss`` (∞ where there is none) and
     ``reachable`` (whether ``E[L_∞] < target``: a cell that is not can never reach the target in
@@ -329,6 +357,10 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
         target (settled cells, with or without noise; NaN elsewhere).
       power: ``precond``'s p, one value (default 0.5; the result's ``power`` attribute); no other
         method takes one.
+      ema: iterate averaging's rates γ in [0, 1) (a value or a list: an ``ema`` dimension), or ``None``:
+        T, the status and the loss read on ŵ (:mod:`nqm.expected.augmented`).
+      schedule: learning-rate schedules (a spec or a list: a ``schedule`` dimension; one optax
+        schedule), or ``None`` (:mod:`nqm.schedules`); a cell's settled status is its final regime's.
       own: the method's own hyperparameters as grids (a dimension each, default: their defaults) and
         its options (one value each), as :func:`nqm.sweep` takes them: a method registered with
         ``linear=True`` (:func:`nqm.optimizers.base.register`) with a hyperparameter ``c`` takes ``c=[…]``.
@@ -360,17 +392,21 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     if batch_size is not None:
         coords["batch_size"] = jobs.batch_sizes(batch_size, coords["noise"], "float64")
     coords["delay"], processes = reduced.delay_processes(delay)
+    plans = choices.dimensions(coords, ema, schedule, stay)  # the schedules, one run each ([None]: none)
+    chosen = ema is not None or schedule is not None
     validate.grid_size(coords)
     problem, bins = reduced.checked(method, coords["momentum"], problem, bins, dampening)
     power = reduced.checked_power(method, power)
-    # The cells: the method's own hyperparameters (in its order), momentum, lr, as nqm.sweep lays them out.
-    names = (*hyper, "momentum", "lr")
+    # The cells: the method's own hyperparameters (in its order), [ema,] momentum, lr, as nqm.sweep lays them out.
+    names = (*hyper, *(("ema",) if ema is not None else ()), "momentum", "lr")
     *own_values, m, lr_ = (x.ravel() for x in np.meshgrid(*(coords[k] for k in names), indexing="ij"))
+    gamma = own_values.pop() if ema is not None else None
     cells = dict(zip(hyper, own_values))
-    reduced.check_cost(problem, method, processes, bins, dampening, lr_.size, options=options)
+    if not chosen:
+        reduced.check_cost(problem, method, processes, bins, dampening, lr_.size, options=options)
     stepped = family(reduced.stepped(method))
     job = jobs.Job(stepped, second_moment.optimizer_options(stepped, dampening, options), problem, config)
-    result = jobs.empty(job, coords, processes)
+    result = jobs.empty(job, coords, processes, None if schedule is None else plans)
     result.attrs.update(method=method, evaluation="exact expected dynamics", bins=-1 if bins is None else bins,
                         **reduced.power_attrs(power))
     steady_loss, stay_steps = np.empty(result.steps.shape), np.full(result.steps.shape, np.nan)
@@ -380,13 +416,19 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     shape = (*(coords[k].size for k in names), *levels)
     # → noise, [batch_size,] [hyperparameters,] seed, momentum, lr
     order = lambda x: np.expand_dims(np.moveaxis(x.reshape(shape), range(len(names)), range(-len(names), 0)), -3)
+    if chosen:
+        choices.fill(result, problem, method, processes, plans, lr_, m, gamma, sigma, order, dampening=dampening,
+                       bins=bins, target=target, max_steps=max_steps, diverge_factor=diverge_factor, power=power,
+                       hyper=cells, options=options, first_passage=first_passage)
+        result.status.attrs["meaning"] = meaning(first_passage)
+        return result
     for i, process in enumerate(processes):
         steps, status, loss, _, unit = reduced.evaluate_process(
             problem, method, process, lr_, m, sigma, dampening=dampening, bins=bins, target=target,
             max_steps=max_steps, diverge_factor=diverge_factor, power=power, hyper=cells, options=options)
-        level = _level(unit, sigma)
+        level = choices.level(unit, sigma)
         if not first_passage:
-            status = _settled(status, level, target)
+            status = choices.settled(status, level, target)
         result.steps.values[i], result.status.values[i], result.loss.values[i] = order(steps), order(status), order(loss)
         steady_loss[i] = order(level)
         if stay:
@@ -405,3 +447,4 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
 def _domains(method: str) -> dict:
     """Where the method's own hyperparameters may lie (:func:`nqm.optimizers.base.domains`)."""
     return base.domains(family(method))
+

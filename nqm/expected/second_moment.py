@@ -288,6 +288,13 @@ def steady_state(method: str, process, lr, momentum, dampening: bool, lam, weigh
     constant delay, cells where ``level`` (a mask) is False get only their stability (0 or ∞);
     ``hyper`` and ``options``: the method's own, as in :func:`run`."""
     P, Q, b, pmf, _ = _matrices(method, delays.process(process), lr, momentum, dampening, hyper, options)
+    return steady_from(P, Q, b, pmf, lam, weight, level)
+
+
+def steady_from(P, Q, b, pmf, lam, weight, level=None) -> np.ndarray:
+    """``V_∞`` per cell of the steps ``A_d = P_d + λ Q_d`` with kicks ``b_d`` ((cells, k, n, n) and
+    (cells, k, n), pmf ``(k,)``), read on the state's first entry: :func:`steady_state` of matrices
+    built elsewhere (a state with an iterate average in front, :mod:`nqm.expected.augmented`)."""
     lam, weight = np.asarray(lam, np.float64), np.asarray(weight, np.float64)
     if pmf.size == 1:
         level = np.ones(P.shape[0], bool) if level is None else np.asarray(level, bool)

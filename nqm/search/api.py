@@ -65,7 +65,7 @@ import functools
 import numpy as np
 import xarray as xr
 
-from nqm import jobs, results
+from nqm import jobs, results, schedules
 from nqm.progress import bar as progress_bar
 from nqm.checkpoint import checked, discard_checkpoint, resume_search
 from nqm.errors import NqmError
@@ -77,7 +77,8 @@ from nqm.status import meaning
 def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_size=None, seeds: int = 1, seed: int = 0,
          robust: float | None = None, tol: float = 0.01, max_cells: int = 2000, expected: bool = False,
          problem=None, coarse: int | None = None, width: int = 1, patience: int = 3, checkpoint=None,
-         restart: bool = False, objective: str = "first", reuse: xr.Dataset | None = None, **options) -> xr.Dataset:
+         restart: bool = False, objective: str = "first", reuse: xr.Dataset | None = None, ema=None, schedule=None,
+         **options) -> xr.Dataset:
     """The smallest T (steps to the target) over a box of hyperparameters, by successive refinement.
 
     Args:
@@ -117,6 +118,9 @@ def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_s
         are the same until its limit, so the answer is the one a fresh search gives
         (:func:`nqm.search.answered.answered_best` reruns a search that stopped at its cell limit
         this way).
+      ema: iterate averaging's rate γ: one value (fixed) or a pair ``(lo, hi)`` (searched on
+        ``log(1 − γ)``, as momentum), or ``None`` (no average): T read on ŵ, as :func:`nqm.sweep` reads it.
+      schedule: one learning-rate schedule (:mod:`nqm.schedules`) for every point, or ``None``.
       **options: as :func:`nqm.sweep`: the method's hyperparameters and options and run settings
         (``target``, ``max_steps``, ``x64``, ``progress``, …); with ``expected=True``, ``bins``,
         ``dampening``, ``target``, ``max_steps``, ``diverge_factor``.
@@ -144,7 +148,7 @@ def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_s
       (6, 1.68, 'tol')
     """
     search = _Search.create(method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected,
-                            problem, coarse, width, patience, options, objective, batch_size)
+                            problem, coarse, width, patience, options, objective, batch_size, ema, schedule)
     checked(checkpoint, restart)
     known = search.reused(reuse)
     with contextlib.ExitStack() as stack:
@@ -174,7 +178,7 @@ class _Search:
 
     @classmethod
     def create(cls, method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected, problem,
-               coarse, width, patience, options, objective="first", batch_size=None):
+               coarse, width, patience, options, objective="first", batch_size=None, ema=None, schedule=None):
         """Check every argument (one-line errors, before any work) and set the evaluator up
         (:mod:`nqm.search.setup`)."""
         options = {k: v for k, v in options.items() if v is not None}
@@ -183,7 +187,8 @@ class _Search:
         momentum = jobs.momentum_of(method, momentum)
         dtype = "float64" if expected or options.get("x64") is True else "float32"
         batch = setup.batch_of(batch_size, asked.noise, dtype)
-        how = setup.evaluator(method, lr, momentum, delay, problem, asked, options, expected, batch)
+        how = setup.evaluator(method, lr, momentum, delay, problem, asked, options, expected, batch, ema,
+                              schedules.one(schedule))
         grid = setup.box(method, how.given, asked.delta, how.dtype, coarse, max_cells, asked.seeds.size)
         attrs = setup.regime(method, problem, asked, grid, how, batch)
         evaluate = functools.partial(_points, how.evaluate, grid.names)

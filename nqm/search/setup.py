@@ -23,6 +23,7 @@ from nqm.conventions import BATCH_NOISE, DECAYS, batch_noise, family
 from nqm.search.refine import Axis
 from nqm.errors import NqmError
 from nqm.results import attribute
+from nqm.schedules import EMA
 from nqm.settling import choose
 from nqm.status import REACHED, SKIPPED, TRANSIENT
 from nqm.validate import coordinates, count, flag, representable
@@ -99,7 +100,7 @@ def settings(objective, seeds, seed, robust, tol, width, patience, noise, expect
 
 def box(method: str, given: dict, delta: float | None, dtype: str, coarse, max_cells, seeds: int) -> Box:
     """Each parameter fixed or searched, every value the search can evaluate held by ``dtype``."""
-    known = domains(method)
+    known = {**domains(method), "ema": EMA}
     parsed = {name: _parameter(name, v, known) for name, v in given.items()}
     axes = tuple(v for v in parsed.values() if isinstance(v, Axis))
     if not axes:
@@ -117,23 +118,27 @@ def box(method: str, given: dict, delta: float | None, dtype: str, coarse, max_c
 
 
 def evaluator(method: str, lr, momentum, delay, problem, settings: Settings, options: dict, expected: bool,
-              batch: dict) -> Evaluator:
-    """The exact expected loss (``expected``) or the engine, evaluating a round's points."""
+              batch: dict, ema=None, schedule=None) -> Evaluator:
+    """The exact expected loss (``expected``) or the engine, evaluating a round's points (``ema``: the
+    averaging rate, a value or a box, or ``None``; ``schedule``: one schedule, or ``None``)."""
     run_noise = settings.noise if not batch else float(batch_noise(settings.noise, batch["batch_size"]))
     ranked = _ranking(settings.objective)
+    averaging = {} if ema is None else {"ema": ema}
+    if (ema is not None or schedule is not None) and settings.objective == "stay":
+        raise NqmError("objective='stay' is not computed with an iterate average or a schedule: use objective='first'")
     if expected:
-        return _exact(method, lr, momentum, delay, problem, settings, options, run_noise, ranked)
+        return _exact(method, lr, momentum, delay, problem, settings, options, run_noise, ranked, averaging, schedule)
     process = delays.process(delay)
     grids, opt_options, run_settings = jobs.split(method, options)
     config = checked_config(**run_settings)
     optimizer = optimizers.make(method, delay=process, problem=problem, **opt_options)
     engine.check(problem, optimizer)
-    run, task = {**opt_options, **run_settings}, jobs.Job(method, opt_options, problem, config)
+    run, task = {**opt_options, **run_settings}, jobs.Job(method, opt_options, problem, config, schedule)
     test = choose(task, process)
 
     def evaluate(points, names):
         # A method without momentum (Adam) has momentum 0 fixed here and takes none in evaluate.
-        hyper = {n: points[:, i] for i, n in enumerate(names) if n in optimizer.hyper._fields}
+        hyper = {n: points[:, i] for i, n in enumerate(names) if n in optimizer.hyper._fields or n == "ema"}
         # Points known not to settle are not run (a linear method's exact test, or what it ends as).
         skip = test.cannot_settle({**hyper, "momentum": points[:, names.index("momentum")],
                                    "noise": np.full(len(points), run_noise)})
@@ -143,13 +148,14 @@ def evaluator(method: str, lr, momentum, delay, problem, settings: Settings, opt
         if ran.size:
             ds = sweeps.evaluate(method, delay=process, noise=run_noise, seed=settings.seeds, problem=problem,
                                  stay=settings.objective == "stay", **{n: v[ran] for n, v in hyper.items()},
-                                 **run, **_layout(ran.size, run))
+                                 schedule=schedule, **run, **_layout(ran.size, run))
             (steps[:, ran], status[:, ran]), loss[:, ran] = ranked(ds), ds.loss.values
         return steps, status, loss
 
-    return Evaluator(evaluate, config, {"lr": lr, "momentum": momentum, **grids}, "float64" if config.x64 else "float32",
+    return Evaluator(evaluate, config, {"lr": lr, "momentum": momentum, **grids, **averaging},
+                     "float64" if config.x64 else "float32",
                      "independent per cell" if config.independent_noise else "common random numbers", process.label,
-                     [(k, v) for k, v in optimizer.config if k != "workers"])
+                     [(k, v) for k, v in optimizer.config if k != "workers"] + _scheduled(schedule, config.max_steps))
 
 
 def batch_of(batch_size, noise: float, dtype: str) -> dict:
@@ -176,8 +182,14 @@ def regime(method: str, problem, settings: Settings, grid: Box, how: Evaluator, 
             **{k: attribute(v) for k, v in how.method_config}, "nqm_version": __version__}
 
 
+def _scheduled(schedule, horizon: int) -> list:
+    """A search's schedule among its regime's attributes (none without one; a custom one by its
+    factors over the budget ``horizon``)."""
+    return [] if schedule is None else [("schedule", schedule.identity(horizon))]
+
+
 def _exact(method, lr, momentum, delay, problem, settings: Settings, options: dict, run_noise: float,
-           ranked) -> Evaluator:
+           ranked, averaging: dict, schedule) -> Evaluator:
     """The exact expected loss as the evaluator (a linear method, one constant or iid delay, one seed)."""
     if method not in nqm.expected.methods():
         raise NqmError(f"expected=True needs a linear method ({', '.join(nqm.expected.methods())}), not {method!r}; "
@@ -200,15 +212,16 @@ def _exact(method, lr, momentum, delay, problem, settings: Settings, options: di
         count(run["bins"], "bins")
 
     def evaluate(points, names):
+        ema = {"ema": points[:, names.index("ema")]} if "ema" in names else {}
         ds = nqm.expected.evaluate(method, lr=points[:, 0], momentum=points[:, 1], delay=delay, noise=run_noise,
-                                   problem=problem, stay=settings.objective == "stay", **run)
+                                   problem=problem, stay=settings.objective == "stay", schedule=schedule, **ema, **run)
         steps, status = ranked(ds)
         return steps[None], status[None], ds.loss.values[None]
 
     method_config = [("dampening", bool(run.get("dampening", False))), ("bins", run.get("bins"))] + \
-        ([("power", run["power"])] if "power" in run else [])
-    return Evaluator(evaluate, config, {"lr": lr, "momentum": momentum}, "float64", "exact expected loss",
-                     process.label, method_config)
+        ([("power", run["power"])] if "power" in run else []) + _scheduled(schedule, config.max_steps)
+    return Evaluator(evaluate, config, {"lr": lr, "momentum": momentum, **averaging}, "float64",
+                     "exact expected loss", process.label, method_config)
 
 
 def _ranking(objective: str) -> Callable:

@@ -27,6 +27,13 @@ The object then gives the engine its stop rule (:meth:`SettledTest.rule`), turns
 statuses (:meth:`SettledTest.decide`), says which cells cannot settle before running them
 (:meth:`SettledTest.cannot_settle`) and describes itself (``settled_test``, in every result).
 What each certificate proves and what it cannot: docs/conventions.md.
+
+With iterate averaging (an ``ema`` among a cell's values) every test reads ŵ, the average: the exact
+test its level (its stability is the raw iterate's), the window its loss. With a learning-rate
+schedule (the job's, :mod:`nqm.schedules`) a run is judged in the schedule's final regime: the exact
+test at the final factor (where that is 0, at the level where the run stopped), the continued test's
+look and window never before twice the schedule's last breakpoint (so that the second half each reads
+lies past it), and no floor probe (the window alone decides, as for a worker pool).
 """
 
 from __future__ import annotations
@@ -146,13 +153,16 @@ class SettledTest:
         if self.kind == "first passage":
             return SKIPPED
         if self.kind == "exact":
-            return EXACT
+            return EXACT + (f", in schedule {self.task.schedule.label}'s final regime" if scheduled(self.task) else "")
         text = CONTINUED
         if self.reduced:
             at = ", ".join(f"{name} = {value:g}" for name, value in self.reduced)
             text += f"; cells at {at} ({self.linear.method}): {EXACT}"
         if self.why_not_exact:
             text += f" (not exact: {self.why_not_exact})"
+        if scheduled(self.task):
+            last, _ = self.task.schedule.regime(self.limit)
+            text += f"; with schedule {self.task.schedule.label}, from twice its last breakpoint ({last:,}) on, no floor probe"
         return text + f"; undecided past {self.task.config.work_limit:g} × the budget"
 
     def exact_cells(self, values: dict) -> np.ndarray:
@@ -192,7 +202,11 @@ class SettledTest:
 
     def _spans(self, values: dict) -> np.ndarray:
         optimizer = self.task.optimizer(self.process)
-        return settling_span(optimizer, {k: np.asarray(values[k]) for k in optimizer.hyper._fields})
+        spans = settling_span(optimizer, {k: np.asarray(values[k]) for k in optimizer.hyper._fields})
+        if scheduled(self.task):  # the look's and the window's second halves past the last breakpoint
+            last, _ = self.task.schedule.regime(self.limit)
+            spans = np.maximum(spans, min(2 * last, MAX_STEPS))
+        return spans
 
     def decide(self, values: dict, outcome: Outcome, seed: int = 0, keep=None) -> np.ndarray:
         """The statuses of ``outcome`` (run with :meth:`rule`) after the test: each reached cell (1)
@@ -338,6 +352,8 @@ def choose(task: Job, process: Process) -> SettledTest:
     known = floor.linear_near_zero(task)
     if known is not None and not exact.applies(floor.linear_job(task, known), process)[0]:
         known = None  # no exact test of what it becomes near the minimum here (a worker pool): the window decides
+    if scheduled(task):
+        known = None  # a probe would run the schedule from its start: the window, past the last breakpoint, decides
     for reduction in reductions(task.method):
         linear = task._replace(method=reduction.other,
                                options={k: v for k, v in task.options.items() if k == "dampening"})
@@ -348,6 +364,11 @@ def choose(task: Job, process: Process) -> SettledTest:
             return SettledTest(task, process, "continued", linear=linear, reduced=tuple(reduction.hyper.items()),
                                why_not_exact=why, limit=limit, near_zero=known)
     return SettledTest(task, process, "continued", why_not_exact=why, limit=limit, near_zero=known)
+
+
+def scheduled(task: Job) -> bool:
+    """Whether ``task``'s cells run a learning-rate schedule other than the constant one."""
+    return task.schedule is not None and not task.schedule.constant
 
 
 @registry_cache(maxsize=64)

@@ -5,6 +5,12 @@ delays); without noise under a constant delay, every eigencomponent stable (the 
 σ = 0); without noise under iid delays, almost-sure stability: mean-square stable at every
 eigenvalue (which implies it), or else ``λ_max·η`` below the almost-sure threshold (the top Lyapunov
 exponent's first crossing).
+
+With an iterate average (``ema`` among the cells' values) the level is the average's, ``E[L(ŵ_∞)]``;
+its stability is the raw iterate's. With a learning-rate schedule (the job's) the verdict is that of
+its final regime: the same test at ``lr`` times its last factor; where that factor is 0 the run stops
+moving at the schedule's last breakpoint S, and its level is the expected loss there, ``E[L(w_S)]``
+(:mod:`nqm.expected.augmented`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from nqm.optimizers import make
 from nqm.optimizers.base import registry_cache
 from nqm.problem import explicit
 from nqm.thresholds.derived import threshold
+from nqm.validate import MAX_STEPS
 
 LYAPUNOV_STEPS = 20_000  # the drawn schedule of an almost-sure threshold the settled test needs
 EXACT_STEADY_WORK = 2**30  # components × (delays + 2)² per cell: the exact steady state's cost (seconds) at most
@@ -99,26 +106,38 @@ def stays(task, process, cells: dict) -> np.ndarray:
     dampening = bool(task.options.get("dampening", False))
     options = {k: v for k, v in task.options.items() if k != "dampening"}
     own = {k: np.asarray(cells[k], np.float64) for k in _own(task)}
+    gamma = np.asarray(cells["ema"], np.float64) if "ema" in cells else None
+    schedule = getattr(task, "schedule", None)
+    last, final = (0, 1.0) if schedule is None else schedule.regime(_horizon(task))
+    choices = dict(schedule=schedule, horizon=_horizon(task)) if schedule is not None and not schedule.constant else {}
 
     def level(rows, sigma):  # E[L_∞] of the cells ``rows`` at noise ``sigma``
         return steady_state_loss(task.problem, task.method, process.label, lr[rows], momentum[rows], sigma,
-                                 dampening=dampening, **options, **{k: v[rows] for k, v in own.items()})
+                                 dampening=dampening, **options, **{k: v[rows] for k, v in own.items()},
+                                 **({} if gamma is None else {"ema": gamma[rows]}), **choices)
 
+    if final == 0:  # the run stops at the schedule's last breakpoint: its level is where it stopped
+        return level(np.ones(lr.size, bool), noise) < task.config.target
     if np.count_nonzero(process.pmf()) > 1:  # iid delays
         # A single noiseless run stays when it is almost surely stable. Mean-square stability at every
         # eigenvalue (finite second moments, exact and fast) implies it; only the cells it leaves out
         # need the almost-sure threshold (a Lyapunov exponent's first crossing, seconds per momentum).
         quiet = np.flatnonzero(~noisy)
         unit = level(quiet, np.ones(quiet.size)) if quiet.size else np.zeros(0)
-        for i in quiet[~np.isfinite(unit)]:
-            result[i] = lr[i] * task.problem.eigenvalues.max() < almost_sure(task.method, float(momentum[i]),
-                                                                              process.label, dampening)
+        for i in quiet[~np.isfinite(unit)]:  # at the final regime's rate
+            result[i] = final * lr[i] * task.problem.eigenvalues.max() < almost_sure(
+                task.method, float(momentum[i]), process.label, dampening)
         rows = noisy
     else:
         rows = np.ones(lr.size, bool)
     if rows.any():
         result[rows] = level(rows, noise[rows]) < task.config.target
     return result
+
+
+def _horizon(task) -> int:
+    """The last step a cell of ``task`` may reach: where a custom schedule's regime is read."""
+    return int(min(task.config.work_limit * max(task.config.max_steps, 1000), MAX_STEPS))
 
 
 @registry_cache(maxsize=256)
