@@ -6,10 +6,12 @@
 
 Conventions (model, update rules, status codes) are those of docs/conventions.md, repeated in the
 docstrings of :mod:`nqm.problem`, :mod:`nqm.optimizers` and :mod:`nqm.engine`. Names are loaded on
-first use, so that e.g. ``nqm.thresholds.polynomials`` (numpy/scipy only) does not pay for importing JAX.
+first use, so that e.g. ``nqm.thresholds.polynomials`` (numpy/scipy only) does not pay for importing JAX;
+so are the submodules (``nqm.summary.summarize(ds)`` after ``import nqm`` alone).
 """
 
 import importlib
+import importlib.util
 
 __version__ = "0.4.0"
 
@@ -30,6 +32,8 @@ def __getattr__(name):
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value
         return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")  # a submodule, on first use
     raise AttributeError(f"module 'nqm' has no attribute {name!r}")
 
 
