@@ -97,7 +97,10 @@ def choices_from(args) -> dict:
     ema, schedule = getattr(args, "ema", None), getattr(args, "schedule", None)
     out = {}
     if ema is not None:
-        out["ema"] = joined(ema) if isinstance(ema, list) else joined([ema])[0]
+        try:
+            out["ema"] = joined(ema) if isinstance(ema, list) else joined([ema])[0]
+        except NqmError as exc:
+            raise NqmError(f"--ema: {exc}") from None
     if schedule is not None:
         out["schedule"] = schedule
     return out

@@ -45,6 +45,7 @@ from nqm import delays
 from nqm.conventions import family
 from nqm.errors import NqmError
 from nqm.expected import second_moment
+from nqm.expected.recursion import METHODS, Recursion, recursion
 from nqm.progress import bar as progress_bar
 from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
 from nqm.thresholds import matrices
@@ -70,6 +71,8 @@ class Parts(NamedTuple):
     raw: int
     averaged: bool
     lr: np.ndarray
+    ring: Recursion | None = None  # the autoregression of a method written out, under a constant delay
+    gamma: np.ndarray | None = None  # each cell's γ (0 where it does not average)
 
     def at(self, eta):
         """``(P + ηR, Q + ηS, B0 + ηB1)`` at each cell's learning rate ``eta`` (cells,): ``A = P + λQ``."""
@@ -110,12 +113,14 @@ def parts(method: str, process, lr, momentum, dampening: bool, ema=None, hyper=N
     raw = layout.slots if layout.sent else 0  # w_t's entry: the newest of the history, unless that holds what is sent
     B0, B1, s0 = at(1.0, "B0"), at(1.0, "B1"), np.asarray(first.initial, np.float64)
     lr = np.asarray(lr, np.float64).reshape(-1)
+    gamma = np.zeros(lr.size) if ema is None else np.asarray(ema, np.float64).reshape(-1)
+    written = name in METHODS and first.pmf.size == 1 and not hyper  # its scalar autoregression is known
+    ring = recursion(name, int(delays.pmf(process).size - 1), lr, momentum, dampening) if written else None
     if ema is None:
-        return Parts(P0, Q0, P1, Q1, B0, B1, first.pmf, s0, raw, False, lr)
-    gamma = np.asarray(ema, np.float64).reshape(-1)
+        return Parts(P0, Q0, P1, Q1, B0, B1, first.pmf, s0, raw, False, lr, ring, gamma)
     return Parts(*(_front(M, gamma, raw, k == 0) for k, M in enumerate((P0, Q0, P1, Q1))),
                  *(np.concatenate([(1 - gamma)[:, None, None] * b[..., raw:raw + 1], b], -1) for b in (B0, B1)),
-                 first.pmf, np.concatenate([s0[raw:raw + 1], s0]), raw + 1, True, lr)
+                 first.pmf, np.concatenate([s0[raw:raw + 1], s0]), raw + 1, True, lr, ring, gamma)
 
 
 def _front(M, gamma, raw: int, constant: bool):
@@ -151,13 +156,19 @@ def check_size(method: str, process, dampening: bool, components: int, options: 
 def _mode(parts: Parts, schedule) -> str:
     if parts.pmf.size > 1:
         return "iid"
-    return "impulse" if schedule is None or schedule.constant else "constant"
+    if schedule is not None and not schedule.constant:
+        return "segments" if schedule.piecewise_constant else "constant"
+    return "ring" if parts.ring is not None else "impulse"
 
 
-def _moments(mode: str, raw, fixed, state, factor):
-    """One step of a batch's moments (the mode's ``state``) at the schedule's ``factor``: the new
-    state and, per cell, component and reading (ŵ, w), the mean's and the noise's second moments."""
+def _moments(mode: str, raw, fixed, state, factor, t, lags):
+    """One step of a batch's moments (the mode's ``state``) from step ``t`` at the schedule's ``factor``:
+    the new state and, per cell, component and reading (ŵ, w), the mean's and the noise's second moments."""
     lam = fixed["lam"]
+    if mode == "ring":
+        return _ring_step(fixed, state, t, lags)
+    if mode == "segments":
+        return _segment_step(fixed, state, raw)
     if mode == "impulse":  # time-invariant: A fixed, the response's squares summed (at ŵ, and at w)
         mu, h, v = state
         A = fixed["A"]
@@ -186,9 +197,65 @@ def _moments(mode: str, raw, fixed, state, factor):
     return state, means, jnp.stack([X[..., 0, 0], X[..., raw, raw]], -1)
 
 
-@functools.partial(jax.jit, static_argnames=("mode", "averaged"))
+def _ring_step(fixed, state, t, lags: tuple):
+    """One step of the ring mode: the scalar autoregression of the mean ``μ`` and the impulse response
+    ``h`` on rings of their last p values (slot ``s mod p`` holds step s), the kick's response
+    ``ψ_t = √λ (b₀ h_t + b₁ h_{t−1})`` and its filtered one ``φ_t = γ φ_{t−1} + (1 − γ) ψ_t``, whose squares
+    sum to the noise parts of w and ŵ, and ``μ̂_{t+1} = γ μ̂_t + (1 − γ) μ_{t+1}``."""
+    mu, h, mu_hat, phi, v = state
+    p = mu.shape[1]  # rings: (cells, p, components)
+    at = lambda ring, lag: jax.lax.dynamic_index_in_dim(ring, (t - lag) % p, 1, keepdims=False)  # noqa: E731
+    a, gamma = fixed["a"], fixed["gamma"][:, None]
+    new_mu = sum(a[..., k] * at(mu, k) for k in lags)
+    new_mu = new_mu + jnp.where(t == 0, fixed["first"][:, None] * fixed["lam"][None, :], 0.0)  # Nesterov's v₀ = 0
+    new_h = sum(a[..., k] * at(h, k) for k in lags)
+    psi = jnp.sqrt(fixed["lam"])[None, :] * (fixed["b0"][:, None] * at(h, 0) + fixed["b1"][:, None] * at(h, 1))
+    phi = gamma * phi + (1 - gamma) * psi
+    v = v + jnp.stack([phi**2, psi**2], -1)
+    mu_hat = gamma * mu_hat + (1 - gamma) * new_mu
+    write = lambda ring, x: jax.lax.dynamic_update_index_in_dim(ring, x, (t + 1) % p, 1)  # noqa: E731
+    return (write(mu, new_mu), write(h, new_h), mu_hat, phi, v), jnp.stack([mu_hat**2, new_mu**2], -1), v
+
+
+def _segment_step(fixed, state, raw):
+    """One step of the segments mode (a piecewise-constant schedule under a constant delay): within a
+    segment from step S, A and b fixed, the reading e of the noise part is ``e A^u X_S A^uᵀ eᵀ`` (X_S the
+    noise covariance at S) plus ``Σ_{j<u} (e A^j √λ b)²``, carried by the rows ``r = e A^u`` (at ŵ and at
+    w); ``h`` and ``C = Σ h hᵀ`` carry the covariance to the next breakpoint (:func:`_next_segment`)."""
+    mu, rows, sums, X, h, C = state
+    A, kick = fixed["A"], fixed["kick"]
+    sums = sums + jnp.einsum("cpen,cpn->cpe", rows, kick) ** 2
+    C = C + h[..., :, None] * h[..., None, :]
+    rows = jnp.einsum("cpen,cpnm->cpem", rows, A)
+    mu, h = jnp.einsum("cpij,cpj->cpi", A, mu), jnp.einsum("cpij,cpj->cpi", A, h)
+    noises = jnp.einsum("cpen,cpnm,cpem->cpe", rows, X, rows) + sums
+    return (mu, rows, sums, X, h, C), jnp.stack([mu[..., 0] ** 2, mu[..., raw] ** 2], -1), noises
+
+
+def _segment(fixed: dict, factor: float) -> dict:
+    """``fixed`` with the segment's A and kick ``√λ b`` at the schedule's ``factor``."""
+    lam, eta = fixed["lam"], fixed["lr"] * factor
+    A = fixed["P"][:, None] + lam[None, :, None, None] * fixed["Q"][:, None] + eta[:, None, None, None] * (
+        fixed["R"][:, None] + lam[None, :, None, None] * fixed["S"][:, None])
+    kick = np.sqrt(lam)[None, :, None] * (fixed["B0"] + eta[:, None] * fixed["B1"])[:, None, :]
+    return {**fixed, "A": A, "kick": kick}
+
+
+def _next_segment(fixed: dict, state, length: int, factor: float, raw: int):
+    """At a breakpoint, after ``length`` steps of the segment that ends: the noise covariance there
+    (``A^L X_S A^Lᵀ + C``), the next segment's A and kick, and its rows, sums and response afresh."""
+    mu, _, _, X, _, C = (np.asarray(x) for x in state)
+    power = _power(fixed["A"], length)[0]
+    X = power @ X @ np.swapaxes(power, -1, -2) + C
+    fixed = _segment(fixed, factor)
+    rows = np.zeros(mu.shape[:2] + (2, mu.shape[-1]))
+    rows[..., 0, 0] = rows[..., 1, raw] = 1.0
+    return fixed, (mu, rows, np.zeros(mu.shape[:2] + (2,)), X, np.array(fixed["kick"]), np.zeros_like(X))
+
+
+@functools.partial(jax.jit, static_argnames=("mode", "averaged", "lags"))
 def _advance(mode: str, averaged: bool, raw, fixed, state, factors, t, status, done_at, loss, curve, weights, sigma2,
-             limits, length):
+             limits, length, lags=None):
     """Up to ``length`` steps of a batch (cells, components, …) from step ``t``, step ``t + k`` at the
     factor ``factors[k]``: the moments ``state`` (mode's), each noise level's status, end and loss
     (cells, levels), and the traced curve (cells, levels, L) of the target's expected loss."""
@@ -198,7 +265,7 @@ def _advance(mode: str, averaged: bool, raw, fixed, state, factors, t, status, d
 
     def body(carry):
         k, state, t, status, done_at, loss, curve = carry
-        state, means, noises = _moments(mode, raw, fixed, state, factors[k])
+        state, means, noises = _moments(mode, raw, fixed, state, factors[k], t, lags)
         # (cells, 2 readings, levels): ŵ's expected loss and w's
         parts = jnp.einsum("cpr,p->cr", means, mean_weight)[..., None] + \
             jnp.einsum("cpr,p->cr", noises, noise_weight)[..., None] * sigma2
@@ -231,7 +298,11 @@ def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma,
     :class:`nqm.schedules.Schedule` or ``None``), against every noise level in ``sigma``, as
     :func:`nqm.expected.second_moment.run` gives them (``initial``: each component's squared initial
     weight); the status and loss read on ŵ where the cells average. ``read="raw"``: on w instead,
-    every cell stepped to ``max_steps`` when ``target`` < 0 and ``bound`` = ∞ (a frozen run's level)."""
+    every cell stepped to ``max_steps`` when ``target`` < 0 and ``bound`` = ∞ (a frozen run's level).
+
+    Cells step in batches that shrink as their cells end (a batch steps all its cells); in the impulse
+    mode a cell whose noise part alone has reached the target — it never decreases — is settled at
+    once where its future provably stays below the divergence bound (:func:`_settle`)."""
     process = delays.process(process)
     pt = parts(method, process, lr, momentum, dampening, ema, hyper, options)
     if read == "raw":  # the raw iterate in front: the target and the loss read on it
@@ -240,38 +311,146 @@ def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma,
     mode = _mode(pt, schedule)
     cells, comps, n, levels = pt.P.shape[0], lam.size, pt.P.shape[-1], np.size(sigma)
     sigma2 = np.asarray(sigma, np.float64).reshape(-1) ** 2
-    steps, status = np.zeros((cells, levels), np.int64), np.zeros((cells, levels), np.int8)
-    loss, curve = np.zeros((cells, levels)), np.full((cells, levels, trace_steps), np.nan)
+    out = dict(steps=np.zeros((cells, levels), np.int64), status=np.zeros((cells, levels), np.int8),
+               loss=np.zeros((cells, levels)), curve=np.full((cells, levels, trace_steps), np.nan))
     initial = np.ones(comps) if initial is None else np.asarray(initial, np.float64)
     weights = (0.5 * lam * weight * initial, 0.5 * lam * weight)
-    per_cell = comps * pt.pmf.size * n * n
-    size = max(1, min(cells, BATCH_ENTRIES // per_cell))
+    size = max(1, min(cells, BATCH_ENTRIES // (comps * pt.pmf.size * n * n)))
     size = 1 << (size - 1).bit_length() if size < cells else cells  # a few shapes: a few compilations
     limits = (np.float64(target), np.float64(bound), np.int64(max_steps))
     bar = progress_bar(total=cells, desc=f"exact mode ({mode}), {process.label}", unit="cell")
     for start in range(0, cells, size):
         take = np.minimum(np.arange(start, start + size), cells - 1)
         real = np.arange(start, start + size) < cells
-        fixed, state = _batch(pt, take, lam, mode)
-        carry = (state, np.int64(0), np.broadcast_to(np.where(real[:, None], RUNNING, BUDGET), (size, levels))
-                 .astype(np.int8), np.zeros((size, levels), np.int64), np.zeros((size, levels)),
-                 np.zeros((size, levels, trace_steps)))
-        t = 0
+        fixed, state = _batch(pt, take, lam, mode, pt.raw)
+        status = np.broadcast_to(np.where(real[:, None], RUNNING, BUDGET), (size, levels)).astype(np.int8)
+        carry = [state, np.int64(0), status, np.zeros((size, levels), np.int64), np.zeros((size, levels)),
+                 np.zeros((size, levels, trace_steps))]
+        owner = np.where(real, take, -1)  # the cell in each slot (-1: none)
         with jax.enable_x64(True):
-            while True:
+            while owner.size:
+                t = int(carry[1])
                 factors = np.ones(CHUNK) if schedule is None else schedule.factors(t, CHUNK)
-                state, t, st, done_at, ls, cv = _advance(mode, pt.averaged, pt.raw, fixed, carry[0], factors,
-                                                         *carry[1:], weights, sigma2, limits, np.int64(CHUNK))
-                t = int(t)
-                carry = (state, np.int64(t), st, done_at, ls, cv)
-                bar.set_postfix_str(f"step {t:,} of at most {max_steps:,}", refresh=False)
-                if not (np.asarray(st) == RUNNING).any() and t >= trace_steps:
-                    break
-        keep = take[real]
-        steps[keep], status[keep], loss[keep], curve[keep] = (np.asarray(x)[real] for x in (done_at, st, ls, cv))
-        bar.update(int(real.sum()))
+                length = min(CHUNK, _next_break(schedule, t) - t) if mode == "segments" else CHUNK
+                carry = [np.array(x) if i else jax.tree.map(np.asarray, x) for i, x in enumerate(_advance(
+                    mode, pt.averaged, pt.raw, fixed, carry[0], factors, *carry[1:], weights, sigma2, limits,
+                    np.int64(length), pt.ring.lags if mode == "ring" else None))]
+                if mode == "segments" and int(carry[1]) == _next_break(schedule, t) == t + length:
+                    begun = max(b for b in (0, *_breaks(schedule)) if b <= t)
+                    fixed, carry[0] = _next_segment(fixed, carry[0], t + length - begun,
+                                                    float(schedule.factors(t + length, 1)[0]), pt.raw)
+                if mode == "impulse":
+                    _settle(fixed["A"], carry, pt.raw, weights, sigma2, limits)
+                ended = ~(carry[2] == RUNNING).any(1) & (int(carry[1]) >= trace_steps)
+                for cell in np.flatnonzero(ended & (owner >= 0)):
+                    for name, x in zip(("status", "steps", "loss", "curve"), carry[2:]):
+                        out[name][owner[cell]] = x[cell]
+                    bar.update(1)
+                owner = np.where(ended, -1, owner)
+                fixed, carry, owner = _shrunk(fixed, carry, owner)
+                bar.set_postfix_str(f"step {int(carry[1]):,} of at most {max_steps:,}", refresh=False)
     bar.close()
-    return steps, status, loss, curve, pt
+    return out["steps"], out["status"], out["loss"], out["curve"], pt
+
+
+def _breaks(schedule) -> tuple:
+    """The steps at which a piecewise-constant schedule's factor changes."""
+    return () if schedule is None or schedule.constant else (schedule.regime(0)[0],)
+
+
+def _next_break(schedule, t: int) -> int:
+    """The first breakpoint after step ``t`` (a large number where none is left)."""
+    return min((b for b in _breaks(schedule) if b > t), default=2**62)
+
+
+SMALLEST = 8  # a batch shrinks no further (each size compiles once)
+
+
+def _shrunk(fixed: dict, carry: list, owner):
+    """The batch without its ended cells once at most half of it runs (a power of two, at least
+    :data:`SMALLEST` slots, padded with ended copies), or as it is."""
+    keep = np.flatnonzero(owner >= 0)
+    if keep.size == 0:
+        return fixed, carry, owner[:0]
+    size = max(SMALLEST, 1 << (keep.size - 1).bit_length())
+    if size * 2 > owner.size:
+        return fixed, carry, owner
+    rows = np.concatenate([keep, np.full(size - keep.size, keep[0])])
+    pick = lambda x: x[rows] if np.ndim(x) and np.shape(x)[0] == owner.size else x  # noqa: E731
+    fixed = {k: (v if k in ("lam", "pmf") else pick(v)) for k, v in fixed.items()}
+    status = pick(carry[2]).copy()
+    status[keep.size:] = BUDGET  # the padding has ended
+    carry = [jax.tree.map(pick, carry[0]), carry[1], status, *(pick(x) for x in carry[3:])]
+    return fixed, carry, np.concatenate([owner[keep], np.full(size - keep.size, -1)])
+
+
+DOUBLINGS = 64  # squarings of A: sums over 2^64 steps, every contraction a float64 can tell from 1
+
+
+def _settle(A, carry: list, raw: int, weights, sigma2, limits) -> None:
+    """Settle in ``carry``, exactly, the running levels that can never reach the target: in the impulse
+    mode ŵ's noise part ``σ² V̂_t`` never decreases, so once it is at the target the cell ends in the
+    budget — where its raw loss provably stays below the divergence bound (a stable A: the mean's
+    future squares and the response's remaining ones summed by the observability Gramian), its loss
+    at ``max_steps`` read by powers of A (repeated squaring). Others step on (they diverge, or stay unproven)."""
+    (mu, h, v), t, status, done_at, loss = carry[0], int(carry[1]), carry[2], carry[3], carry[4]
+    target, bound, max_steps = limits
+    mean_weight, noise_weight = weights
+    noise = (v[..., 0] * noise_weight).sum(1)[:, None] * sigma2  # (cells, levels)
+    doomed = (status == RUNNING) & (noise >= target)
+    cells = np.flatnonzero(doomed.any(1))
+    if cells.size == 0 or t >= max_steps:
+        return
+    A, mu, h, v = A[cells], mu[cells], h[cells], v[cells]
+    gram = _gramian(A, raw)  # Σ_u (A^u)ᵀ e eᵀ A^u at w's entry, NaN where A is not stable
+    with np.errstate(over="ignore", invalid="ignore"):
+        future = lambda x: np.einsum("cpi,cpij,cpj->cp", x, gram, x)  # noqa: E731
+        worst = ((future(mu) * mean_weight).sum(1)[:, None]
+                 + ((v[..., 1] + future(h)) * noise_weight).sum(1)[:, None] * sigma2)
+        safe = np.isfinite(worst) & (worst <= bound)
+        power, partial = _power(A, max_steps - t)
+        value = ((np.einsum("cpij,cpj->cpi", power, mu)[..., 0] ** 2 * mean_weight).sum(1)[:, None]
+                 + ((v[..., 0] + np.einsum("cpi,cpij,cpj->cp", h, partial, h)) * noise_weight).sum(1)[:, None] * sigma2)
+    settle = doomed[cells] & safe
+    rows = cells[settle.any(1)]
+    status[rows] = np.where(settle[settle.any(1)], BUDGET, status[rows])
+    done_at[rows] = np.where(settle[settle.any(1)], max_steps, done_at[rows])
+    loss[rows] = np.where(settle[settle.any(1)], value[settle.any(1)], loss[rows])
+
+
+def _gramian(A, index: int):
+    """``Σ_{u≥0} (A^u)ᵀ e eᵀ A^u`` (e: the unit vector at ``index``) per cell and component, by doubling;
+    NaN where A is not stable (the sum does not converge)."""
+    n = A.shape[-1]
+    G = np.zeros(A.shape)
+    G[..., index, index] = 1.0
+    P = A.copy()
+    stable = np.abs(np.linalg.eigvals(A)).max(-1) < 1
+    with np.errstate(all="ignore"):
+        for _ in range(DOUBLINGS):
+            G = G + np.swapaxes(P, -1, -2) @ G @ P
+            P = P @ P
+            if not np.abs(P).max(initial=0.0) > 1e-300:
+                break
+    return np.where(stable[..., None, None], G, np.nan) if n else G
+
+
+def _power(A, steps: int):
+    """``(A^steps, Σ_{u<steps} (A^u)ᵀ e₀ e₀ᵀ A^u)`` per cell and component, by repeated squaring."""
+    eye = np.broadcast_to(np.eye(A.shape[-1]), A.shape)
+    power, partial = eye.copy(), np.zeros(A.shape)  # A^k, G_k of the steps taken so far
+    square, doubled = A.copy(), np.zeros(A.shape)  # A^m, G_m for m = 2^j
+    doubled[..., 0, 0] = 1.0
+    with np.errstate(all="ignore"):
+        while steps:
+            if steps & 1:  # k → k + m: G_{k+m} = G_k + (A^k)ᵀ G_m A^k
+                partial = partial + np.swapaxes(power, -1, -2) @ doubled @ power
+                power = square @ power
+            steps >>= 1
+            if steps:
+                doubled = doubled + np.swapaxes(square, -1, -2) @ doubled @ square
+                square = square @ square
+    return power, partial
 
 
 def _raw_in_front(pt: Parts) -> Parts:
@@ -283,10 +462,24 @@ def _raw_in_front(pt: Parts) -> Parts:
                        B1=pt.B1[..., order], s0=pt.s0[order], raw=pt.raw, averaged=False)
 
 
-def _batch(pt: Parts, take, lam, mode: str):
+def _batch(pt: Parts, take, lam, mode: str, raw: int):
     """What a batch of cells ``take`` holds fixed and its moments at step 0, as the mode steps them."""
     size, comps, n = take.size, lam.size, pt.P.shape[-1]
     fixed = {"lam": lam, "lr": pt.lr[take], "pmf": pt.pmf}
+    if mode == "segments":  # from the first segment, at factor 1 (no noise yet: X = 0)
+        fixed.update({k: getattr(pt, k)[take][:, 0] for k in ("P", "Q", "R", "S", "B0", "B1")})
+        mu = np.broadcast_to(pt.s0, (size, comps, n))
+        fixed, state = _next_segment({**_segment(fixed, 1.0)}, (mu, None, None, np.zeros((size, comps, n, n)), None,
+                                                                   np.zeros((size, comps, n, n))), 0, 1.0, raw)
+        return fixed, state
+    if mode == "ring":
+        rec = pt.ring
+        fixed.update(a=rec.coefficients(take, lam), first=rec.first[take], b0=rec.noise[take, 0],
+                     b1=rec.noise[take, 1], gamma=pt.gamma[take])
+        mu = np.ones((size, rec.order, comps))  # w_{s≤0} = 1
+        h = np.zeros((size, rec.order, comps))
+        h[:, 0] = 1.0  # the response at step 0
+        return fixed, (mu, h, np.ones((size, comps)), np.zeros((size, comps)), np.zeros((size, comps, 2)))
     if mode == "impulse":
         P, Q, b = (x[:, 0] for x in _at(pt, take))
         fixed["A"] = P[:, None] + lam[None, :, None, None] * Q[:, None]
