@@ -61,9 +61,10 @@ def _number(value) -> str:
 
 
 def _readme_lines() -> tuple[dict, str]:
-    """The README's one-line description of each figure, and its main job's command."""
+    """docs/results.md's one-line description of each figure, and the README's main job's command."""
     readme = (ROOT / "README.md").read_text()
-    rows = dict(re.findall(r"^\| `figures/(\w+)\.png` \| `scripts/\w+\.py` \| (.*) \|$", readme, flags=re.M))
+    table = (DOCS / "results.md").read_text()
+    rows = dict(re.findall(r"^\| `figures/(\w+)\.png` \| `scripts/\w+\.py` \| (.*) \|$", table, flags=re.M))
     job = re.search(r"^```bash\n(pip install -e \. && nqm sweep .*)\n```", readme, flags=re.M).group(1)
     return rows, job
 

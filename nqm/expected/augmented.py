@@ -44,7 +44,7 @@ import numpy as np
 from nqm import delays
 from nqm.conventions import family
 from nqm.errors import NqmError
-from nqm.expected import second_moment
+from nqm.expected import forward, second_moment
 from nqm.expected.recursion import METHODS, Recursion, recursion
 from nqm.progress import bar as progress_bar
 from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING
@@ -245,7 +245,7 @@ def _next_segment(fixed: dict, state, length: int, factor: float, raw: int):
     """At a breakpoint, after ``length`` steps of the segment that ends: the noise covariance there
     (``A^L X_S A^Lᵀ + C``), the next segment's A and kick, and its rows, sums and response afresh."""
     mu, _, _, X, _, C = (np.asarray(x) for x in state)
-    power = _power(fixed["A"], length)[0]
+    power = forward.power(fixed["A"], length)[0]
     X = power @ X @ np.swapaxes(power, -1, -2) + C
     fixed = _segment(fixed, factor)
     rows = np.zeros(mu.shape[:2] + (2, mu.shape[-1]))
@@ -302,7 +302,7 @@ def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma,
 
     Cells step in batches that shrink as their cells end (a batch steps all its cells); in the impulse
     mode a cell whose noise part alone has reached the target — it never decreases — is settled at
-    once where its future provably stays below the divergence bound (:func:`_settle`)."""
+    once where its future provably stays below the divergence bound (:func:`nqm.expected.forward.end_unreachable`)."""
     process = delays.process(process)
     pt = parts(method, process, lr, momentum, dampening, ema, hyper, options)
     if read == "raw":  # the raw iterate in front: the target and the loss read on it
@@ -340,7 +340,7 @@ def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma,
                     fixed, carry[0] = _next_segment(fixed, carry[0], t + length - begun,
                                                     float(schedule.factors(t + length, 1)[0]), pt.raw)
                 if mode == "impulse":
-                    _settle(fixed["A"], carry, pt.raw, weights, sigma2, limits)
+                    forward.end_unreachable(fixed["A"], carry, pt.raw, weights, sigma2, limits)
                 ended = ~(carry[2] == RUNNING).any(1) & (int(carry[1]) >= trace_steps)
                 for cell in np.flatnonzero(ended & (owner >= 0)):
                     for name, x in zip(("status", "steps", "loss", "curve"), carry[2:]):
@@ -382,75 +382,6 @@ def _shrunk(fixed: dict, carry: list, owner):
     status[keep.size:] = BUDGET  # the padding has ended
     carry = [jax.tree.map(pick, carry[0]), carry[1], status, *(pick(x) for x in carry[3:])]
     return fixed, carry, np.concatenate([owner[keep], np.full(size - keep.size, -1)])
-
-
-DOUBLINGS = 64  # squarings of A: sums over 2^64 steps, every contraction a float64 can tell from 1
-
-
-def _settle(A, carry: list, raw: int, weights, sigma2, limits) -> None:
-    """Settle in ``carry``, exactly, the running levels that can never reach the target: in the impulse
-    mode ŵ's noise part ``σ² V̂_t`` never decreases, so once it is at the target the cell ends in the
-    budget — where its raw loss provably stays below the divergence bound (a stable A: the mean's
-    future squares and the response's remaining ones summed by the observability Gramian), its loss
-    at ``max_steps`` read by powers of A (repeated squaring). Others step on (they diverge, or stay unproven)."""
-    (mu, h, v), t, status, done_at, loss = carry[0], int(carry[1]), carry[2], carry[3], carry[4]
-    target, bound, max_steps = limits
-    mean_weight, noise_weight = weights
-    noise = (v[..., 0] * noise_weight).sum(1)[:, None] * sigma2  # (cells, levels)
-    doomed = (status == RUNNING) & (noise >= target)
-    cells = np.flatnonzero(doomed.any(1))
-    if cells.size == 0 or t >= max_steps:
-        return
-    A, mu, h, v = A[cells], mu[cells], h[cells], v[cells]
-    gram = _gramian(A, raw)  # Σ_u (A^u)ᵀ e eᵀ A^u at w's entry, NaN where A is not stable
-    with np.errstate(over="ignore", invalid="ignore"):
-        future = lambda x: np.einsum("cpi,cpij,cpj->cp", x, gram, x)  # noqa: E731
-        worst = ((future(mu) * mean_weight).sum(1)[:, None]
-                 + ((v[..., 1] + future(h)) * noise_weight).sum(1)[:, None] * sigma2)
-        safe = np.isfinite(worst) & (worst <= bound)
-        power, partial = _power(A, max_steps - t)
-        value = ((np.einsum("cpij,cpj->cpi", power, mu)[..., 0] ** 2 * mean_weight).sum(1)[:, None]
-                 + ((v[..., 0] + np.einsum("cpi,cpij,cpj->cp", h, partial, h)) * noise_weight).sum(1)[:, None] * sigma2)
-    settle = doomed[cells] & safe
-    rows = cells[settle.any(1)]
-    status[rows] = np.where(settle[settle.any(1)], BUDGET, status[rows])
-    done_at[rows] = np.where(settle[settle.any(1)], max_steps, done_at[rows])
-    loss[rows] = np.where(settle[settle.any(1)], value[settle.any(1)], loss[rows])
-
-
-def _gramian(A, index: int):
-    """``Σ_{u≥0} (A^u)ᵀ e eᵀ A^u`` (e: the unit vector at ``index``) per cell and component, by doubling;
-    NaN where A is not stable (the sum does not converge)."""
-    n = A.shape[-1]
-    G = np.zeros(A.shape)
-    G[..., index, index] = 1.0
-    P = A.copy()
-    stable = np.abs(np.linalg.eigvals(A)).max(-1) < 1
-    with np.errstate(all="ignore"):
-        for _ in range(DOUBLINGS):
-            G = G + np.swapaxes(P, -1, -2) @ G @ P
-            P = P @ P
-            if not np.abs(P).max(initial=0.0) > 1e-300:
-                break
-    return np.where(stable[..., None, None], G, np.nan) if n else G
-
-
-def _power(A, steps: int):
-    """``(A^steps, Σ_{u<steps} (A^u)ᵀ e₀ e₀ᵀ A^u)`` per cell and component, by repeated squaring."""
-    eye = np.broadcast_to(np.eye(A.shape[-1]), A.shape)
-    power, partial = eye.copy(), np.zeros(A.shape)  # A^k, G_k of the steps taken so far
-    square, doubled = A.copy(), np.zeros(A.shape)  # A^m, G_m for m = 2^j
-    doubled[..., 0, 0] = 1.0
-    with np.errstate(all="ignore"):
-        while steps:
-            if steps & 1:  # k → k + m: G_{k+m} = G_k + (A^k)ᵀ G_m A^k
-                partial = partial + np.swapaxes(power, -1, -2) @ doubled @ power
-                power = square @ power
-            steps >>= 1
-            if steps:
-                doubled = doubled + np.swapaxes(square, -1, -2) @ doubled @ square
-                square = square @ square
-    return power, partial
 
 
 def _raw_in_front(pt: Parts) -> Parts:

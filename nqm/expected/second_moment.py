@@ -35,6 +35,7 @@ from nqm import delays
 from nqm.progress import bar as progress_bar
 from nqm.conventions import family
 from nqm.errors import NqmError
+from nqm.expected import forward
 from nqm.optimizers import base
 from nqm.thresholds import matrices
 from nqm.validate import BOUNDS, format_bytes
@@ -306,9 +307,6 @@ def steady_from(P, Q, b, pmf, lam, weight, level=None) -> np.ndarray:
     return np.concatenate(parts)
 
 
-DOUBLINGS = 64  # squarings of A: the sum covers 2^64 steps, every contraction a float64 can tell from 1
-
-
 def _lyapunov(P, Q, b, lam, weight, level) -> np.ndarray:
     """``V_∞`` per cell under one constant delay, where the map is ``X ↦ A X Aᵀ``: stable iff the
     spectral radius of every component's ``A = P + λ Q`` is below 1, and then ``N_∞ = Σ_u A^u λ b bᵀ
@@ -324,11 +322,6 @@ def _lyapunov(P, Q, b, lam, weight, level) -> np.ndarray:
         stable &= level[s:s + size]
         A = A[stable]
         N = lam[None, :, None, None] * b[s:s + size][stable][:, None, :, None] * b[s:s + size][stable][:, None, None, :]
-        with np.errstate(all="ignore"):
-            for _ in range(DOUBLINGS):
-                N = N + A @ N @ np.swapaxes(A, -1, -2)
-                A = A @ A
-                if not np.abs(A).max(initial=0.0) > 1e-300:
-                    break
+        N = forward.series(A, N)
         out[s:s + size][stable] = 0.5 * (N[..., 0, 0] * lam * weight).sum(1)
     return out
