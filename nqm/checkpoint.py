@@ -9,6 +9,7 @@ run again, it replays the rounds kept without evaluating them.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
 import signal
@@ -45,17 +46,48 @@ def checked(checkpoint, restart) -> None:
         raise NqmError(f"restart must be True or False, got {restart!r}")
 
 
+_BEFORE_WORK = contextvars.ContextVar("nqm_before_work", default=None)
+
+
+@contextlib.contextmanager
+def before_work(check):
+    """While inside, a sweep or a search with a checkpoint calls ``check(identity)`` once it has
+    checked its arguments and before it computes: ``identity`` is the empty result the sweep fills
+    (its grid and attributes), or an empty Dataset whose attributes are the search's settings.
+    Where the command line refuses, before any work, to replace a result of another computation.
+
+    Args:
+      check: a function of the identity; what it raises ends the computation.
+
+    Returns:
+      A context manager.
+    """
+    token = _BEFORE_WORK.set(check)
+    try:
+        yield
+    finally:
+        _BEFORE_WORK.reset(token)
+
+
+def _announce(identity: xr.Dataset) -> None:
+    check = _BEFORE_WORK.get()
+    if check is not None:
+        check(identity)
+
+
 def resume(result: xr.Dataset, path) -> xr.Dataset:
     """The checkpoint at ``path`` if it is of the same sweep as ``result`` — the same grid and every
     setting that changes a result (:func:`nqm.results.difference`) — with its arrays intact
     (checksum), else :class:`StaleCheckpoint`; ``result`` itself when there is none yet."""
     if not os.path.exists(path):
         check_writable(path)
+        _announce(result)
         return result
     saved = _load(path)
     different = results.difference(saved, result)
     if different:
         raise StaleCheckpoint(f"checkpoint {os.fspath(path)} is from a different sweep: {different}", path)
+    _announce(result)
     return saved.transpose(*result.steps.dims)
 
 
@@ -65,12 +97,14 @@ def resume_search(settings: dict, path) -> xr.Dataset | None:
     there, with its arrays intact, else :class:`StaleCheckpoint`; ``None`` when there is none yet."""
     if not os.path.exists(path):
         check_writable(path)
+        _announce(xr.Dataset(attrs=settings))
         return None
     saved = _load(path)
     kept = {k: saved.attrs[k] for k in settings if k in saved.attrs}
     different = results.difference(xr.Dataset(attrs=kept), xr.Dataset(attrs=settings))
     if different:
         raise StaleCheckpoint(f"checkpoint {os.fspath(path)} is from a different search: {different}", path)
+    _announce(xr.Dataset(attrs=settings))
     return saved
 
 

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from nqm.errors import NqmError
-from nqm.validate import MAX_STEPS, count, number
+from nqm.validate import BOUNDS, MAX_STEPS, count, number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,8 +111,9 @@ def checked_config(**settings) -> RunConfig:
         if not isinstance(getattr(config, name), (bool, np.bool_)):
             raise NqmError(f"{name} must be True or False, got {getattr(config, name)!r}")
     limit = number(config.work_limit, "work_limit")
-    if not (np.isfinite(limit) and limit >= 1):
-        raise NqmError(f"work_limit must be a number >= 1 (a multiple of max_steps), got {config.work_limit}")
+    if not (np.isfinite(limit) and 1 <= limit <= BOUNDS["work_limit"]):
+        raise NqmError(f"work_limit must be a number between 1 and {BOUNDS['work_limit']:,} (a multiple of max_steps), "
+                       f"got {config.work_limit}")
     if config.skip_decided and config.first_passage:
         raise NqmError("skip_decided needs the settled definition: a cell that cannot settle may still pass the "
                        "target, which first_passage counts; drop one of the two")

@@ -5,11 +5,11 @@ through one atomic writer, one writer at a time per file, and every saved array 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import contextvars
+import gc
 import hashlib
 import io
 import os
-import stat
 import sys
 import tempfile
 import warnings
@@ -18,7 +18,11 @@ import numpy as np
 import xarray as xr
 
 from nqm.errors import NqmError
-from nqm.results import index_delays
+# What a file is, locks and seals live in nqm.files; their names are nqm.io's too.
+from nqm.files import (FIGURE_MARK, SEAL, SEAL_SIZE, SEALED, check_writable, discard, drawn_by_nqm, figure_mark,
+                       lock, lock_path, opened, sealed, unsealed, whole)
+from nqm.results import check as check_result, index_delays, kind
+from nqm.validate import BOUNDS, format_bytes
 
 CHECKSUM = "nqm_checksum"  # the attribute holding the checksum of a saved result's arrays
 
@@ -40,7 +44,8 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
       Nothing; the file holds ``ds`` (:func:`load` reads it back).
 
     Raises:
-      NqmError: ``ds`` is not a dataset, or the file cannot be written.
+      NqmError: ``ds`` is not a dataset, is a result nqm's readers could not read (:func:`nqm.results.check`),
+        or the file cannot be written.
 
     Examples:
       >>> import os, tempfile
@@ -54,32 +59,43 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> None:
     """
     if not isinstance(ds, xr.Dataset):
         raise NqmError(f"save writes an xarray.Dataset (a result of nqm), got {type(ds).__name__}")
+    try:
+        check_result(ds)  # what nqm's readers cannot read is refused here, not by them later
+    except NqmError as exc:
+        raise NqmError(f"cannot save {os.fspath(path)}: {exc}") from None
     jax = sys.modules.get("jax")  # a run across processes has loaded JAX; without it this is process 0
     if jax is not None and jax.process_index() != 0:
         return
-    write_bytes(path, to_bytes(ds))
+    check = _BEFORE_SAVE.get()
+    if check is not None:
+        check(path, ds)
+    data = to_bytes(ds)
+    if len(data) > BOUNDS["file_bytes"]:
+        raise NqmError(f"cannot write {os.fspath(path)}: {format_bytes(len(data))} is more than the "
+                       f"{format_bytes(BOUNDS['file_bytes'])} a result may have (nqm.load refuses larger files); "
+                       "split the result")
+    write_bytes(path, data)
 
 
-SEAL = b"\nnqm-sha256:"  # what save appends: the SHA-256 of every byte before it, checked before parsing
-_SEAL_SIZE = len(SEAL) + 64 + 1  # the marker, 64 hex digits, a newline
+_BEFORE_SAVE = contextvars.ContextVar("nqm_before_save", default=None)
 
 
-def _sealed(data: bytes) -> bytes:
-    """``data`` and its seal: netCDF readers ignore bytes past the file's end, :func:`load_dataset`
-    checks them before any parser sees the file (a damaged header cannot steer the parser then)."""
-    return data + SEAL + hashlib.sha256(data).hexdigest().encode() + b"\n"
+@contextlib.contextmanager
+def before_save(check):
+    """While inside, :func:`save` calls ``check(path, ds)`` before it writes: where the command
+    line applies its rule for replacing a result (what ``check`` raises is raised by ``save``).
 
+    Args:
+      check: a function of the path and the dataset.
 
-def _unsealed(raw: bytes, path) -> bytes | None:
-    """The bytes before a file's seal, verified; ``None`` for a file without one (written before
-    seals were, or by another program)."""
-    if len(raw) < _SEAL_SIZE or raw[-_SEAL_SIZE:-65] != SEAL:
-        return None
-    body, digest = raw[:-_SEAL_SIZE], raw[-65:-1]
-    if hashlib.sha256(body).hexdigest().encode() != digest:
-        raise NqmError(f"{path} is damaged: its bytes do not match the checksum saved with them; write it again, "
-                       "or restore a copy")
-    return body
+    Returns:
+      A context manager.
+    """
+    token = _BEFORE_SAVE.set(check)
+    try:
+        yield
+    finally:
+        _BEFORE_SAVE.reset(token)
 
 
 def to_bytes(ds: xr.Dataset, compress: bool = False) -> bytes:
@@ -93,12 +109,12 @@ def to_bytes(ds: xr.Dataset, compress: bool = False) -> bytes:
     Returns:
       The netCDF file's bytes (h5netcdf engine).
     """
-    sealed = ds.copy(deep=False)
-    sealed.attrs = {**ds.attrs, CHECKSUM: checksum(ds)}
+    marked = ds.copy(deep=False)
+    marked.attrs = {**ds.attrs, CHECKSUM: checksum(ds), SEALED: "the SHA-256 of this file's bytes follows them"}
     encoding = {name: {"zlib": True} for name, var in ds.data_vars.items() if var.ndim} if compress else None
     buffer = io.BytesIO()
-    sealed.to_netcdf(buffer, engine="h5netcdf", encoding=encoding)
-    return _sealed(buffer.getvalue())
+    marked.to_netcdf(buffer, engine="h5netcdf", encoding=encoding)
+    return sealed(buffer.getvalue())
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -115,7 +131,8 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def save_figure(fig, path: str | os.PathLike, *, dpi: float = 150, **savefig_kwargs) -> None:
     """Write a matplotlib figure atomically: it is rendered in memory (format from the file's
     extension), then written as one file, so a full disk or a size limit leaves the previous
-    figure byte-identical and says so in one line.
+    figure byte-identical and says so in one line. The file carries :data:`FIGURE_MARK` where its
+    format has metadata (PNG, PDF, SVG, PS/EPS, JPEG, GIF, TIFF).
 
     Args:
       fig: the matplotlib figure.
@@ -127,10 +144,11 @@ def save_figure(fig, path: str | os.PathLike, *, dpi: float = 150, **savefig_kwa
       NqmError: the figure cannot be rendered or written.
     """
     path = os.fspath(path)
-    kind = os.path.splitext(path)[1].lstrip(".").lower() or None
+    form = os.path.splitext(path)[1].lstrip(".").lower() or None
+    marked = {**figure_mark(form), **savefig_kwargs}
     buffer = io.BytesIO()
     try:
-        fig.savefig(buffer, format=kind, dpi=dpi, **savefig_kwargs)
+        fig.savefig(buffer, format=form, dpi=dpi, **marked)
     except (OSError, ValueError) as exc:
         raise NqmError(f"cannot write figure {path}: {exc}") from None
     write_bytes(path, buffer.getvalue())
@@ -177,74 +195,11 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb"):
         discard(tmp)
 
 
-def discard(path: str | os.PathLike) -> bool:
-    """Remove ``path`` if it is there; ``False`` (never an exception) if it cannot be removed.
-
-    Args:
-      path: the file to remove.
-
-    Returns:
-      ``True`` if it is gone (or was never there), ``False`` if removing failed.
-    """
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
-    except OSError:
-        return False
-    return True
-
-
-def lock_path(path: str | os.PathLike) -> str:
-    """The lock file of ``path``: beside the file it resolves to, so that every name of one file (a
-    symlink, ``./x``, a symlinked directory) takes the same lock.
-
-    Args:
-      path: the file to lock (any name of it).
-
-    Returns:
-      The lock file's path, ``realpath(path) + ".lock"``.
-    """
-    return os.path.realpath(os.fspath(path)) + ".lock"
-
-
-@contextlib.contextmanager
-def lock(path: str | os.PathLike):
-    """Hold an advisory lock on ``path`` (a ``.lock`` file beside the file it resolves to): one
-    writer at a time, however the file is named.
-
-    Args:
-      path: the file about to be written.
-
-    Returns:
-      A context manager holding the lock while inside.
-
-    Raises:
-      NqmError: another process holds the lock, or the lock file cannot be written.
-    """
-    path = os.fspath(path)
-    check_writable(path)
-    target = lock_path(path)
-    try:
-        handle = open(target, "a+")
-    except OSError as exc:
-        raise NqmError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise NqmError(f"another nqm run is writing {path} (it holds {target}); "
-                       "wait for it to finish or choose another output") from None
-    try:
-        yield
-    finally:
-        discard(target)  # while still holding it: a later run creates and locks a new file
-        handle.close()
-
-
 def load(path: str | os.PathLike) -> xr.Dataset:
     """Read a result written by :func:`save` (fully into memory; the file is closed), its
-    checksum verified: a damaged file is one error line, never wrong numbers.
+    checksum verified: a damaged file is one error line, never wrong numbers. Every kind of result
+    nqm writes is read (:data:`nqm.results.KINDS`: a sweep, a search's points, a scaling, a trace,
+    a threshold table, a transfer comparison; :func:`nqm.results.kind` tells which).
 
     Args:
       path: the result file (netCDF).
@@ -253,7 +208,7 @@ def load(path: str | os.PathLike) -> xr.Dataset:
       The result, its delays indexed (:func:`nqm.results.index_delays`).
 
     Raises:
-      NqmError: the file is missing, unreadable, damaged or not a sweep result.
+      NqmError: the file is missing, unreadable, damaged or no result of nqm.
 
     Examples:
       A damaged file is an error, never wrong numbers:
@@ -274,14 +229,20 @@ def load(path: str | os.PathLike) -> xr.Dataset:
       nqm.errors.NqmError: ...
     """
     ds = load_dataset(path)
-    if "steps" not in ds or "status" not in ds:
-        raise NqmError(f"{path} is not an nqm sweep result (no steps/status variables)")
+    if kind(ds) is None:
+        held = ", ".join(map(str, ds.data_vars)) or "no variables"
+        raise NqmError(f"{os.fspath(path)} is not an nqm result (it holds {held[:80]}); nqm.io.load_dataset reads any "
+                       "netCDF file nqm wrote, a figure's data included")
     return index_delays(ds)
 
 
 def load_dataset(path: str | os.PathLike) -> xr.Dataset:
     """Read any netCDF file written by :func:`save` (a result, a figure's data, a threshold table)
     fully into memory, its checksum verified.
+
+    What is not a regular file (a directory, a FIFO, a device, a symbolic link loop) is refused by
+    what it is, without reading from it; a file larger than ``BOUNDS["file_bytes"]``, or one whose
+    first and last bytes show it cut short or not a netCDF file, is refused before the rest is read.
 
     Args:
       path: the netCDF file.
@@ -290,18 +251,23 @@ def load_dataset(path: str | os.PathLike) -> xr.Dataset:
       The dataset, without its checksum attribute.
 
     Raises:
-      NqmError: the path is a directory or missing, the file unreadable or damaged.
+      NqmError: the path is missing or not a regular file, the file too large, unreadable or damaged.
     """
     path = os.fspath(path)
-    if os.path.isdir(path):
-        raise NqmError(f"cannot read {path}: it is a directory; give a result file (netCDF)")
-    if not os.path.isfile(path):
-        raise NqmError(f"cannot read {path}: no such file")
+    fd = opened(path)
     try:
-        with open(path, "rb") as f:
+        size = os.fstat(fd).st_size
+        if size > BOUNDS["file_bytes"]:
+            largest = format_bytes(BOUNDS["file_bytes"])
+            raise NqmError(f"cannot read {path}: {format_bytes(size)} is more than the {largest} of the largest result "
+                           "nqm writes; it is none of nqm's")
+        whole(lambda offset, n: os.pread(fd, n, offset), size, path)
+        with os.fdopen(os.dup(fd), "rb") as f:
             raw = f.read()
     except OSError as exc:
         raise NqmError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     return load_bytes(raw, path)
 
 
@@ -317,19 +283,44 @@ def load_bytes(raw: bytes, name="the data") -> xr.Dataset:
       The dataset, in memory, without its checksum attribute.
 
     Raises:
-      NqmError: the bytes are damaged or no netCDF file.
+      NqmError: the bytes are damaged (cut short, their seal cut off) or no netCDF file.
     """
-    body = _unsealed(raw, name)  # damaged sealed bytes stop here, before any parser
-    try:
-        with warnings.catch_warnings():  # e.g. xarray's on a plain HDF5 file: the error line says it all
-            warnings.simplefilter("ignore")
-            with xr.open_dataset(io.BytesIO(raw if body is None else body), engine="h5netcdf") as ds:
-                ds = ds.load()
-    except Exception as exc:  # h5py/xarray raise many types for a broken file
-        raise NqmError(f"cannot read {name}: not an nqm netCDF file ({type(exc).__name__})") from None
+    whole(lambda offset, n: raw[offset:offset + n], len(raw), name)
+    body = unsealed(raw, name)  # damaged sealed bytes stop here, before any parser
+    ds = _parsed(raw if body is None else body, name)
+    if body is None and SEALED in ds.attrs:  # written with a seal that is gone: not a file from before seals
+        raise NqmError(f"{name} is damaged: the seal saved at its end (its checksum) is missing or broken, as when "
+                       "a file is cut short; write it again, or restore a copy")
     verify(ds, name)
-    ds.attrs.pop(CHECKSUM, None)  # a property of the file, not of the result: save writes a fresh one
+    for attribute in (CHECKSUM, SEALED):  # properties of the file, not of the result: save writes fresh ones
+        ds.attrs.pop(attribute, None)
     return ds
+
+
+def _parsed(data: bytes, name) -> xr.Dataset:
+    """The dataset in ``data``, or one error line. A file the HDF5 layer could not open leaves a
+    half-made h5netcdf object whose finaliser fails ("Exception ignored in … File.close"): it is
+    finalised here, its error silenced, and nothing else's."""
+    hook = sys.unraisablehook
+
+    def quiet(unraisable):
+        if not getattr(unraisable.object, "__module__", "").startswith(("h5netcdf", "h5py")):
+            hook(unraisable)
+
+    failure = None
+    sys.unraisablehook = quiet
+    try:
+        try:
+            with warnings.catch_warnings():  # e.g. xarray's on a plain HDF5 file: the error line says it all
+                warnings.simplefilter("ignore")
+                with xr.open_dataset(io.BytesIO(data), engine="h5netcdf") as ds:
+                    return ds.load()
+        except Exception as exc:  # h5py/xarray raise many types for a broken file
+            failure = type(exc).__name__
+        gc.collect()  # the failed open's objects, unreachable now that the exception is gone
+    finally:
+        sys.unraisablehook = hook
+    raise NqmError(f"cannot read {name}: not an nqm netCDF file ({failure})")
 
 
 def verify(ds: xr.Dataset, path) -> None:
@@ -377,30 +368,6 @@ def _portable(values: np.ndarray) -> np.ndarray:
     kind = values.dtype.kind
     portable = {"b": "<i8", "i": "<i8", "u": "<u8", "f": "<f8", "c": "<c16"}.get(kind)
     return np.ascontiguousarray(values.astype(portable, copy=False)) if portable else values
-
-
-def check_writable(path: str | os.PathLike) -> None:
-    """Fail early, before any simulation, if ``path`` cannot be written: it must be a new path or a
-    regular file (every writer and every command's outputs are checked here).
-
-    Args:
-      path: the output file.
-
-    Raises:
-      NqmError: it is a directory or a special file, its directory is missing, or permission is denied.
-    """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise NqmError(f"cannot write {path}: it is a directory; give a file name such as results.nc")
-    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
-        # A device or a FIFO would be replaced by a regular file (the write is a rename): refuse it.
-        raise NqmError(f"cannot write {path}: it is not a regular file (a device, a FIFO or a socket); "
-                       "give the name of a new or regular file such as results.nc")
-    if not os.path.isdir(directory):
-        raise NqmError(f"cannot write {path}: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise NqmError(f"cannot write {path}: permission denied")
 
 
 def json_plain(value):

@@ -18,10 +18,109 @@ import numpy as np
 import xarray as xr
 from xarray.indexes import PandasIndex
 
-from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING, SKIPPED, TRANSIENT, UNDECIDED, meaning
+from nqm.errors import NqmError
+from nqm.status import BUDGET, DIVERGED, REACHED, RUNNING, SKIPPED, TRANSIENT, UNDECIDED, meaning, plural
 
 GRID = ("momentum", "lr")  # the two dimensions of a heatmap panel
 NOT_RUN = RUNNING  # status of cells a checkpoint has not finished yet
+
+# Every kind of result nqm writes, and what writes it: told apart by what a result holds (kind), so
+# that files written before kinds were named are known too.
+KINDS = {
+    "sweep": "a sweep (nqm sweep, nqm expected)",
+    "search": "a search's points (nqm best)",
+    "scaling": "a batch-size scaling (nqm scaling)",
+    "trace": "a trace (nqm trace)",
+    "threshold": "a threshold table (nqm threshold)",
+    "transfer": "a transfer comparison (nqm transfer)",
+}
+
+
+def kind(ds: xr.Dataset) -> str | None:
+    """Which of :data:`KINDS` ``ds`` is, by its variables and dimensions.
+
+    Args:
+      ds: a dataset.
+
+    Returns:
+      The kind's name, or ``None`` (no result of nqm: a figure's data, another program's file).
+    """
+    names = set(ds.data_vars)
+    if {"status_predicted", "status_observed"} & names:
+        return "transfer"
+    if {"steps", "status"} <= names:
+        return "search" if "point" in ds.steps.dims else "sweep"
+    if "steps" in names and "answered" in names and "batch_size" in ds.steps.dims:
+        return "scaling"
+    if "threshold" in names:
+        return "threshold"
+    if "step" in ds.dims and "loss" in names:
+        return "trace"
+    return None
+
+
+def check(ds: xr.Dataset) -> str | None:
+    """The one schema check of results: what :func:`nqm.save` refuses, so that every result it
+    writes is one that :func:`nqm.load`, ``nqm summary``, ``nqm plot`` and the figure scripts read.
+    A sweep must be one :func:`grid` reads; a search's points must carry their learning rates.
+
+    Args:
+      ds: a dataset about to be saved.
+
+    Returns:
+      Its kind (:func:`kind`; ``None`` for a dataset that is no result, which is saved as it is).
+
+    Raises:
+      NqmError: a result its readers could not read, saying what is missing.
+    """
+    which = kind(ds)
+    if which == "sweep":
+        grid(ds)
+    elif which == "search" and ("lr" not in ds.coords or ds.lr.dims != ("point",)):
+        raise NqmError("a search's points need their learning rates (an lr coordinate over point); keep it")
+    return which
+
+
+def grid(ds: xr.Dataset) -> xr.Dataset:
+    """A sweep result over its lr × momentum grid, as every reader of sweeps takes it: ``steps``
+    and ``status`` over the same dimensions, among them lr and momentum with their values (learning
+    rates > 0, momenta in [0, 1)). A result squeezed to one lr or one momentum (``ds.squeeze()``,
+    which keeps its value as a scalar coordinate) gets its dimension back.
+
+    Args:
+      ds: a sweep result.
+
+    Returns:
+      ``ds``, with lr and momentum as dimensions.
+
+    Raises:
+      NqmError: not such a result, saying what is missing (e.g. an lr squeezed away with
+        ``drop=True``, or a dropped coordinate).
+    """
+    if not isinstance(ds, xr.Dataset) or not {"steps", "status"} <= set(ds.data_vars):
+        raise NqmError(f"a sweep result is needed (an xarray Dataset with steps and status over lr and momentum), "
+                       f"got {type(ds).__name__}" + (f" with {', '.join(map(str, ds.data_vars)) or 'no variables'}"
+                                                      if isinstance(ds, xr.Dataset) else ""))
+    if set(ds.steps.dims) != set(ds.status.dims):
+        raise NqmError(f"a sweep result has steps and status over the same dimensions, got {', '.join(ds.steps.dims)} "
+                       f"and {', '.join(ds.status.dims)}")
+    for name in GRID:
+        if name not in ds.steps.dims:
+            if name not in ds.coords or ds[name].ndim != 0:
+                raise NqmError(f"the result has no {name} values (a dimension squeezed with drop=True, or a dropped "
+                               f"coordinate): keep {name}, e.g. squeeze without drop=True")
+            ds = ds.expand_dims(name)
+        elif name not in ds.coords:
+            raise NqmError(f"the result's {name} dimension has no values (its coordinate was dropped): keep it")
+        values = ds[name].values
+        low, high = (0.0, 1.0) if name == "momentum" else (0.0, np.inf)
+        valid = values.dtype.kind in "iuf" and values.size and np.all((values >= low) & (values < high)) and \
+            (name != "lr" or np.all(values > 0))
+        if not valid:
+            shown = ", ".join(map(str, values.ravel()[:3])) or "none"
+            raise NqmError(f"the result's {name} values must be " + ("momenta in [0, 1)" if name == "momentum" else
+                                                                        "learning rates > 0") + f", got {shown}")
+    return ds
 
 
 def dims(extra: tuple = (), batch: bool = False) -> list[str]:
@@ -166,27 +265,34 @@ _NAMES = {"spectrum_sha256": "the problem's eigenvalues differ", "delay_sha256":
           "nqm_version": "the nqm version differs"}
 
 
-def difference(saved: xr.Dataset, result: xr.Dataset) -> str | None:
+def difference(saved: xr.Dataset, result: xr.Dataset, where: str = "checkpoint") -> str | None:
     """What makes ``saved`` the result of another computation than ``result`` — its grid, or one of
     the attributes that identify a result (every setting that changes a number: the run settings,
     the method and its options, the delay processes and the full spectrum by digest, the nqm
     version) — or ``None`` when it is the same sweep. Values are compared exactly, never as text.
 
     Args:
-      saved: the result in a checkpoint.
+      saved: the result in a checkpoint (or a file).
       result: the result the run would produce.
+      where: what holds ``saved`` ("checkpoint", "file"), for the reason.
 
     Returns:
       A short reason, or ``None``.
     """
-    if set(saved.dims) != set(result.dims) or any(not _same(saved[d].values, result[d].values) for d in result.dims):
-        return "its grid differs"
+    if set(saved.dims) != set(result.dims):
+        return f"its grid differs (dimensions {_shown(' '.join(map(str, saved.dims)))} in the {where}, " \
+               f"{_shown(' '.join(map(str, result.dims)))} now)"
+    for d in result.dims:
+        if not _same(saved[d].values, result[d].values):
+            if saved.sizes[d] == result.sizes[d]:
+                return f"its grid differs (the values of {d})"
+            return f"its grid differs ({d}: {plural(saved.sizes[d], 'value')} in the {where}, {result.sizes[d]:,} now)"
     names = (set(saved.attrs) | set(result.attrs)) - NOT_IDENTITY
     for name in sorted(names, key=lambda n: (n not in _NAMES, n)):
         old, new = saved.attrs.get(name), result.attrs.get(name)
         if old is None or new is None or not _same(old, new):
             what = _NAMES.get(name, f"setting {name} differs")
-            return f"{what} ({name}: checkpoint {_shown(old)}, now {_shown(new)})"
+            return f"{what} ({name}: {_shown(old)} in the {where}, {_shown(new)} now)"
     return None
 
 

@@ -15,7 +15,7 @@ import xarray as xr
 
 from nqm import validate
 from nqm.errors import NqmError
-from nqm.results import GRID, combine_seeds, panels
+from nqm.results import GRID, combine_seeds, grid, panels
 from nqm.status import REACHED, TRANSIENT, UNDECIDED, t_star
 
 
@@ -61,8 +61,7 @@ def summarize(ds: xr.Dataset, by_seed: bool = False) -> xr.Dataset:
       >>> round(table.t_star.item(), 2)
       7.24
     """
-    if not isinstance(ds, xr.Dataset) or not {"steps", "status"} <= set(ds) or not set(GRID) <= set(ds.steps.dims):
-        raise NqmError("a summary needs a sweep result with steps and status over lr and momentum")
+    ds = grid(ds)  # the schema nqm.save checks: what it writes is summarised
     ds = ds if by_seed else combine_seeds(ds)
     dims = panels(ds)
     shape = tuple(ds.sizes[d] for d in dims)
@@ -180,7 +179,7 @@ def to_csv(table: xr.Dataset, path: str | os.PathLike) -> None:
     from nqm.io import atomic_write
 
     _check_table(table, "to_csv")
-    frame = table.to_dataframe().reset_index()
+    frame = _frame(table).reset_index()
     with atomic_write(path, "w") as f:
         frame.to_csv(f, index=False, float_format="%.10g")
 
@@ -196,10 +195,18 @@ def format_table(table: xr.Dataset) -> str:
     """
     _check_table(table, "format_table")
     columns = [c for c in COLUMNS if c in table]  # a table written before the transient and undecided counts
-    frame = table[columns].to_dataframe()
+    frame = _frame(table[columns])
     legend = "\n".join(f"  {name}: {COLUMNS[name]}" for name in columns)
     return f"per panel ({table.attrs.get('cells_per_panel', '?')} cells each):\n{legend}\n" + \
         frame.to_string(float_format=lambda x: f"{x:.4g}")
+
+
+def _frame(table: xr.Dataset):
+    """The table as a DataFrame, one row per panel (a result of one panel has no panel dimension:
+    its one row is labelled ``panel``)."""
+    if not table.t_star.dims:
+        table = table.expand_dims(panel=["all"])
+    return table.to_dataframe()
 
 
 def _check_table(table, what: str, columns=tuple(COLUMNS)[:6]) -> None:

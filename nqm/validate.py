@@ -29,6 +29,12 @@ BOUNDS = {
     "trace_work": 10**13,  # N × steps of one trace, which has no checkpoint: hours on a CPU
     "exact_ops": 10**14,  # the exact mode's work before stepping (long delays' roots): hours at 10 Gflop/s
     "matrix_bytes": 2 * 2**30,  # the transition matrices, or the exact mode's second-moment map, held at once
+    "seeds": 1000,  # seeds every point of a search or a simulated threshold runs: each one more run of it
+    # A cell's work limit, in budgets: past it a cell may take its whole MAX_STEPS steps whatever its budget.
+    "work_limit": 10**5,
+    # A file nqm writes or reads: above any result the other bounds allow (a trace keeps at most
+    # trace_bytes of values), so a larger file is refused before it is read into memory.
+    "file_bytes": 16 * 2**30,
 }
 MAX_STEPS, MAX_DELAY, MAX_VALUES, MAX_CELLS = (BOUNDS[k] for k in ("steps", "delay", "values", "cells"))
 

@@ -46,7 +46,8 @@ def compute(smoke):
         ds = nqm.sweep(method, lr=size["lrs"], b1=[0.9], delay=size["delays"], problem=problem,
                        max_steps=size["budget"], target=0.01, progress=False, work_limit=size.get("work_limit", 16),
                        **extra)
-        runs[rho] = ds[["steps", "status"]].squeeze(drop=True).transpose("delay", "lr")
+        # Adam's one momentum (0) kept as a scalar: a sweep's data says where its grid lies (nqm.save checks it)
+        runs[rho] = ds[["steps", "status"]].squeeze("momentum").squeeze(drop=True).transpose("delay", "lr")
     data = stack(runs, "rho")
     return data.assign_attrs(spectrum=f"zhang(1/j, N={size['dim']}) rotated (seed {size['rotate']})",
                              max_steps=size["budget"], target=0.01, b1=0.9)

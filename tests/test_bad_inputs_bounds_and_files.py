@@ -10,6 +10,9 @@ type (6); messages that must not mislead (8).
 
 import math
 import os
+import pathlib
+import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -21,6 +24,9 @@ from nqm import bench, delays, diagnostics, io, summary
 from nqm.thresholds import polynomials
 from nqm.cli import main
 from nqm.errors import NqmError
+from nqm.files import SEAL_SIZE
+from nqm.results import index_delays
+from nqm.validate import BOUNDS
 
 EIGENVALUES = [1.0, 0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.15, 0.1, 0.05]
 BASE = ["sweep", "--lr", "0.1", "0.2", "--momentum", "0.5", "--eigenvalues", *map(str, EIGENVALUES), "--max-steps", "50",
@@ -58,6 +64,14 @@ BOUND_CASES = [
     ["threshold", "--delay-dist", "pmf:1,0," + "0," * 1_000_001 + "1"],
     ["bench", "--dim", "100000000"], ["bench", "--steps", "1000000000000"], ["bench", "--cells", "100000", "--dim", "100000"],
     ["bench", "--cells", "1000000000"],
+    # options whose cost grows with their value (the work of each step or cell, the cells or seeds of a search)
+    _sweep("--method", "ab", "--micro-steps", "1000000", "--dim", "20", "--max-steps", "300"),
+    _trace("--method", "ab", "--micro-steps", "1000000"), _sweep("--work-limit", "1e300"),
+    ["best", "--lr", "0.05:1", "--momentum", "0.5", "--dim", "8", "--max-cells", "1000000000000", "--out", "OUT"],
+    ["best", "--lr", "0.05:1", "--momentum", "0.5", "--dim", "8", "--seeds", "1000000000", "--out", "OUT"],
+    ["scaling", "--lr", "0.05:1", "--momentum", "0.5", "--batch-size", "1", "4", "--noise", "0.05", "--dim", "8",
+     "--max-cells", "1000000000000", "--out", "OUT"],
+    ["threshold", "--simulate", "--seeds", "100000000000"],
     *(["expected", "--lr", "0.1", "0.5", "--momentum", "0", "0.5", "--dim", "50", "--out", "OUT", *extra]
       for extra in (["--delay", "100000"], ["--delay", "1000000", "--method", "shifted"],
                     ["--delay", "5000", "--lr", "1e-4", "2e-4", "3e-4"], ["--delay-dist", "constant:20000"])),
@@ -202,6 +216,7 @@ def test_a_checkpoint_of_another_sweep_or_damaged_is_refused_naming_restart(case
 def test_the_unchanged_sweep_resumes_its_checkpoint(base_checkpoint, files, capsys):
     """The positive control of the table above: the same command resumes (nothing to compute)."""
     (files["OUT"].parent / "out.nc.partial").write_bytes(base_checkpoint)
+    files["OUT"].unlink()  # the result the interrupted run had not written yet (another sweep is not replaced)
     assert main(BASE + ["--out", str(files["OUT"])]) == 0
     assert nqm.load(files["OUT"]).status.size == 2
 
@@ -216,7 +231,7 @@ def test_messages_say_what_is_wrong(files, tmp_path, capsys):
         (["plot", str(plain), "--out", str(files["FIG"])], "not an nqm"),
         (["summary", str(plain)], "not an nqm"),
         (["summary", str(tmp_path)], "is a directory"),
-        (_with_out(_sweep("--dim", "10000", "--memory-budget", "0.0001"), files), "KiB"),
+        (_sweep("--dim", "10000", "--memory-budget", "0.0001", "--out", str(tmp_path / "new.nc")), "KiB"),
     ]
     for argv, expected in cases:
         err = _refused(argv, files, capsys)
@@ -274,6 +289,9 @@ API_CASES = {
     "uniform_pmf(0, 2000000)": lambda: delays.uniform_pmf(0, 2_000_000), "gaussian_pmf(1e6)": lambda: delays.gaussian_pmf(10**6),
     "iid pmf reaching 2000000": lambda: delays.iid(np.r_[np.zeros(2_000_000), 1.0]),
     "bench dim=1e8": lambda: bench.main(dim=10**8), "bench cells x dim": lambda: bench.main(cells=10**5, dim=10**5),
+    "sweep work_limit=1e300": _sweep_api(work_limit=1e300),
+    "best max_cells=1e12": lambda: nqm.best(lr=(0.05, 1.0), momentum=0.5, problem=nqm.zhang(8), max_cells=10**12),
+    "best seeds=1e9": lambda: nqm.best(lr=(0.05, 1.0), momentum=0.5, problem=nqm.zhang(8), seeds=10**9),
 }
 
 
@@ -290,3 +308,183 @@ def test_api_bad_arguments_are_one_nqm_error_line(case, tmp_path):
 def test_the_table_is_large_enough():
     cli = BOUND_CASES + PRECISION_CASES + LOCK_CASES + list(STALE_CASES)
     assert len(cli) >= 60 and len(API_CASES) >= 50
+
+
+# ------------------------------------------------------------------ 9: sealed results at their edges
+
+@pytest.fixture(scope="module")
+def sealed(tmp_path_factory):
+    """The bytes of a small result as nqm.save writes it (sealed)."""
+    path = tmp_path_factory.mktemp("sealed") / "r.nc"
+    nqm.save(nqm.sweep("sgdm", lr=[0.1, 0.5], momentum=[0.0, 0.5], problem=nqm.zhang(8), max_steps=50, progress=False),
+             path)
+    return path.read_bytes()
+
+
+CUTS = {  # where a file is cut: its size after the cut, from its size n
+    "half its body": lambda n: n // 2, "the last byte of its body": lambda n: n - SEAL_SIZE - 1,
+    "its whole seal": lambda n: n - SEAL_SIZE, "half its seal": lambda n: n - SEAL_SIZE // 2,
+    "its last byte": lambda n: n - 1, "all but its first bytes": lambda n: 5,
+}
+
+
+@pytest.mark.parametrize("cut", CUTS)
+def test_a_cut_result_is_named_damaged_by_every_reader(cut, sealed, tmp_path, capsys):
+    """Truncation removes the seal: the file is damage (never an old unsealed file read as it is)."""
+    path = tmp_path / "r.nc"
+    path.write_bytes(sealed[:CUTS[cut](len(sealed))])
+    with pytest.raises(NqmError) as info:
+        nqm.load(path)
+    assert "\n" not in str(info.value) and "is damaged" in str(info.value), str(info.value)
+    assert "cut short" in str(info.value) or "seal" in str(info.value)
+    for argv in (["summary", str(path)], ["plot", str(path), "--out", str(tmp_path / "f.png")]):
+        assert "is damaged" in _refused(argv, {"R": path}, capsys)
+
+
+def test_a_file_written_before_seals_is_read_as_it_is(tmp_path, capsys):
+    """The control: a file without a seal (nqm 0.2.0's Figure 1 data) is no damage."""
+    old = pathlib.Path(__file__).resolve().parents[1] / "figures" / "fig1_heatmaps.nc"
+    assert not old.read_bytes().endswith(b"\n") and nqm.load(old).status.size == 2 * 2 * 2 * 24 * 24
+    assert main(["summary", str(old)]) == 0
+
+
+def _fifo(folder):
+    os.mkfifo(folder / "x.nc")
+    return folder / "x.nc"
+
+
+def _loop(folder):
+    (folder / "x.nc").symlink_to(folder / "y.nc")
+    (folder / "y.nc").symlink_to(folder / "x.nc")
+    return folder / "x.nc"
+
+
+SPECIAL = {  # what is given as a result to read, and what the error line calls it
+    "a FIFO": (_fifo, "FIFO"), "a device": (lambda folder: pathlib.Path("/dev/null"), "device"),
+    "a symbolic link loop": (_loop, "symbolic link loop"),
+    "a directory": (lambda folder: (folder / "x.nc").mkdir() or folder / "x.nc", "directory"),
+    "a broken symbolic link": (lambda folder: (folder / "x.nc").symlink_to(folder / "gone.nc") or folder / "x.nc",
+                               "broken symbolic link"),
+}
+
+
+@pytest.mark.parametrize("what", SPECIAL)
+def test_what_is_not_a_file_is_named_for_what_it_is(what, tmp_path, capsys, earlier_result):
+    make, words = SPECIAL[what]
+    given = make(tmp_path)
+    with pytest.raises(NqmError, match=words):
+        nqm.load(given)
+    (tmp_path / "r.nc").write_bytes(earlier_result)
+    for argv in (["summary", str(given)], ["plot", str(given), "--out", str(tmp_path / "f.png")],
+                 ["plot", str(tmp_path / "r.nc"), "--out", str(tmp_path / "f.png"), "--threshold", str(given)]):
+        err = _refused(argv, {"R": tmp_path / "r.nc"}, capsys)
+        assert words in err and "no such file" not in err, err
+
+
+def test_a_fifo_never_blocks_the_command_line(tmp_path):
+    """A FIFO nobody writes to: a reader that opened it would wait forever (the deadline is a hang's, not a time)."""
+    fifo = _fifo(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "nqm", "summary", str(fifo)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"nqm: error: cannot read {fifo}: it is a FIFO (a named pipe), not a file; give a result file (netCDF)"]
+
+
+def test_a_file_larger_than_any_result_is_refused_by_its_size(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(BOUNDS, "file_bytes", 2**20)
+    big = tmp_path / "big.nc"
+    with open(big, "wb") as f:
+        f.truncate(2**21)  # sparse: no disk used
+    with pytest.raises(NqmError, match="more than the 1 MiB of the largest result"):
+        nqm.load(big)
+    assert "more than" in _refused(["summary", str(big)], {"B": big}, capsys)
+    with pytest.raises(NqmError, match="more than the 1 MiB"):  # and nqm.save writes none that large
+        nqm.save(xr.Dataset({"x": ("a", np.zeros(2**18))}), tmp_path / "r.nc")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.nc"]
+
+
+def test_a_large_file_that_is_no_result_is_refused_without_reading_it(tmp_path):
+    """1 GiB of zeros (sparse): refused from its first bytes, so the reader's memory stays far below its size."""
+    big = tmp_path / "big.nc"
+    with open(big, "wb") as f:
+        f.truncate(2**30)
+    script = ("import resource, sys, nqm\n"
+              "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"  # KiB on Linux
+              "before = peak()\n"
+              "try:\n    nqm.load(sys.argv[1])\nexcept nqm.NqmError as error:\n    print(error)\n"
+              "print(peak() - before)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(big)], capture_output=True, text=True, timeout=600)
+    error, grown = done.stdout.strip().splitlines()
+    assert "not an nqm netCDF file" in error and int(grown) < 2**18, (error, grown)  # below 256 MiB
+
+
+def test_a_damaged_unsealed_file_leaves_no_exception_of_the_hdf5_layer(tmp_path):
+    """h5netcdf's half-opened file printed "Exception ignored … File.close" after the error line."""
+    dims = ("momentum", "lr")
+    path = tmp_path / "old.nc"
+    xr.Dataset({"steps": (dims, [[1, 2]]), "status": (dims, [[1, 1]])},
+               coords={"momentum": [0.5], "lr": [0.1, 0.2]}).to_netcdf(path, engine="h5netcdf")  # no seal
+    damaged = bytearray(path.read_bytes())
+    damaged[96:200] = bytes(104)
+    path.write_bytes(bytes(damaged))
+    script = "import gc, sys, nqm\ntry:\n    nqm.load(sys.argv[1])\nexcept nqm.NqmError as error:\n    print(error)\ngc.collect()\n"
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=600)
+    assert "not an nqm netCDF file" in done.stdout and done.stderr == "", done.stderr[-2000:]
+
+
+# ------------------------------------------------------------------ 10: readers read what nqm.save writes
+
+def _cells(**kw):
+    return nqm.sweep("sgdm", problem=nqm.zhang(8), max_steps=50, progress=False, **kw)
+
+
+@pytest.fixture(scope="module")
+def grids():
+    return {"2x2": _cells(lr=[0.1, 0.5], momentum=[0.0, 0.5], delay=[0, 1]), "1x2": _cells(lr=[0.1, 0.5], momentum=0.5),
+            "2x1": _cells(lr=0.1, momentum=[0.0, 0.5])}
+
+
+VARIANTS = {  # a result as a user may change it before nqm.save
+    "as computed": ("2x2", lambda ds: ds),
+    "its attributes emptied": ("2x2", lambda ds: ds.drop_attrs()),
+    "its lr coordinate dropped": ("2x2", lambda ds: ds.drop_vars("lr")),
+    "its momentum coordinate dropped": ("2x2", lambda ds: ds.drop_vars("momentum")),
+    "its delay coordinates dropped": ("2x2", lambda ds: ds.drop_vars(["delay", "mean_delay"])),
+    "squeezed with drop=True": ("2x2", lambda ds: ds.isel(delay=0).squeeze(drop=True)),
+    "squeezed to one momentum with drop=True": ("1x2", lambda ds: ds.squeeze(drop=True)),
+    "squeezed to one lr with drop=True": ("2x1", lambda ds: ds.squeeze(drop=True)),
+    "squeezed to one momentum": ("1x2", lambda ds: ds.squeeze()),
+    "transposed": ("2x2", lambda ds: ds.transpose("lr", ...)),
+    "with learning rates as text": ("2x2", lambda ds: ds.assign_coords(lr=["a", "b"])),
+    "with no learning rate": ("2x2", lambda ds: ds.isel(lr=slice(0, 0))),
+    "with status over fewer dimensions": ("2x2", lambda ds: ds.assign(status=ds.status.isel(delay=0, drop=True))),
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_result_nqm_save_writes_is_read_by_every_reader(variant, grids, tmp_path, capsys):
+    """nqm.save refuses in one line what its readers could not read; what it writes, nqm.load,
+    nqm.summary, nqm summary and nqm plot read."""
+    grid, change = VARIANTS[variant]
+    ds, path = change(grids[grid]), tmp_path / "r.nc"
+    try:
+        nqm.save(ds, path)
+    except NqmError as error:
+        assert "\n" not in str(error) and not path.exists()
+        return
+    assert nqm.load(path).identical(index_delays(ds))
+    summary.summarize(nqm.load(path))
+    capsys.readouterr()
+    for argv in (["summary", str(path)], ["plot", str(path), "--out", str(tmp_path / "f.png")]):
+        assert main(argv) == 0, capsys.readouterr().err
+    assert (tmp_path / "f.png").stat().st_size > 1000
+
+
+def test_what_nqm_save_refuses_says_what_is_missing(grids, tmp_path):
+    for variant, words in (("its lr coordinate dropped", "lr dimension has no values"),
+                           ("squeezed to one momentum with drop=True", "no momentum values"),
+                           ("with learning rates as text", "learning rates > 0")):
+        grid, change = VARIANTS[variant]
+        with pytest.raises(NqmError, match=words):
+            nqm.save(change(grids[grid]), tmp_path / "r.nc")
+    assert list(tmp_path.iterdir()) == []

@@ -48,9 +48,10 @@ def test_problem_options(tmp_path):
     ds = nqm.load(out)
     assert ds.attrs["dim"] == 3 and ds.attrs["rotation_seed"] == 4 and ds.attrs["dtype"] == "float64"
     assert ds.attrs["convention"].startswith("dampened")
+    other = tmp_path / "loguniform.nc"  # another sweep: not written over the first
     assert main(["sweep", "--lr", "0.5", "--momentum", "0.5", "--spectrum", "loguniform", "--dim", "16",
-                 "--lo", "1e-3", "--max-steps", "100", "--no-progress", "--out", str(out)]) == 0
-    assert nqm.load(out).attrs["spectrum"] == "loguniform(N=16, lo=0.001, hi=1)"
+                 "--lo", "1e-3", "--max-steps", "100", "--no-progress", "--out", str(other)]) == 0
+    assert nqm.load(other).attrs["spectrum"] == "loguniform(N=16, lo=0.001, hi=1)"
 
 
 @pytest.mark.parametrize("args,message", [

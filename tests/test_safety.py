@@ -30,7 +30,7 @@ def test_a_write_beyond_the_file_size_limit_is_one_line_and_keeps_the_previous_f
         "from nqm.cli import main\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))\n"
         f"sys.exit(main(['sweep', '--lr', 'geom:0.01:1:40', '--momentum', 'lin:0:0.9:10', '--dim', '8',"
-        f" '--max-steps', '20', '--no-progress', '--out', {str(out)!r}]))\n"
+        f" '--max-steps', '20', '--no-progress', '--force', '--out', {str(out)!r}]))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=NO_CACHE)
     assert done.returncode == 2, done.stderr
@@ -44,7 +44,7 @@ def test_an_overwritten_result_keeps_its_file_mode(tmp_path, earlier_result):
     out.write_bytes(earlier_result)
     os.chmod(out, 0o600)
     assert main(["sweep", "--lr", "0.1", "--momentum", "0", "--dim", "8", "--max-steps", "20", "--no-progress",
-                 "--out", str(out)]) == 0
+                 "--force", "--out", str(out)]) == 0  # another sweep's result: replaced as asked
     assert (os.stat(out).st_mode & 0o777) == 0o600 and out.stat().st_size > 100
 
 
@@ -106,7 +106,7 @@ def test_when_neither_result_nor_checkpoint_can_be_written_the_cells_are_rescued
 
     monkeypatch.setattr(nqm.io, "atomic_write", full_disk)
     argv = ["sweep", "--lr", "0.1", "0.3", "--momentum", "0", "0.5", "--dim", "8", "--max-steps", "200",
-            "--no-progress", "--out", str(out)]
+            "--no-progress", "--force", "--out", str(out)]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "every computed cell is saved in" in err[0]
@@ -143,7 +143,7 @@ def test_a_full_disk_while_writing_a_figure_or_a_table_leaves_the_previous_file(
         return os.open("/dev/full", os.O_WRONLY), path
 
     monkeypatch.setattr(tempfile, "mkstemp", full_disk)
-    for argv in (["plot", str(result), "--out", str(fig)], ["summary", str(result), "--csv", str(csv)]):
+    for argv in (["plot", str(result), "--out", str(fig), "--force"], ["summary", str(result), "--csv", str(csv)]):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "cannot write" in err[0] and "No space left" in err[0], err
@@ -159,7 +159,7 @@ def test_a_file_size_limit_while_writing_a_figure_leaves_the_previous_figure(tmp
         "import resource, sys\n"
         "from nqm.cli import main\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (4_000, 4_000))\n"
-        f"sys.exit(main(['plot', {str(result)!r}, '--out', {str(fig)!r}]))\n"
+        f"sys.exit(main(['plot', {str(result)!r}, '--out', {str(fig)!r}, '--force']))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=NO_CACHE)
     lines = done.stderr.strip().splitlines()
@@ -365,7 +365,7 @@ def test_a_search_whose_write_fails_prints_its_answer_and_keeps_every_point(tmp_
 
     monkeypatch.setattr(nqm.io, "atomic_write", full_disk)
     argv = ["best", "--lr", "0.05:3", "--momentum", "0:0.9", "--delay", "2", "--dim", "20", "--max-steps", "1000",
-            "--max-cells", "200", "--no-progress", "--json", "--out", str(out)]
+            "--max-cells", "200", "--no-progress", "--json", "--force", "--out", str(out)]
     assert main(argv) == 2
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()

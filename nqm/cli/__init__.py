@@ -162,9 +162,9 @@ def _main(argv) -> int:
         module = next(m for m in COMMANDS if m.NAME == args.command)
         output.distinct_files(args)
         output.check_results(args)
-        with output.locked(args):  # every file the command writes, by the file it resolves to
+        with output.locked(args), output.guarded(args):  # every file it writes, by the file it resolves to
             return module.run(args) or 0
-    except NqmError as exc:
+    except (NqmError, output.Refused) as exc:
         print(f"nqm: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `nqm threshold ... | head`: the reader left, nothing is wrong

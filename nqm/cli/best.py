@@ -111,14 +111,17 @@ def run(args) -> None:
     import json
 
     from nqm import search
-    from nqm.checkpoint import StaleCheckpoint
+    from nqm.checkpoint import StaleCheckpoint, before_work
     from nqm.io import discard, save
 
     options = search_options(args)
     partial = args.out + ".partial"
+    # --out is checked once the search knows its settings, before it evaluates a point.
+    guard = before_work(lambda settings: output.replacing(args.out, settings, what="search", force=args.force))
     try:
-        ds = search.best(options.pop("method"), batch_size=args.batch_size, checkpoint=partial, restart=args.restart,
-                         **options)
+        with guard:
+            ds = search.best(options.pop("method"), batch_size=args.batch_size, checkpoint=partial,
+                             restart=args.restart, **options)
     except StaleCheckpoint as exc:
         raise NqmError(f"{exc.reason}; run again with --restart to start over") from None
     answer = json.dumps(search.answer(ds))
@@ -156,7 +159,10 @@ def _exact_mode(args) -> None:
 def _first_grid(box: dict, args) -> None:
     """Refuse a --max-cells below the first grid, in the command's words (it has no --coarse)."""
     from nqm.search.setup import COARSE
+    from nqm.validate import BOUNDS, MAX_CELLS, count
 
+    count(args.seeds, "--seeds", high=BOUNDS["seeds"])  # the bounds first: the grid below never asks for more
+    count(args.max_cells, "--max-cells", high=MAX_CELLS)
     searched = sum(isinstance(v, tuple) for v in box.values())
     cells = COARSE.get(searched, 4) ** searched * max(args.seeds, 1)
     if searched and args.max_cells < cells:

@@ -40,7 +40,7 @@ def run(args) -> None:
     from nqm.errors import NqmError
     from nqm.io import save
 
-    output.check_figure(args.plot, args.threshold)
+    output.check_figure(args.plot, args.threshold, force=args.force)
     if args.bins is not None:
         validate.count(args.bins, "--bins")
     ds = expected.sweep(args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),

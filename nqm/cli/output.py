@@ -85,8 +85,10 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def check_figure(path: str | None, threshold: bool = False) -> None:
-    """A figure's path and format, checked before any work (``threshold``: an overlay is asked for)."""
+def check_figure(path: str | None, threshold: bool = False, force: bool = False, label: str = "--plot") -> None:
+    """A figure's path and format, checked before any work (``threshold``: an overlay is asked for):
+    an existing file there is replaced only if nqm drew it (:func:`nqm.io.drawn_by_nqm`), or with
+    ``force``."""
     if path is None:
         if threshold:
             raise NqmError("--threshold draws on the figure: give --plot FIGURE too")
@@ -97,13 +99,16 @@ def check_figure(path: str | None, threshold: bool = False) -> None:
     matplotlib.use("Agg")
     from matplotlib.backend_bases import FigureCanvasBase
 
-    from nqm.io import check_writable
+    from nqm.io import check_writable, drawn_by_nqm
 
     check_writable(path)
     kind = os.path.splitext(path)[1].lstrip(".").lower()
     formats = FigureCanvasBase.get_supported_filetypes()
     if kind not in formats:
         raise NqmError(f"cannot write figure {path}: unknown format {kind!r}; use one of {', '.join(sorted(formats))}")
+    if not force and os.path.isfile(path) and not drawn_by_nqm(path):
+        raise NqmError(f"{label} {path} exists and is not a figure nqm drew: choose another name, or give --force "
+                       "to overwrite it")
 
 
 def threshold_overlay(threshold):
@@ -116,12 +121,88 @@ def threshold_overlay(threshold):
         return True
     from nqm.io import load_dataset
 
-    if not os.path.isfile(threshold):
+    if not os.path.lexists(threshold):
         raise NqmError(f"cannot read threshold table {threshold}: no such file (write one with nqm threshold --out)")
-    table = load_dataset(threshold)
+    table = load_dataset(threshold)  # what is there and no file is named by what it is
     if "threshold" not in table or "momentum" not in table.dims:
         raise NqmError("--threshold TABLE takes a table written by nqm threshold --out (a threshold over momentum)")
     return table
+
+
+def sweep_of(path: str):
+    """The sweep result in ``path``, what ``nqm summary`` and ``nqm plot`` read; a result of another
+    kind is one line naming it."""
+    from nqm.io import load
+    from nqm.results import KINDS, kind
+
+    ds = load(path)
+    which = kind(ds)
+    if which != "sweep":
+        raise NqmError(f"{path} is {KINDS[which]}, not a sweep: nqm summary and nqm plot read the results of nqm sweep "
+                       "and nqm expected")
+    return ds
+
+
+class Refused(Exception):
+    """A result output that may not be replaced, found as the result is about to be written: one
+    line and exit status 2 like an :class:`NqmError`, but not one, so that a command does not
+    rescue its result elsewhere (nothing is written)."""
+
+
+def replacing(path: str, new, *, what: str | None = None, force: bool = False) -> None:
+    """Refuse, unless ``force``, to replace the result at ``path`` with ``new`` other than by a re-run
+    of the same computation: a result of another kind (:func:`nqm.results.kind`) is never replaced,
+    one of the same kind only if its grid and settings are the same (:func:`nqm.results.difference`).
+
+    Args:
+      path: the output.
+      new: the result about to be written, or the empty one a computation fills (its identity).
+      what: the kind of ``new`` where it holds the settings alone (a search's, as attributes).
+      force: replace whatever is there.
+
+    Raises:
+      NqmError: ``path`` holds another computation's result, or one that cannot be read.
+    """
+    if force or not os.path.isfile(path):
+        return
+    import xarray as xr
+
+    from nqm.io import load_dataset
+    from nqm.results import KINDS, difference, kind
+
+    again = "choose another name, or give --force to replace it"
+    try:
+        old = load_dataset(path)
+    except NqmError as exc:
+        raise NqmError(f"--out {path} cannot be read back ({str(exc).replace(f'{path} ', '')}): {again}") from None
+    mine, held = what or kind(new), kind(old)
+    if held != mine:
+        raise NqmError(f"--out {path} holds {KINDS[held] if held else 'no result of nqm'}, not {KINDS[mine]}: {again}")
+    if what is not None:  # a computation known by its settings alone: its grid is what it will find
+        old = xr.Dataset(attrs={name: old.attrs.get(name) for name in new.attrs})
+    why = difference(old, new, where="file")
+    if why:
+        raise NqmError(f"--out {path} holds another {KINDS[mine].split(' (')[0][2:]}: {why}; {again}")
+
+
+@contextlib.contextmanager
+def guarded(args: argparse.Namespace):
+    """While a command runs, its result outputs (:class:`~nqm.cli.parser.ResultFile`) are replaced
+    only as :func:`replacing` allows, checked as each is written (a sweep and a search check it
+    before any work too); a refusal there is :class:`Refused`."""
+    from nqm.io import before_save
+
+    outputs = {os.path.realpath(value) for value in vars(args).values() if isinstance(value, ResultFile)}
+
+    def check(path, ds):
+        if os.path.realpath(os.fspath(path)) in outputs:
+            try:
+                replacing(os.fspath(path), ds, force=getattr(args, "force", False))
+            except NqmError as exc:
+                raise Refused(str(exc)) from None
+
+    with before_save(check):
+        yield
 
 
 def locked(args: argparse.Namespace) -> contextlib.ExitStack:

@@ -45,7 +45,7 @@ def run(args) -> None:
     from nqm.plots.scaling import plot_scaling
     from nqm.search.scaling import exact_applies, scaling
 
-    output.check_figure(args.plot)
+    output.check_figure(args.plot, force=args.force)
     # The exact mode wherever it applies (as the API does), its options then checked as --expected's.
     args.expected = args.expected or exact_applies(args.method, args.delay_dist or args.delay or 0, args.seeds,
                                                    args.x64, args.independent_noise)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nqm.cli import output
 from nqm.cli.parser import InputFile, OutputFile
 
 NAME = "summary"
@@ -19,9 +20,8 @@ def add_parser(subparsers):
 
 def run(args) -> None:
     from nqm import summary
-    from nqm.io import load
 
-    ds = load(args.result)
+    ds = output.sweep_of(args.result)
     table = summary.summarize(ds)
     print(summary.format_table(table))
     if args.spread:

@@ -41,18 +41,22 @@ def add_parser(subparsers):
 
 def run(args) -> None:
     import nqm
-    from nqm.checkpoint import StaleCheckpoint
+    from nqm.checkpoint import StaleCheckpoint, before_work
     from nqm.io import discard
 
-    output.check_figure(args.plot, args.threshold)
+    output.check_figure(args.plot, args.threshold, force=args.force)
     partial = args.out + ".partial"
+    # --out is checked once the sweep knows its grid and settings, before it computes a cell.
+    guard = before_work(lambda planned: output.replacing(args.out, planned, force=args.force))
     try:
-        ds = nqm.sweep(
-            args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
-            noise=joined(args.noise), seed=joined(args.seed), batch_size=groups.batch_sizes(args), problem=groups.problem_from(args),
-            **groups.method_options(args), **groups.settings(args), **groups.choices_from(args), checkpoint=partial,
-            restart=args.restart, stay=args.stay,
-        )
+        with guard:
+            ds = nqm.sweep(
+                args.method, lr=joined(args.lr), momentum=joined(args.momentum), delay=groups.delays(args),
+                noise=joined(args.noise), seed=joined(args.seed), batch_size=groups.batch_sizes(args),
+                problem=groups.problem_from(args), **groups.method_options(args), **groups.settings(args),
+                **groups.choices_from(args),
+                checkpoint=partial, restart=args.restart, stay=args.stay,
+            )
     except StaleCheckpoint as exc:
         raise NqmError(f"{exc.reason}; run again with --restart to start over") from None
     try:

@@ -33,7 +33,7 @@ def run(args) -> None:
     from nqm.errors import NqmError
     from nqm.io import save
 
-    output.check_figure(args.plot)
+    output.check_figure(args.plot, force=args.force)
     ds = diagnostics.trajectory(
         args.method, problem=groups.problem_from(args), lr=joined(args.lr), momentum=joined(args.momentum),
         delay=args.delay, noise=joined(args.noise), seed=joined(args.seed), steps=args.steps, stride=args.stride,

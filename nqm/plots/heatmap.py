@@ -13,9 +13,9 @@ import xarray as xr
 
 from nqm.errors import NqmError, NqmWarning
 from nqm.plots.script import suptitle
-from nqm.results import combine_seeds, panel_keys
+from nqm.results import combine_seeds, grid, panel_keys
 from nqm.thresholds.polynomials import table_line
-from nqm.status import DIVERGED, REACHED, SKIPPED, TRANSIENT, UNDECIDED, format_t_star, plural, results, t_star
+from nqm.status import DIVERGED, REACHED, SKIPPED, TRANSIENT, UNDECIDED, format_t_star, plural, t_star
 
 SKIPPED_GREY = "0.7"  # cells not run (known not to settle): grey, apart from white (budget) and black
 UNDECIDED_COLOUR = "#f2b134"  # reached the target, no verdict within the work limit: dotted amber
@@ -106,9 +106,7 @@ def plot_heatmaps(ds: xr.Dataset, *, title: str | None = None, threshold: bool |
     Returns:
       the matplotlib Figure.
     """
-    results(ds)
-    if ds.sizes.get("lr", 0) < 1 or ds.sizes.get("momentum", 0) < 1:
-        raise NqmError("a heatmap needs lr and momentum dimensions")
+    ds = grid(ds)  # the schema nqm.save checks: what it writes is drawn
     seeds = ds.sizes.get("seed", 1)
     ds = combine_seeds(ds)
     keys = panel_keys(ds)
@@ -300,8 +298,9 @@ def default_title(ds: xr.Dataset, seeds: int = 1) -> str:
     a = ds.attrs
     method = a.get("method_title", a.get("method", "?"))
     extra = f", median of {seeds} seeds" if seeds > 1 else ""
-    return (f"{method} on {a.get('spectrum', '?')}: steps to loss < {a.get('target', '?'):g} "
-            f"(budget {int(a.get('max_steps', 0)):,}{extra})")
+    shown = lambda value, form: format(value, form) if isinstance(value, (int, float, np.number)) else "?"
+    return (f"{method} on {a.get('spectrum', '?')}: steps to loss < {shown(a.get('target'), 'g')} "
+            f"(budget {shown(a.get('max_steps'), ',')}{extra})")
 
 
 def _format(name, value):

@@ -26,7 +26,7 @@ from nqm.results import attribute
 from nqm.schedules import EMA
 from nqm.settling import choose
 from nqm.status import REACHED, SKIPPED, TRANSIENT
-from nqm.validate import coordinates, count, flag, representable
+from nqm.validate import BOUNDS, MAX_CELLS, coordinates, count, flag, representable
 
 COARSE = {1: 16, 2: 8, 3: 5}  # default coarse points per axis for k searched axes (else 4)
 # power: precond's p, one value (the exact mode takes it fixed, not searched)
@@ -78,7 +78,7 @@ def settings(objective, seeds, seed, robust, tol, width, patience, noise, expect
     if objective not in ("first", "stay"):
         raise NqmError(f"objective must be 'first' (the first passage) or 'stay' (the step after which the loss "
                        f"stays below the target), got {objective!r}")
-    seeds = count(seeds, "seeds")
+    seeds = count(seeds, "seeds", high=BOUNDS["seeds"])  # before the seeds are laid out, one array entry each
     if np.ndim(seed) != 0:
         raise NqmError("seed is the first seed, one integer: give seeds=K for seeds seed … seed+K-1")
     seed = int(coordinates(seed=seed)["seed"][0])
@@ -109,7 +109,7 @@ def box(method: str, given: dict, delta: float | None, dtype: str, coarse, max_c
     momentum = parsed["momentum"]
     family(method, [momentum.lo, momentum.hi] if isinstance(momentum, Axis) else momentum)  # sgd: momentum 0
     coarse = count(COARSE.get(len(axes), 4) if coarse is None else coarse, "coarse", low=2)
-    max_cells = count(max_cells, "max_cells")
+    max_cells = count(max_cells, "max_cells", high=MAX_CELLS)  # a search's work, bounded as a sweep's
     if coarse ** len(axes) * seeds > max_cells:
         raise NqmError(f"max_cells={max_cells} is too small for the coarse grid ({coarse}^{len(axes)} points x "
                        f"{seeds} seed(s) = {coarse ** len(axes) * seeds} cells); raise it or lower coarse")

@@ -30,7 +30,7 @@ from nqm.errors import NqmError
 from nqm.problem import Problem, explicit
 from nqm.engine import Progress, Trace, record
 from nqm.status import DIVERGED, grows
-from nqm.validate import coordinates, count, number
+from nqm.validate import BOUNDS, coordinates, count, number
 
 # The first brackets: x = λ_max · η from 6e-5 to 16, a factor 4 apart, off the special points of the
 # simplest dynamics (x = 1 sends an undelayed SGD component to 0 in one step, x = 2 is neutral).
@@ -137,7 +137,7 @@ def _dataset(lo, hi, coords: dict, extra: list, processes, problem, task, attrs:
 def _checked(steps, seeds, tol, seed, hyper_and_options: dict) -> tuple[int, int, int]:
     """The budget, the number of seeds and the first seed (one-line errors)."""
     steps = count(steps, "steps", high=10**8)
-    seeds = count(seeds, "seeds", high=1000)
+    seeds = count(seeds, "seeds", high=BOUNDS["seeds"])
     if not (np.isfinite(number(tol, "tol")) and 0 < tol < 1):
         raise NqmError(f"tol must be a number in (0, 1), got {tol}")
     if np.ndim(seed) != 0:
