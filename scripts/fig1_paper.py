@@ -126,9 +126,9 @@ def _piece(key: str, panel: str, rows, grid: dict, checkpoint, kept):
 
     grid = {**grid, "momentum": grid["momentum"][rows]}
     path = kept and _kept_file(kept, key)
-    if path and path.is_file():
-        return _same_grid(nqm.load(path), grid, path)
     method, delay, noise = PANELS[panel]
+    if path and path.is_file():
+        return _same_piece(nqm.load(path), method, delay, noise, grid, path)
     clock = checkpoint and f"{checkpoint}.seconds"
     with _timed(clock, key):
         ds = nqm.sweep(method, delay=delay, noise=noise, checkpoint=checkpoint and f"{checkpoint}.{key}", **grid,
@@ -146,15 +146,33 @@ def _kept_file(kept, key: str) -> Path:
     return Path(kept) / f"{key}.nc"
 
 
-def _same_grid(ds, grid: dict, path):
-    """A kept piece, if it was swept on this grid and problem (else one error line)."""
-    same = (np.array_equal(ds.lr.values, grid["lr"]) and np.array_equal(ds.momentum.values, grid["momentum"])
-            and ds.attrs["spectrum_sha256"] == grid["problem"].describe()["spectrum_sha256"]
-            and ds.attrs["max_steps"] == grid["max_steps"])
-    if not same:
-        raise NqmError(f"{path} was swept on another grid or problem than this run's; remove it to sweep "
-                       "that piece again")
+def _same_piece(ds, method: str, delay: int, noise: float, grid: dict, path):
+    """A kept piece, if it is this piece: the same method (and ρ), delay, noise, grid, problem, budget
+    and settled test, computed by this version of nqm (else one error line naming what differs)."""
+    import nqm
+
+    wanted = {"method": method, "delay": [delay], "noise": [noise], "lr": grid["lr"], "momentum": grid["momentum"],
+              "spectrum_sha256": grid["problem"].describe()["spectrum_sha256"], "max_steps": grid["max_steps"],
+              "target": grid.get("target", 0.01), "first_passage": 0, "nqm_version": nqm.__version__}
+    if method == "ab":
+        wanted["rho"] = [RHO]
+    found = {"method": ds.attrs.get("method"), "delay": ds.delay.values.tolist(), "noise": ds.noise.values.tolist(),
+             "lr": ds.lr.values, "momentum": ds.momentum.values, "rho": ds.rho.values.tolist() if "rho" in ds.dims
+             else None, **{k: ds.attrs.get(k) for k in ("spectrum_sha256", "max_steps", "target", "first_passage",
+                                                         "nqm_version")}}
+    for name, want in wanted.items():
+        have = found[name]
+        same = np.array_equal(np.asarray(have, dtype=object if isinstance(want, str) else None), want) \
+            if not isinstance(want, str) else have == want
+        if not same:
+            raise NqmError(f"{path} is not this piece: its {name} is {_short(have)}, this run's {_short(want)}; "
+                           "remove it to sweep that piece again")
     return ds
+
+
+def _short(value) -> str:
+    text = " ".join(str(np.asarray(value).tolist()).split())
+    return text if len(text) <= 40 else text[:37] + "…"
 
 
 def _seconds(clock: str) -> dict:
@@ -164,12 +182,13 @@ def _seconds(clock: str) -> dict:
 
 @contextlib.contextmanager
 def _timed(clock, method: str, every: float = 60.0):
-    """Add the time spent inside to ``clock`` every ``every`` seconds and at the end, so that an
-    interrupted run's time counts too (one killed outright loses at most ``every``)."""
-    last, stop = [time.perf_counter()], threading.Event()
+    """Add the compute time spent inside to ``clock`` every ``every`` seconds and at the end, so that
+    an interrupted run's time counts too (one killed outright loses at most ``every``). Compute time
+    is this process's CPU time, every thread's: core-seconds, which work beside it does not inflate."""
+    last, stop = [time.process_time()], threading.Event()
 
     def add():
-        now = time.perf_counter()
+        now = time.process_time()
         with sharing.locked(clock):  # several processes may add theirs
             total = _seconds(clock)
             total[method] = total.get(method, 0.0) + now - last[0]
