@@ -10,9 +10,12 @@ os.environ.setdefault("NQM_CPU_DEVICES", "2")
 nqm.use_every_core()
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Compiled programs shared by every test and every subprocess a test starts (scripts, notebooks, the
-# command line, several hosts): the same program is compiled once per machine, not once per process.
+# command line, several hosts): the same program is compiled once per test process, not once per
+# test. One directory per pytest-xdist worker: JAX writes an entry in place, without a lock, and a
+# worker that reads an entry the other is still writing can crash in XLA's deserialiser.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
-                      str(pathlib.Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax-compilation"))
+                      str(pathlib.Path(__file__).resolve().parents[1] / ".pytest_cache"
+                          / f"jax-compilation-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 

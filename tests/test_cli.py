@@ -473,4 +473,5 @@ def test_a_threshold_the_method_has_not_is_a_note_of_one_line(tmp_path, capsys):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         nqm.plot_heatmaps(nqm.load(out), threshold=True)
-    assert [w.category for w in caught] == [NqmWarning]
+    # (JAX warns of os.fork() when a library starts a subprocess in this multithreaded process: not ours)
+    assert [w.category for w in caught if "os.fork()" not in str(w.message)] == [NqmWarning]

@@ -523,15 +523,17 @@ def test_the_disagreement_table_in_the_docs_is_the_committed_check():
     root = pathlib.Path(__file__).resolve().parents[1]
     check = json.loads((root / "figures" / "check_settled.json").read_text())
     assert check["regime"]["long_run"] == 200_000 and not check["regime"]["quick"]
-    rows = re.findall(r"^  \| ([\w-]+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \([\d.]+ %\) \| (\d+) \| (\d+) \|$",
-                      (root / "docs" / "conventions.md").read_text(), re.M)
+    rows = re.findall(r"^  \| ([\w-]+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \([\d.]+ %\) \| (\d+) \| (\d+) \| "
+                      r"(\d+) \| (\d+) \|$", (root / "docs" / "conventions.md").read_text(), re.M)
     assert {row[0] for row in rows} == set(check["table"]) >= {"adam", "ab-adam", "rmsprop", "lion", "ab", "dc-asgd",
                                                                 "restart"}
     for name, *numbers in rows:
         row = check["table"][name]
-        keys = ("compared", "agree", "settled", "false_settled", "false_transient", "never_reached")
+        keys = ("compared", "agree", "settled", "settled_at_look", "false_settled", "false_transient",
+                "false_settled_at_look", "undecided", "never_reached")
         assert [int(x) for x in numbers] == [row[k] for k in keys], name
         assert row["false_settled"] <= 0.01 * row["settled"], name
+    assert check["table"]["ab"]["false_settled"] == 0  # AB: none at all
 
 
 def test_a_long_delay_is_settled_by_continuing_not_by_an_hour_of_algebra(monkeypatch):
