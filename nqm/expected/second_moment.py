@@ -118,23 +118,32 @@ def _at(rows, systems) -> str:
 
 def _operators(P, Q, b, pmf, lam):
     """``K`` (cells, comps, m, m), the map T on upper-triangle entries at each curvature, and the
-    noise ``Qn`` (cells, m) (times λ per component)."""
+    noise ``Qn`` (cells, m) (times λ per component). T is quadratic in ``A = P + λ Q``, so it is
+    ``K₀ + λ K₁ + λ² K₂`` with the three blocks built once per cell, not once per curvature."""
     n = P.shape[-1]
     i, j = np.triu_indices(n)
     off = (i != j).astype(np.float64)
-    K = 0.0
+
+    def pair(X, Y):  # (X ⊗ Y) on upper-triangle entries: (X S Yᵀ)_{ij} = Σ_{k≤l} (X_ik Y_jl + [k<l] X_il Y_jk) S_kl
+        Xi, Yj = X[..., i, :], Y[..., j, :]
+        return Xi[..., i] * Yj[..., j] + off * Xi[..., j] * Yj[..., i]
+
+    blocks = [0.0, 0.0, 0.0]
     for d, p in enumerate(pmf):
-        A = P[:, None, d] + lam[None, :, None, None] * Q[:, None, d]  # (cells, comps, n, n)
-        Ai, Aj = A[..., i, :], A[..., j, :]  # rows of each target entry (a_i, a_j)
-        # (A X Aᵀ)_{ij} = Σ_{k≤l} (A_ik A_jl + [k<l] A_il A_jk) X_kl
-        K = K + p * (Ai[..., i] * Aj[..., j] + off * Ai[..., j] * Aj[..., i])
+        Pd, Qd = P[:, d], Q[:, d]
+        blocks[0] = blocks[0] + p * pair(Pd, Pd)
+        blocks[1] = blocks[1] + p * (pair(Pd, Qd) + pair(Qd, Pd))
+        blocks[2] = blocks[2] + p * pair(Qd, Qd)
+    lam = lam[None, :, None, None]
+    K = blocks[0][:, None] + lam * blocks[1][:, None] + lam * lam * blocks[2][:, None]
     noise = np.einsum("d,cda,cda->ca", pmf, b[..., i], b[..., j])
     return K, noise
 
 
-def _steady(K, noise, lam, weight):
+def _steady(K, noise, lam, weight, adjoint: bool = True):
     """``(stable, V_∞, N_∞, z)`` of a batch: per cell, whether every component is mean-square stable and
-    ``V_∞`` (∞ if not); per component ``N_∞`` (m,) and ``z`` (m,) (see the module docstring)."""
+    ``V_∞`` (∞ if not); per component ``N_∞`` (m,) and ``z`` (m,) (see the module docstring; ``z`` is
+    NaN without ``adjoint``, which halves the work)."""
     cells, comps, m, _ = K.shape
     n = int(round((np.sqrt(8 * m + 1) - 1) / 2))
     i, j = np.triu_indices(n)
@@ -144,7 +153,8 @@ def _steady(K, noise, lam, weight):
     e00 = np.broadcast_to(np.eye(m)[0], (M.shape[0], m))[..., None]
     with np.errstate(all="ignore"):
         try:
-            y, z = np.linalg.solve(M, rhs), np.linalg.solve(np.swapaxes(M, 1, 2), e00)[..., 0]
+            y = np.linalg.solve(M, rhs)
+            z = np.linalg.solve(np.swapaxes(M, 1, 2), e00)[..., 0] if adjoint else np.full(e00.shape[:-1], np.nan)
         except np.linalg.LinAlgError:  # a singular pair (ρ = 1 exactly): one at a time
             y, z = np.full(rhs.shape, np.nan), np.full(e00.shape[:-1], np.nan)
             for p in range(M.shape[0]):
@@ -302,7 +312,7 @@ def steady_from(P, Q, b, pmf, lam, weight, level=None) -> np.ndarray:
         return _lyapunov(P[:, 0], Q[:, 0], b[:, 0], lam, weight, level)
     m = P.shape[-1] * (P.shape[-1] + 1) // 2
     size = max(1, BATCH_ENTRIES // (lam.size * m * m))
-    parts = [_steady(*_operators(P[s:s + size], Q[s:s + size], b[s:s + size], pmf, lam), lam, weight)[1]
+    parts = [_steady(*_operators(P[s:s + size], Q[s:s + size], b[s:s + size], pmf, lam), lam, weight, adjoint=False)[1]
              for s in range(0, P.shape[0], size)]
     return np.concatenate(parts)
 
