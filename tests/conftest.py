@@ -1,5 +1,6 @@
 import os
 import pathlib
+import sys
 
 import pytest
 
@@ -9,14 +10,21 @@ import nqm
 os.environ.setdefault("NQM_CPU_DEVICES", "2")
 nqm.use_every_core()
 os.environ.setdefault("MPLBACKEND", "Agg")
-# Compiled programs shared by every test and every subprocess a test starts (scripts, notebooks, the
-# command line, several hosts): the same program is compiled once per test process, not once per
-# test. One directory per pytest-xdist worker: JAX writes an entry in place, without a lock, and a
-# worker that reads an entry the other is still writing can crash in XLA's deserialiser.
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
-                      str(pathlib.Path(__file__).resolve().parents[1] / ".pytest_cache"
-                          / f"jax-compilation-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+
+
+def pytest_configure(config):
+    """Compiled programs shared by the subprocesses a test starts (scripts, notebooks, the command
+    line, several hosts): a program is compiled once per worker, not once per subprocess. One
+    directory per pytest-xdist worker (its id is known here, not when this file is imported). The
+    test process itself keeps its programs in memory only: in two CI runs a worker crashed (once in
+    XLA's deserialiser, loading a cached program), and a worker compiles each program once anyway."""
+    worker = getattr(config, "workerinput", {}).get("workerid", "main")
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                          str(pathlib.Path(__file__).resolve().parents[1] / ".pytest_cache" / f"jax-compilation-{worker}"))
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)
 
 
 @pytest.fixture
@@ -66,3 +74,35 @@ def earlier_result() -> bytes:
     import nqm.io
 
     return nqm.io.to_bytes(nqm.sweep("sgdm", lr=0.1, momentum=0.5, problem=nqm.zhang(3), max_steps=5, progress=False))
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Each test's figures are closed after it: a worker runs hundreds of tests, and figures left open
+    pile up (matplotlib warns past 20, which a test that records warnings then sees)."""
+    yield
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+
+
+_tests_run = 0
+
+
+@pytest.fixture(autouse=True)
+def _bounded_compiled_programs():
+    """Every 10th test, JAX's compiled programs are dropped once the process maps more than 30,000
+    memory regions. Each compiled XLA program keeps regions mapped; a worker that ran a thousand
+    tests passed Linux's default limit of 65,530 and the next compile crashed in XLA (a segfault,
+    'worker crashed' in CI). Reading /proc/self/maps at that size takes ~25 ms, so not every test."""
+    global _tests_run
+    yield
+    _tests_run += 1
+    if _tests_run % 10 or not os.path.exists("/proc/self/maps"):
+        return
+    with open("/proc/self/maps", "rb") as maps:
+        regions = maps.read().count(b"\n")
+    if regions > 30_000 and "jax" in sys.modules:
+        import gc
+
+        sys.modules["jax"].clear_caches()
+        gc.collect()

@@ -476,4 +476,5 @@ def test_a_threshold_the_method_has_not_is_a_note_of_one_line(tmp_path, capsys):
     # Only nqm's own warnings count: other libraries' (JAX's os.fork() warning, a RuntimeWarning left
     # by an earlier test's garbage on this worker) are not this command's note.
     ours = [w for w in caught if issubclass(w.category, NqmWarning) or "/nqm/" in w.filename]
-    assert [w.category for w in ours] == [NqmWarning] and "no threshold drawn: ab" in str(ours[0].message)
+    assert [w.category for w in ours] == [NqmWarning] and "no threshold drawn: ab" in str(ours[0].message), \
+        [(w.category.__name__, str(w.message), w.filename, w.lineno) for w in ours]
