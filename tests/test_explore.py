@@ -1,6 +1,9 @@
 """The ρ explorer: its data is AB against SGDM on one cell (SGDM being AB at ρ = 0, bit for bit),
 its sliders rerun and redraw it, without a browser."""
 
+import queue
+import time
+
 import numpy as np
 import pytest
 
@@ -52,7 +55,9 @@ def test_in_a_real_kernel_the_explorer_shows_its_figure_and_a_slider_redraws_it(
              "explorer = rho_explorer(nqm.zhang(30), steps=200)\nexplorer",
              "explorer.sliders['rho'].value = 1.5\nprint(explorer.view.rho.values.tolist())"]
     book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nbclient.NotebookClient(book, timeout=300, kernel_name="python3", store_widget_state=True).execute()
+    client = nbclient.NotebookClient(book, timeout=300, kernel_name="python3", store_widget_state=True)
+    client.on_notebook_start = lambda **_: _listen_in_slices(client.kc)
+    client.execute()
     assert "[0.0, 1.5]" in book.cells[1].outputs[0]["text"]
     state = book.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     outputs = [m["state"].get("outputs", []) for m in state.values() if m["model_name"] == "OutputModel"]
@@ -62,3 +67,23 @@ def test_in_a_real_kernel_the_explorer_shows_its_figure_and_a_slider_redraws_it(
                    for out in outputs for o in out)
     assert not any(o.get("output_type") == "display_data" and "image/png" in o.get("data", {})
                    for o in book.cells[0].outputs)  # no stray copy of the figure under the cell
+
+
+def _listen_in_slices(kernel_client, every=1.0):
+    """The notebook client's waits for the kernel's replies and outputs, made of one-second waits.
+    On a loaded machine a single long wait can miss the wake-up of a reply that has arrived (the
+    kernel's reply is stamped seconds in, the cell returns when the wait times out, 300 s later);
+    each new wait looks at the socket first, so a missed one costs a second."""
+    for channel in (kernel_client.shell_channel, kernel_client.iopub_channel):
+        def get_msg(timeout=None, _get=channel.get_msg):
+            async def sliced():
+                deadline = None if timeout is None else time.monotonic() + timeout
+                while True:
+                    left = every if deadline is None else min(every, max(0.0, deadline - time.monotonic()))
+                    try:
+                        return await _get(timeout=left)
+                    except queue.Empty:
+                        if deadline is not None and time.monotonic() >= deadline:
+                            raise
+            return sliced()
+        channel.get_msg = get_msg
