@@ -19,9 +19,11 @@ def pytest_configure(config):
     directory per pytest-xdist worker (its id is known here, not when this file is imported). The
     test process itself keeps its programs in memory only: in two CI runs a worker crashed (once in
     XLA's deserialiser, loading a cached program), and a worker compiles each program once anyway."""
-    worker = getattr(config, "workerinput", {}).get("workerid", "main")
-    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
-                          str(pathlib.Path(__file__).resolve().parents[1] / ".pytest_cache" / f"jax-compilation-{worker}"))
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker is None and getattr(config.option, "numprocesses", None):
+        return  # xdist's controller runs no test; its workers inherit its environment, so it sets none
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(pathlib.Path(__file__).resolve().parents[1]
+                                                           / ".pytest_cache" / f"jax-compilation-{worker or 'main'}"))
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
