@@ -17,7 +17,7 @@ import jax
 import numpy as np
 import xarray as xr
 
-from nqm import __version__, delays, engine, machine, results
+from nqm import __version__, delays, machine, results
 from nqm.config import RunConfig, checked_config
 from nqm.conventions import ALIASES, BATCH_NOISE, batch_noise, family
 from nqm.errors import NqmError
@@ -49,12 +49,15 @@ class Job(NamedTuple):
     def optimizer(self, process: delays.Process) -> Optimizer:
         return make(self.method, delay=process, problem=self.problem, **self.options)
 
-    def run(self, process: delays.Process, values: dict, seed: int, observers=(), stop=engine.FirstPassage(),
-            start=None) -> engine.Outcome:
+    def run(self, process: delays.Process, values: dict, seed: int, observers=(), stop=None, start=None):
         """Run the cells ``values`` (per-cell arrays of lr, momentum, noise, the method's extra
         hyperparameters and maybe ``ema``, the averaging rate γ) under ``process`` with ``seed``, with
-        ``observers`` and the stop rule ``stop``, each from ``start`` (its initial weights; default
-        w₀), with the job's schedule; see :func:`nqm.engine.simulate`."""
+        ``observers`` and the stop rule ``stop`` (default: first passage), each from ``start`` (its
+        initial weights; default w₀), with the job's schedule; returns the
+        :class:`nqm.engine.Outcome`; see :func:`nqm.engine.simulate`."""
+        from nqm import engine  # the JAX boundary: the exact mode lays out its results with a Job, never runs one
+
+        stop = engine.FirstPassage() if stop is None else stop
         optimizer = self.optimizer(process)
         hyper = {name: values[name] for name in optimizer.hyper._fields}
         cells = engine.Cells(optimizer, hyper, values["noise"], process, int(seed), cell_uids(values), start,
@@ -85,6 +88,8 @@ def job(method: str, problem: Problem | None, options: dict) -> tuple[Job, dict]
     representable(config.target, "target", "float64" if config.x64 else "float32")
     problem = checked_problem(problem)
     _held_spectrum(problem, "float64" if config.x64 else "float32")
+    from nqm import engine  # the JAX boundary: an abstract trace of one step
+
     engine.check(problem, make(method, problem=problem, **opt_options))  # options, and how they fit the problem
     return Job(method, opt_options, problem, config), grids
 

@@ -129,7 +129,7 @@ def test_the_subspace_probe_depends_on_the_cells_settings_alone_and_is_run_once_
 def _work_spy(monkeypatch):
     """Every engine run of a sweep: its problem's dimension and the last step any of its cells may reach."""
     runs, simulate = [], engine.simulate
-    monkeypatch.setattr(jobs.engine, "simulate", lambda problem, cells, config, observers=(), stop=engine.FirstPassage(): (
+    monkeypatch.setattr(engine, "simulate", lambda problem, cells, config, observers=(), stop=engine.FirstPassage(): (
         runs.append((problem.dim, stop.horizon(config.max_steps), config.max_steps))
         or simulate(problem, cells, config, observers, stop)))
     return runs

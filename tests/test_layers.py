@@ -72,6 +72,14 @@ def test_the_layers_hold():
     assert "0 broken" in result.stdout
 
 
+def test_the_analysis_starts_without_the_engine():
+    """The exact mode and the derived thresholds run without loading the Monte Carlo engine (its
+    runs are behind the JAX boundary of ``Job.run`` and ``jobs.job``'s check)."""
+    code = "import sys, nqm.expected, nqm.thresholds.derived; print('nqm.engine' in sys.modules)"
+    result = _run(["-c", code], ROOT)
+    assert result.returncode == 0 and result.stdout.strip() == "False", result.stdout + result.stderr[-2000:]
+
+
 def test_no_module_imports_itself_back():
     result = _run(["-c", CYCLES], ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
