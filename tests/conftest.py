@@ -17,8 +17,8 @@ def pytest_configure(config):
     """Compiled programs shared by the subprocesses a test starts (scripts, notebooks, the command
     line, several hosts): a program is compiled once per worker, not once per subprocess. One
     directory per pytest-xdist worker (its id is known here, not when this file is imported). The
-    test process itself keeps its programs in memory only: in two CI runs a worker crashed (once in
-    XLA's deserialiser, loading a cached program), and a worker compiles each program once anyway."""
+    test process itself keeps its programs in memory only, so that what a test runs never depends on
+    entries other processes wrote (a worker compiles each program once anyway)."""
     worker = getattr(config, "workerinput", {}).get("workerid")
     if worker is None and getattr(config.option, "numprocesses", None):
         return  # xdist's controller runs no test; its workers inherit its environment, so it sets none
