@@ -1,32 +1,13 @@
 """Giladi et al. 2020, Fig. 4 (left): shifted momentum with constant delay, 1/x* against τ per m."""
 
-import numpy as np
+import sys
+from pathlib import Path
 
-from nqm.plots.script import FigureScript
-from nqm.plots.stability import threshold_figure
-from nqm.thresholds.polynomials import fit_inverse_threshold, threshold_dataset
+sys.path.insert(0, str(Path(__file__).parent))  # the family's code, beside this script
+from _giladi import momentum  # noqa: E402
 
-MOMENTA = [0.0, 0.2, 0.4, 0.6, 0.8, 0.9]
-UNDAMPENED = {"--undampened": dict(action="store_true",
-                                   help="momentum v = m v + g instead of the paper's v = m v + (1-m) g")}
-
-
-def compute(smoke, undampened=False):
-    return threshold_dataset("shifted", delays=np.arange(9 if smoke else 65),
-                             momenta=MOMENTA[::2] if smoke else MOMENTA, dampening=not undampened)
-
-
-def draw(ds):
-    return threshold_figure(ds, "Shifted momentum with delay (Giladi Fig. 4, left)")
-
-
-def claims(ds):
-    """Per momentum, the slope of the line fitted to 1/x* against τ."""
-    return {f"slope_m{m:g}": fit_inverse_threshold(ds.delay, ds.threshold.sel(momentum=m))[0]
-            for m in ds.momentum.values}
-
-
-main = FigureScript("fig_giladi4_shifted", compute, draw, claims, doc=__doc__, options=UNDAMPENED).main
+figure = momentum("fig_giladi4_shifted", "shifted", "Shifted momentum with delay (Giladi Fig. 4, left)", __doc__)
+main, claims = figure.main, figure.claims
 
 if __name__ == "__main__":
     raise SystemExit(main())
