@@ -91,27 +91,16 @@ def parts(method: str, process, lr, momentum, dampening: bool, ema=None, hyper=N
     name = family(method)
     chosen = tuple(sorted(second_moment.optimizer_options(name, dampening, options).items()))
     process = delays.process(process)
-    values = {"momentum": momentum, **(hyper or {})}
-    keys = np.stack([np.broadcast_to(np.asarray(v, np.float64), np.shape(lr)) for v in values.values()], -1)
-    distinct, row = np.unique(keys.reshape(-1, len(values)), axis=0, return_inverse=True)
-    row = row.reshape(-1)
-    rows = tuple(tuple((k, float(x)) for k, x in zip(values, combo)) for combo in distinct)
+    rows, row = _distinct_rows({"momentum": momentum, **(hyper or {})}, np.shape(lr))
     built = {lam: matrices.systems(name, chosen, process, lam, rows) for lam in (1.0, 2.0, 0.5)}
     if any(s.A1 is None or s.period != 1 for s in built[1.0]):
         raise NqmError(f"method {method!r} has no time-invariant affine transition matrices under delay "
                        f"{process.label}; simulate it with nqm sweep")
-    at = lambda lam, part: np.stack([getattr(s, part) for s in built[lam]])[row][:, 0]  # noqa: E731 (cells, k, …)
-    P0, P1 = 2 * at(1.0, "A0") - at(2.0, "A0"), 2 * at(1.0, "A1") - at(2.0, "A1")
-    Q0, Q1 = at(2.0, "A0") - at(1.0, "A0"), at(2.0, "A1") - at(1.0, "A1")
-    scale = max(1.0, np.abs(at(2.0, "A0")).max(), np.abs(at(2.0, "A1")).max())
-    off = lambda lam, part, P, Q: np.abs(P + lam * Q - at(lam, part)).max()  # noqa: E731
-    if max(off(0.5, "A0", P0, Q0), off(0.5, "A1", P1, Q1)) > 1e-12 * scale or \
-            max(np.abs(at(2.0, p) - at(1.0, p)).max() for p in ("B0", "B1")) > 1e-12 * scale:
-        raise NqmError(f"method {method!r} is not affine in the curvature; simulate it with nqm sweep")
+    P0, Q0, P1, Q1, B0, B1 = _affine(method, built, row)
     first = built[1.0][0]
     layout = first.layout
     raw = layout.slots if layout.sent else 0  # w_t's entry: the newest of the history, unless that holds what is sent
-    B0, B1, s0 = at(1.0, "B0"), at(1.0, "B1"), np.asarray(first.initial, np.float64)
+    s0 = np.asarray(first.initial, np.float64)
     lr = np.asarray(lr, np.float64).reshape(-1)
     gamma = np.zeros(lr.size) if ema is None else np.asarray(ema, np.float64).reshape(-1)
     written = name in METHODS and first.pmf.size == 1 and not hyper  # its scalar autoregression is known
@@ -121,6 +110,33 @@ def parts(method: str, process, lr, momentum, dampening: bool, ema=None, hyper=N
     return Parts(*(_front(M, gamma, raw, k == 0) for k, M in enumerate((P0, Q0, P1, Q1))),
                  *(np.concatenate([(1 - gamma)[:, None, None] * b[..., raw:raw + 1], b], -1) for b in (B0, B1)),
                  first.pmf, np.concatenate([s0[raw:raw + 1], s0]), raw + 1, True, lr, ring, gamma)
+
+
+def _distinct_rows(values: dict, shape):
+    """The distinct combinations of the hyperparameters ``values`` (by name, each broadcast to the cells'
+    ``shape``), as rows of ``(name, value)`` pairs, and each cell's row."""
+    keys = np.stack([np.broadcast_to(np.asarray(v, np.float64), shape) for v in values.values()], -1)
+    distinct, row = np.unique(keys.reshape(-1, len(values)), axis=0, return_inverse=True)
+    rows = tuple(tuple((k, float(x)) for k, x in zip(values, combo)) for combo in distinct)
+    return rows, row.reshape(-1)
+
+
+def _affine(method: str, built: dict, row):
+    """Per cell, ``(P0, Q0, P1, Q1, B0, B1)`` from the systems ``built`` at λ = 1, 2 (``A = P + λQ``, for
+    both of A's parts), checked at λ = ½, with b independent of λ.
+
+    Raises:
+      NqmError: the matrices are not affine in λ.
+    """
+    at = lambda lam, part: np.stack([getattr(s, part) for s in built[lam]])[row][:, 0]  # noqa: E731 (cells, k, …)
+    P0, P1 = 2 * at(1.0, "A0") - at(2.0, "A0"), 2 * at(1.0, "A1") - at(2.0, "A1")
+    Q0, Q1 = at(2.0, "A0") - at(1.0, "A0"), at(2.0, "A1") - at(1.0, "A1")
+    scale = max(1.0, np.abs(at(2.0, "A0")).max(), np.abs(at(2.0, "A1")).max())
+    off = max(np.abs(P + 0.5 * Q - at(0.5, part)).max() for part, P, Q in (("A0", P0, Q0), ("A1", P1, Q1)))
+    moves = max(np.abs(at(2.0, p) - at(1.0, p)).max() for p in ("B0", "B1"))
+    if max(off, moves) > 1e-12 * scale:
+        raise NqmError(f"method {method!r} is not affine in the curvature; simulate it with nqm sweep")
+    return P0, Q0, P1, Q1, at(1.0, "B0"), at(1.0, "B1")
 
 
 def _front(M, gamma, raw: int, constant: bool):
@@ -259,36 +275,16 @@ def _advance(mode: str, averaged: bool, raw, fixed, state, factors, t, status, d
     """Up to ``length`` steps of a batch (cells, components, …) from step ``t``, step ``t + k`` at the
     factor ``factors[k]``: the moments ``state`` (mode's), each noise level's status, end and loss
     (cells, levels), and the traced curve (cells, levels, L) of the target's expected loss."""
-    target, bound, max_steps = limits
     mean_weight, noise_weight = weights  # ½ λ weight (× u₀²), ½ λ weight: (components,)
-    trace = curve.shape[-1]
 
-    def body(carry):
-        k, state, t, status, done_at, loss, curve = carry
+    def moments(k, state, t):
         state, means, noises = _moments(mode, raw, fixed, state, factors[k], t, lags)
         # (cells, 2 readings, levels): ŵ's expected loss and w's
         parts = jnp.einsum("cpr,p->cr", means, mean_weight)[..., None] + \
             jnp.einsum("cpr,p->cr", noises, noise_weight)[..., None] * sigma2
-        value, raw_value = parts[:, 0], parts[:, 1]
-        step = t + 1
-        live = status == RUNNING
-        diverged = ~(raw_value <= bound)
-        reached = value < target
-        if averaged:  # a raw iterate that diverged has diverged, whatever its average (as the engine reads it)
-            reached = reached & ~diverged
-        ended = live & (reached | diverged | (step >= max_steps))
-        now = jnp.where(reached, REACHED, jnp.where(diverged, DIVERGED, BUDGET)).astype(jnp.int8)
-        if trace:
-            at = jnp.minimum(t, trace - 1)
-            curve = jnp.where(t < trace, jax.lax.dynamic_update_slice_in_dim(curve, value[..., None], at, 2), curve)
-        return (k + 1, state, step, jnp.where(ended, now, status), jnp.where(ended, step, done_at),
-                jnp.where(live, value, loss), curve)
+        return state, parts[:, 0], parts[:, 1]
 
-    def going(carry):
-        k, _, t, status, *_ = carry
-        return (k < length) & (jnp.any(status == RUNNING) | (t < trace))
-
-    return jax.lax.while_loop(going, body, (0, state, t, status, done_at, loss, curve))[1:]
+    return second_moment.moments_loop(moments, state, t, status, done_at, loss, curve, limits, length, averaged)
 
 
 def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma, *, ema=None, schedule=None, target,

@@ -177,30 +177,49 @@ def _advance(K, noise, x, t, status, done_at, loss, curve, mean_weight, sigma2, 
     """Up to ``length`` steps of a batch: ``x`` (cells, comps, m, 2) holds ``D`` and ``N``; status,
     ``done_at`` and loss (cells, levels); ``curve`` (cells, levels, L) the loss at steps 1 … L.
     Leaves early once no level is running and the curve is traced."""
-    target, bound, max_steps = limits
     kick = jnp.stack([jnp.zeros_like(noise), noise], -1)
-    trace = curve.shape[-1]
 
-    def body(carry):
-        k, x, t, status, done_at, loss, curve = carry
+    def moments(k, x, t):
         x = jnp.einsum("cpab,cpbs->cpas", K, x) + kick
         parts = jnp.sum(x[:, :, 0, :] * mean_weight[:, None], axis=1)  # (cells, 2): ½ Σ λ w (D, N)_00
         values = parts[:, :1] + parts[:, 1:] * sigma2
+        return x, values, values
+
+    return moments_loop(moments, x, t, status, done_at, loss, curve, limits, length)
+
+
+def moments_loop(moments, state, t, status, done_at, loss, curve, limits, length, averaged: bool = False):
+    """The exact mode's compiled loop: up to ``length`` steps of ``moments(k, state, t) → (state, value,
+    raw)`` from step ``t``, each noise level's ``value`` (the target's expected loss) and ``raw`` (w's,
+    which judges divergence) read against the ``limits`` ``(target, bound, max_steps)``: the new state,
+    status, end and loss (cells, levels), and ``curve`` (cells, levels, L) traced at steps 1 … L.
+    Leaves early once no level is running and the curve is traced. ``averaged``: the target is read on
+    an average, which cannot reach it for a raw iterate that diverged (as the engine reads it)."""
+    target, bound, max_steps = limits
+    trace = curve.shape[-1]
+
+    def body(carry):
+        k, state, t, status, done_at, loss, curve = carry
+        state, value, raw = moments(k, state, t)
         step = t + 1
         live = status == RUNNING
-        ended = live & ((values < target) | ~(values <= bound) | (step >= max_steps))
-        now = jnp.where(values < target, REACHED, jnp.where(~(values <= bound), DIVERGED, BUDGET)).astype(jnp.int8)
+        diverged = ~(raw <= bound)
+        reached = value < target
+        if averaged:
+            reached = reached & ~diverged
+        ended = live & (reached | diverged | (step >= max_steps))
+        now = jnp.where(reached, REACHED, jnp.where(diverged, DIVERGED, BUDGET)).astype(jnp.int8)
         if trace:
             at = jnp.minimum(t, trace - 1)
-            curve = jnp.where(t < trace, jax.lax.dynamic_update_slice_in_dim(curve, values[..., None], at, 2), curve)
-        return (k + 1, x, step, jnp.where(ended, now, status), jnp.where(ended, step, done_at),
-                jnp.where(live, values, loss), curve)
+            curve = jnp.where(t < trace, jax.lax.dynamic_update_slice_in_dim(curve, value[..., None], at, 2), curve)
+        return (k + 1, state, step, jnp.where(ended, now, status), jnp.where(ended, step, done_at),
+                jnp.where(live, value, loss), curve)
 
     def going(carry):
         k, _, t, status, *_ = carry
         return (k < length) & (jnp.any(status == RUNNING) | (t < trace))
 
-    return jax.lax.while_loop(going, body, (0, x, t, status, done_at, loss, curve))[1:]
+    return jax.lax.while_loop(going, body, (0, state, t, status, done_at, loss, curve))[1:]
 
 
 def _power_row(K, steps: int):

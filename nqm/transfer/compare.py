@@ -108,20 +108,29 @@ def transfer(problem: str | None = None, *, model=None, target=None, methods=MET
     problem = "digits-logistic" if problem is None and model is None else problem
     if problem is not None:
         _known(problem)
+    seeds = _seeds(seed)
+    settings = _checked(delays, lr, momentum, steps, batch_size, x64, top, target)
+    rows = _rows(methods, rho, settings["dtype"])
+    one = lambda s: _transfer(problem, model, rows, s, **settings)  # noqa: E731
+    if np.ndim(seed) == 0:
+        return one(seeds[0])
+    return _over_seeds([one(s) for s in seeds], seeds)
+
+
+def _seeds(seed) -> list:
+    """``seed`` (one, or a list) as a list of distinct checked seeds."""
     seeds = np.atleast_1d(np.asarray(seed, dtype=object))
     if seeds.ndim != 1 or seeds.size == 0:
         raise NqmError(f"seed must be a seed or a non-empty list of seeds, got {seed!r}")
     seeds = [validate.count(s, "seed", low=0, high=2**32 - 1) for s in seeds.tolist()]
     if len(set(seeds)) != len(seeds):
         raise NqmError(f"seeds must be distinct, got {seed!r}")
-    settings = _checked(delays, lr, momentum, steps, batch_size, x64, top, target)
-    rows = _rows(methods, rho, settings["dtype"])
-    one = lambda s: _transfer(problem, model, rows, s, **settings)
-    if np.ndim(seed) == 0:
-        return one(seeds[0])
-    runs = [one(s) for s in seeds]
-    # what is measured per seed, and any other number that differs, become variables over seed;
-    # texts that differ list their values
+    return seeds
+
+
+def _over_seeds(runs: list, seeds: list) -> xr.Dataset:
+    """One comparison per seed joined along ``seed``: what is measured per seed, and any other number
+    that differs, become variables over seed; texts that differ list their values."""
     differs = {k for r in runs for k, v in r.attrs.items() if any(o.attrs.get(k) != v for o in runs)} - {"seed"}
     differs |= {"lam_max", "sigma_per_example", "sigma_spread"}
     numeric = {k for k in differs if all(isinstance(r.attrs.get(k), (int, float, np.number)) for r in runs)}
@@ -193,25 +202,10 @@ def _transfer(problem, model, rows: dict, seed, *, delays, coords, steps, sizes,
     import jax
 
     with jax.enable_x64(x64):
-        real = real_problem(problem, seed) if model is None else user_model(model, target, seed)
-        start = float(real.loss(real.params, real.data))
-        examples = jobs.examples(real.data)
-        if any(size is not None and size > examples for size in sizes):
-            raise NqmError(f"batch_size must be at most the {examples:,} examples of {real.name}, got "
-                           f"{max(s for s in sizes if s is not None):,}")
-        if model is None and target is not None:
-            if not target < start:
-                raise NqmError(f"target must be below the initial loss {start:.6g} of {problem}, got {target:g}")
-            real = real._replace(target=target)
+        real, start, examples = _loaded(problem, model, target, seed, sizes)
         fitted = measure(real.loss, real.params, real.data, top=top, seed=seed)
-        # as many examples as the model: a minibatch drawn without replacement is as noisy on both sides
-        twin = nqm_as_model(fitted.eigenvalues, fitted.sigma, examples=examples, seed=seed,
-                            name=f"the NQM of {real.name}", initial=fitted.initial)
-        twin_start = float(0.5 * np.sum(fitted.eigenvalues * fitted.initial**2))
-        # the same decrease as the model's: for a quadratic, the same level above its minimum
-        twin_target = twin_start - (start - real.target)
+        twin, twin_start, twin_target = _twin(real, start, fitted, examples, seed, dtype)
         reachable = twin_target > 0
-        twin = twin._replace(target=twin_target if reachable else 4 * float(np.finfo(dtype).tiny))
         parts = [_compare({"predicted": twin, "observed": real}, rows, delays, coords, steps, size, seed, fitted,
                           reachable) for size in sizes]
     if not several:
@@ -232,6 +226,35 @@ def _transfer(problem, model, rows: dict, seed, *, delays, coords, steps, sizes,
         rho=rhos[0] if len(rhos) == 1 else ", ".join(f"{r:g}" for r in rhos), lam_max=float(fitted.top[0]),
         nqm_dim=int(fitted.eigenvalues.size),
         **{f"measured_{k}": v if isinstance(v, (int, float, str)) else str(v) for k, v in fitted.how.items()})
+
+
+def _loaded(problem, model, target, seed, sizes):
+    """The problem or the user's model at ``seed`` (with the user's ``target`` for a problem), its
+    initial loss and its number of examples, checked against the batch ``sizes``."""
+    real = real_problem(problem, seed) if model is None else user_model(model, target, seed)
+    start = float(real.loss(real.params, real.data))
+    examples = jobs.examples(real.data)
+    if any(size is not None and size > examples for size in sizes):
+        raise NqmError(f"batch_size must be at most the {examples:,} examples of {real.name}, got "
+                       f"{max(s for s in sizes if s is not None):,}")
+    if model is None and target is not None:
+        if not target < start:
+            raise NqmError(f"target must be below the initial loss {start:.6g} of {problem}, got {target:g}")
+        real = real._replace(target=target)
+    return real, start, examples
+
+
+def _twin(real, start: float, fitted, examples: int, seed, dtype):
+    """The model's NQM as a model, its initial loss and its target: the same decrease as the model's
+    (for a quadratic, the same level above its minimum); a target not above 0 is out of reach, and the
+    twin gets the smallest positive one instead."""
+    # as many examples as the model: a minibatch drawn without replacement is as noisy on both sides
+    twin = nqm_as_model(fitted.eigenvalues, fitted.sigma, examples=examples, seed=seed,
+                        name=f"the NQM of {real.name}", initial=fitted.initial)
+    twin_start = float(0.5 * np.sum(fitted.eigenvalues * fitted.initial**2))
+    twin_target = twin_start - (start - real.target)
+    return twin._replace(target=twin_target if twin_target > 0 else 4 * float(np.finfo(dtype).tiny)), twin_start, \
+        twin_target
 
 
 def _compare(sides: dict, rows: dict, delays, coords, steps, batch_size, seed, fitted, reachable) -> xr.Dataset:
