@@ -62,30 +62,37 @@ def _name(rho):
     return "SGDM" if rho == 0 else f"AB ρ = {rho:g}"
 
 
+def panels(ds, column: str) -> dict:
+    """Figure 1's panels in reading order, ``{(D, σ, value of column): panel}``: a row per (D, σ),
+    a column per value of ``column`` (``rho`` here, ``method`` in fig1_paper)."""
+    return {(d, n, c): ds.sel({"delay": d, "noise": n, column: c}).isel(seed=0)  # sel(method=…) is sel's own
+            for d in ds.delay.values for n in ds.noise.values for c in ds[column].values}
+
+
+def heading(ds) -> str:
+    """The first line of Figure 1's title: the target, spectrum, budget, grid and seed."""
+    a = ds.attrs
+    return (f"Steps to loss < {a['target']:g} on the NQM, {a['spectrum']}, budget {int(a['max_steps']):,} steps, "
+            f"{ds.sizes['lr']} × {ds.sizes['momentum']} grid (lr × m), seed {ds.seed.values[0]}")
+
+
 def draw(ds):
-    panels = {f"{_name(r)}, D = {d}, σ = {n:g}": ds.sel(delay=d, noise=n, rho=r).isel(seed=0)
-              for d in ds.delay.values for n in ds.noise.values for r in ds.rho.values}
+    titled = {f"{_name(r)}, D = {d}, σ = {n:g}": panel for (d, n, r), panel in panels(ds, "rho").items()}
     fig, axes = plt.subplots(ds.sizes["delay"] * ds.sizes["noise"], ds.sizes["rho"],
                              figsize=(4.6 * ds.sizes["rho"] + 1.0, 3.2 * ds.sizes["delay"] * ds.sizes["noise"] + 1.2),
                              sharex=True, sharey=True, layout="constrained", squeeze=False)
-    draw_panels(fig, axes, panels, shrink=0.6)
-    a = ds.attrs
-    suptitle(fig, f"Steps to loss < {a['target']:g} on the NQM, {a['spectrum']}, budget {int(a['max_steps']):,} steps, "
-                  f"{ds.sizes['lr']} × {ds.sizes['momentum']} grid (lr × m), seed {ds.seed.values[0]}\n"
-                  "T* = 1st percentile of T over the cells that converge")
+    draw_panels(fig, axes, titled, shrink=0.6)
+    suptitle(fig, heading(ds) + "\nT* = 1st percentile of T over the cells that converge")
     return fig
 
 
 def claims(ds):
     out = {}
-    for d in ds.delay.values:
-        for n in ds.noise.values:
-            for r in ds.rho.values:
-                panel = ds.sel(delay=d, noise=n, rho=r).isel(seed=0)
-                key = f"{'sgdm' if r == 0 else 'ab'}_d{d}_s{n:g}"
-                out[f"{key}_converged"] = int((panel.status == REACHED).sum())
-                out[f"{key}_transient"] = int((panel.status == TRANSIENT).sum())
-                out[f"{key}_t_star"] = t_star(panel)
+    for (d, n, r), panel in panels(ds, "rho").items():
+        key = f"{'sgdm' if r == 0 else 'ab'}_d{d}_s{n:g}"
+        out[f"{key}_converged"] = int((panel.status == REACHED).sum())
+        out[f"{key}_transient"] = int((panel.status == TRANSIENT).sum())
+        out[f"{key}_t_star"] = t_star(panel)
     return out
 
 

@@ -42,13 +42,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-sys.path.insert(0, str(Path(__file__).parent))  # Figure 1's grid, beside this script
+sys.path.insert(0, str(Path(__file__).parent))  # Figure 1's grid, panels and title, beside this script
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from fig1_heatmaps import SIZES  # noqa: E402
+from fig1_heatmaps import SIZES, heading, panels  # noqa: E402
 from nqm import sharing  # noqa: E402
 from nqm.errors import NqmError  # noqa: E402
 from nqm.io import write_bytes  # noqa: E402
@@ -216,23 +216,15 @@ def first_passage(panel):
     return panel.assign(status=panel.status.where(~panel.status.isin([TRANSIENT, UNDECIDED]), REACHED))
 
 
-def _panel(ds, method, delay, noise):
-    return ds.sel({"method": method, "delay": delay, "noise": noise}).isel(seed=0)
-
-
 def draw(ds):
-    panels = {f"{METHODS[m]}{' ρ = %g' % ds.attrs['rho'] if m == 'ab' else ''}, D = {d}, σ = {n:g}; first passage "
-              f"T* = {t_star(first_passage(_panel(ds, m, d, n))):,.0f}": _panel(ds, m, d, n)
-              for d in ds.delay.values for n in ds.noise.values for m in ds.method.values}
+    titled = {f"{METHODS[m]}{' ρ = %g' % ds.attrs['rho'] if m == 'ab' else ''}, D = {d}, σ = {n:g}; first passage "
+              f"T* = {t_star(first_passage(panel)):,.0f}": panel for (d, n, m), panel in panels(ds, "method").items()}
     rows, cols = ds.sizes["delay"] * ds.sizes["noise"], ds.sizes["method"]
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols + 1.0, 3.3 * rows + 1.3), sharex=True, sharey=True,
                              layout="constrained", squeeze=False)
-    draw_panels(fig, axes, panels, shrink=0.6)
-    a = ds.attrs
-    suptitle(fig, f"Steps to loss < {a['target']:g} on the NQM, {a['spectrum']}, budget {int(a['max_steps']):,} "
-                  f"steps, {ds.sizes['lr']} × {ds.sizes['momentum']} grid (lr × m), seed {ds.seed.values[0]}\n"
-                  "T* = 1st percentile of T over the cells that settle (first passage: over every cell that "
-                  "reached the target); hatched: reached it and did not stay")
+    draw_panels(fig, axes, titled, shrink=0.6)
+    suptitle(fig, heading(ds) + "\nT* = 1st percentile of T over the cells that settle (first passage: over every "
+                  "cell that reached the target); hatched: reached it and did not stay")
     return fig
 
 
@@ -252,10 +244,8 @@ def panel_claims(panel) -> dict:
 def claims(ds):
     """Per panel, :func:`panel_claims`; and each method's compute time."""
     out = {}
-    for d in ds.delay.values:
-        for n in ds.noise.values:
-            for m in ds.method.values:
-                out.update({f"{m}_d{d}_s{n:g}_{k}": v for k, v in panel_claims(_panel(ds, m, d, n)).items()})
+    for (d, n, m), panel in panels(ds, "method").items():
+        out.update({f"{m}_d{d}_s{n:g}_{k}": v for k, v in panel_claims(panel).items()})
     out.update({f"compute_minutes_{m}": ds.attrs[f"compute_seconds_{m}"] / 60 for m in METHODS})
     return out
 
