@@ -341,7 +341,7 @@ def empty(task: Job, coords: dict, processes: list, schedules: list | None = Non
         "delay_sha256": hashlib.sha256("\n".join(delays.identity(p) for p in processes).encode()).hexdigest(),
         "nqm_version": __version__,
         "jax_version": jax.__version__,
-        "platform": machine.summary(jax.devices()),  # what the last bits depend on (not the identity)
+        "platform": machine.platform_line(jax.devices()),  # what the last bits depend on (not the identity)
     }
     if "batch_size" in coords:  # only then: a result without batch sizes keeps its attributes
         attrs["batch_noise"] = BATCH_NOISE

@@ -33,7 +33,7 @@ def describe() -> dict:
     return fields
 
 
-def summary(devices=()) -> str:
+def platform_line(devices=()) -> str:
     """:func:`describe` in one line, as results record it.
 
     Args:

@@ -35,9 +35,9 @@ def bar(enabled: bool = True, **options):
     """
     kernel = enabled and in_kernel()
     if kernel and importlib.util.find_spec("ipywidgets") is not None:  # the notebook bar is a widget
-        from tqdm.notebook import tqdm
+        from tqdm.notebook import tqdm  # the widget bar, importable only with ipywidgets
     else:
-        from tqdm import tqdm
+        from tqdm import tqdm  # the text bar (one import: the name is chosen here)
     if enabled and not kernel and not _terminal(sys.stderr):
         return tqdm(file=_Lines(sys.stderr), mininterval=LOG_EVERY, maxinterval=LOG_EVERY, delay=LOG_EVERY, ascii=True,
                     **options)

@@ -12,6 +12,7 @@ result. No JAX here: reading and plotting a result never import the engine.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 
 import numpy as np
@@ -306,8 +307,6 @@ def fingerprint(ds: xr.Dataset) -> str:
     Returns:
       A sha256 hex digest.
     """
-    import hashlib
-
     parts = [(name, _canonical(value)) for name, value in sorted(ds.attrs.items()) if name not in NOT_IDENTITY]
     parts += [(d, _canonical(ds[d].values)) for d in sorted(ds.dims)]
     return hashlib.sha256(repr(parts).encode()).hexdigest()

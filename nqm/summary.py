@@ -14,6 +14,7 @@ import numpy as np
 import xarray as xr
 
 from nqm import validate
+from nqm.io import atomic_write
 from nqm.errors import NqmError
 from nqm.results import GRID, combine_seeds, grid, panels
 from nqm.status import REACHED, TRANSIENT, UNDECIDED, t_star
@@ -153,7 +154,7 @@ def robustness(method: str = "sgdm", *, perturbations=None, seed=(0, 1, 2), **sw
       >>> r.t_star_min.item() == r.t_star_max.item()  # noiseless and well conditioned: no spread
       True
     """
-    from nqm.sweeps import sweep
+    from nqm.sweeps import sweep  # a layer above, reached only where robustness re-runs sweeps
 
     if perturbations is None:
         small, large = (1e-15, 1e-12) if sweep_kwargs.get("x64") else (1.2e-7, 1e-6)
@@ -176,8 +177,6 @@ def to_csv(table: xr.Dataset, path: str | os.PathLike) -> None:
       table: a summary, as :func:`summarize` returns it.
       path: the CSV file to write.
     """
-    from nqm.io import atomic_write
-
     _check_table(table, "to_csv")
     frame = _frame(table).reset_index()
     with atomic_write(path, "w") as f:

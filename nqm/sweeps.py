@@ -295,9 +295,3 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
         result["steps_stay"] = (("seed", "point"), np.stack([test.stay_steps(values, s, o.steps, o.status)
                                                              for s, o in zip(seeds, outcomes)]), {"long_name": STAY})
     return result
-
-
-
-
-# Names this module held before the job machinery moved to nqm.jobs (and its re-exports were
-# dropped), kept for one version as deprecated aliases: they go in nqm 0.3.0.

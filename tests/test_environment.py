@@ -37,7 +37,7 @@ def test_constraints_pin_every_requirement_at_an_admitted_version():
 def test_every_result_records_its_platform_outside_its_identity():
     ds = nqm.sweep("sgdm", lr=0.1, momentum=0.5, problem=nqm.zhang(5), max_steps=50, progress=False)
     described = machine.describe()
-    assert ds.attrs["platform"] == machine.summary()
+    assert ds.attrs["platform"] == machine.platform_line()
     assert f"jax {described['jax']}" in ds.attrs["platform"] and f"numpy {np.__version__}" in ds.attrs["platform"]
     other = ds.copy()
     other.attrs["platform"] = "elsewhere"
@@ -49,7 +49,7 @@ def test_a_result_made_on_an_accelerator_names_it_and_a_cpu_result_is_unchanged(
 
     gpu = [SimpleNamespace(platform="gpu", device_kind="NVIDIA H200")] * 2
     cpus = [SimpleNamespace(platform="cpu", device_kind="cpu")] * 2
-    assert machine.summary(gpu) == machine.summary() + "; gpu: 2 x NVIDIA H200"
-    assert machine.summary(cpus) == machine.summary()
+    assert machine.platform_line(gpu) == machine.platform_line() + "; gpu: 2 x NVIDIA H200"
+    assert machine.platform_line(cpus) == machine.platform_line()
     assert machine.accelerators(gpu + [SimpleNamespace(platform="tpu", device_kind="TPU v5")]) == [
         "gpu: 2 x NVIDIA H200", "tpu: 1 x TPU v5"]

@@ -114,7 +114,7 @@ class RhoExplorer:
 
     def __init__(self, problem: Problem | None = None, steps: int = 2000, **initial):
         try:
-            import ipywidgets as widgets
+            import ipywidgets as widgets  # optional: the widgets extra
         except ImportError:
             raise NqmError('the ρ explorer needs ipywidgets: pip install "nqm[widgets]"') from None
         unknown = set(initial) - set(SLIDERS)
@@ -154,7 +154,7 @@ class RhoExplorer:
 
     def _show_png(self) -> None:
         """The figure as a PNG in the output area, in place of the last one."""
-        from IPython.display import Image, display
+        from IPython.display import Image, display  # IPython: there only in a kernel
 
         buffer = io.BytesIO()
         self.figure.savefig(buffer, format="png", dpi=80)
@@ -163,7 +163,7 @@ class RhoExplorer:
             display(Image(data=buffer.getvalue(), format="png"))
 
     def _ipython_display_(self):
-        from IPython.display import display
+        from IPython.display import display  # IPython: there only in a kernel
 
         display(self.widget)
 

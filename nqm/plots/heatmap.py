@@ -233,7 +233,7 @@ def transient_count(panel: xr.Dataset) -> str:
     return (f", {plural(count, 'transient cell')}" if count else "") + (f", {open_:,} undecided" if open_ else "")
 
 
-def panel_summary(panel: xr.Dataset) -> str:
+def panel_caption(panel: xr.Dataset) -> str:
     """T* and the converged area of one lr × momentum panel, as its title's last line.
 
     Args:
@@ -252,7 +252,7 @@ def panel_summary(panel: xr.Dataset) -> str:
 
 def draw_panels(fig, axes, panels: dict, *, norm=None, shrink: float = 0.9) -> mcolors.LogNorm:
     """Heatmaps of several lr × momentum panels on one colour scale, titled by name and
-    :func:`panel_summary`, with axis labels on the outer axes, one colour bar and the legend.
+    :func:`panel_caption`, with axis labels on the outer axes, one colour bar and the legend.
 
     Args:
       fig: the figure (or subfigure) holding ``axes``.
@@ -269,7 +269,7 @@ def draw_panels(fig, axes, panels: dict, *, norm=None, shrink: float = 0.9) -> m
     mesh = None
     for ax, (name, panel) in zip(grid.flat, panels.items()):
         mesh = draw_heatmap(ax, panel, norm)
-        ax.set_title(f"{name}\n{panel_summary(panel)}", fontsize=9.5)
+        ax.set_title(f"{name}\n{panel_caption(panel)}", fontsize=9.5)
     for ax in grid[-1]:
         ax.set_xlabel("learning rate η")
     for ax in grid[:, 0]:
@@ -337,7 +337,7 @@ def overlay_threshold(ax, ds, key, table: xr.Dataset | None = None) -> bool:
     if table is not None:  # read off the table: no JAX, so a figure redraws from its data alone
         eta = table_line(table, key, momenta) / float(ds.attrs["lam_max"])
     else:
-        from nqm.thresholds.agreement import panel_threshold
+        from nqm.thresholds.agreement import panel_threshold  # JAX, only where no table was kept
 
         eta = panel_threshold(ds, key, momenta)
     if eta is None:

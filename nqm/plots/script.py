@@ -198,7 +198,7 @@ def read_data(path: Path):
 
 def write_figure(fig, png: Path, dpi: int = 150) -> None:
     """Render ``fig`` to PNG bytes in memory, then replace ``png`` atomically (never truncated)."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # pyplot picks a backend: only when a figure is written
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
 
+import jax
 import numpy as np
 
 import nqm.expected
@@ -287,8 +288,6 @@ def _layout(points: int, run: dict) -> dict:
     On CPU the engine's block is fixed but a batch holds min(cells, 64): batches of 16 cells (whole
     blocks per device) give one shape for every round of 16 points or more. On accelerators the
     block holds a device's whole share: a power of two gives one shape per octave of round sizes."""
-    import jax
-
     if run.get("block_cells") or run.get("batch_cells"):
         return {}
     if jax.default_backend() == "cpu":

@@ -44,12 +44,14 @@ from __future__ import annotations
 
 import itertools
 
+import jax
 import numpy as np
 import xarray as xr
 
 from nqm import jobs, optimizers, validate
 from nqm.optimizers import base
 from nqm.errors import NqmError
+from nqm.search.scaling import critical_batch_size
 from nqm.status import BUDGET, REACHED, SETTLED, TRANSIENT
 from nqm.transfer.measure import measure
 from nqm.thresholds import derived
@@ -199,8 +201,6 @@ def _rows(methods, rho, dtype) -> dict:
 def _transfer(problem, model, rows: dict, seed, *, delays, coords, steps, sizes, several, x64, dtype, top,
               target) -> xr.Dataset:
     """One seed's comparison (see :func:`transfer`): measured once, trained per batch size."""
-    import jax
-
     with jax.enable_x64(x64):
         real, start, examples = _loaded(problem, model, target, seed, sizes)
         fitted = measure(real.loss, real.params, real.data, top=top, seed=seed)
@@ -322,8 +322,6 @@ def critical(batch_size, predicted, observed) -> dict:
     Returns:
       The arrays by name, over the curves' leading dimensions.
     """
-    from nqm.search.scaling import critical_batch_size
-
     sizes = np.asarray(batch_size)
     predicted, observed = np.asarray(predicted, float), np.asarray(observed, float)
     out = {f"{k}_{side}": np.zeros(predicted.shape[:-1], dtype) for side in ("predicted", "observed")
@@ -350,7 +348,7 @@ def _ranks(predicted: np.ndarray, observed: np.ndarray, rows: dict) -> dict:
     side ranks every row alike), whether the fastest row is the same (a tie for fastest counts if
     the other side's fastest is among it), and with several AB rows the best ρ on each side (NaN:
     no AB row settles)."""
-    from scipy.stats import rankdata
+    from scipy.stats import rankdata  # scipy.stats takes a while to import: only for the ranks
 
     slow = lambda steps: np.where(np.isfinite(steps), steps, np.inf)
     p, o = slow(predicted), slow(observed)

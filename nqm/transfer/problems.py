@@ -50,7 +50,7 @@ class RealProblem(NamedTuple):
 def digits(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's bundled digits: pixels in [0, 1] (1,797 × 64) and one-hot labels (1,797 × 10)."""
     try:
-        from sklearn.datasets import load_digits
+        from sklearn.datasets import load_digits  # optional: the transfer extra
     except ImportError:
         raise NqmError('the digits problems need scikit-learn: pip install -e ".[transfer]"') from None
     x, y = load_digits(return_X_y=True)

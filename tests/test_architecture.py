@@ -1,0 +1,98 @@
+"""docs/architecture.md's statements about the code, each checked where the guide makes it (the
+layers themselves: tests/test_layers.py)."""
+
+import ast
+import pathlib
+
+import pytest
+
+import nqm
+from nqm import conventions
+from nqm.optimizers import base
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+GUIDE = (ROOT / "docs" / "architecture.md").read_text()
+
+
+def _trees():
+    return {path.relative_to(ROOT): ast.parse(path.read_text(), str(path)) for path in sorted((ROOT / "nqm").rglob("*.py"))}
+
+
+def _local_imports(tree):
+    """Every import inside a function of ``tree`` (once, however deeply it is nested)."""
+    found = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    found[node.lineno] = node
+    return found.values()
+
+
+def test_a_function_local_import_says_why():
+    """"Imports are at the top of a module": a command of nqm.cli imports what it runs when it runs;
+    anywhere else a function-local import has a comment on its line or the line above."""
+    assert "Imports are at the top of a module" in GUIDE
+    silent = []
+    for path, tree in _trees().items():
+        if path.parts[:2] == ("nqm", "cli"):
+            continue
+        lines = (ROOT / path).read_text().splitlines()
+        for node in _local_imports(tree):
+            line, above = lines[node.lineno - 1], lines[node.lineno - 2].strip()
+            if "#" not in line and not above.startswith("#"):
+                silent.append(f"{path}:{node.lineno}: {line.strip()}")
+    assert silent == [], "function-local imports without a comment saying why (or move them to the top):\n" + \
+        "\n".join(silent)
+
+
+def test_only_the_summaries_are_called_summary():
+    """The glossary: "summary" names a result's per-panel table (nqm.summary, the nqm summary command)
+    and a trace's running statistic (nqm.engine's Summary kinds, trajectory's summaries=); nothing else."""
+    assert "Nothing else is called so" in GUIDE
+    allowed = {("nqm/summary.py", "summarize"), ("nqm/engine/record.py", "Summary"), ("nqm/diagnostics.py", "_summaries")}
+    named = {(str(path), node.name) for path, tree in _trees().items() for node in ast.walk(tree)
+             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and "summar" in node.name.lower()}
+    assert named <= allowed, f"called summary beside the glossary's: {sorted(named - allowed)}"
+    modules = {str(path) for path in _trees() if "summar" in path.stem}
+    assert modules == {"nqm/summary.py", "nqm/cli/summary.py"}
+
+
+def test_no_module_is_imported_under_another_name():
+    """"No module is imported under another name": an ``as`` in nqm renames a function or a class,
+    never a module (``from nqm import jobs as j`` would hide where a name comes from)."""
+    trees = _trees()
+    modules = {".".join(path.with_suffix("").parts).removesuffix(".__init__") for path in trees}
+    renamed = []
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                renamed += [f"{path}: import {a.name} as {a.asname}" for a in node.names
+                             if a.asname and a.name.startswith("nqm")]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("nqm"):
+                renamed += [f"{path}: from {node.module} import {a.name} as {a.asname}" for a in node.names
+                            if a.asname and f"{node.module}.{a.name}" in modules]
+    assert renamed == []
+
+
+def test_sgd_is_registered_beside_sgdm_and_read_as_sgdm_at_momentum_0():
+    """The glossary: sgd is registered in sgdm.py, and the analyses read it as sgdm at momentum 0
+    through nqm.conventions.family, which refuses it any other momentum."""
+    assert "resolved in one place (`nqm.conventions.family`)" in GUIDE
+    assert "sgd" in nqm.optimizers.methods()
+    assert base._REGISTRY["sgd"].__module__ == "nqm.optimizers.sgdm"
+    assert conventions.family("sgd") == "sgdm" == conventions.family("sgdm")
+    assert conventions.family("sgd", momenta=[0.0, 0.0]) == "sgdm"
+    with pytest.raises(nqm.NqmError, match="sgd has no momentum"):
+        conventions.family("sgd", momenta=[0.0, 0.9])
+
+
+def test_no_function_is_above_radons_c():
+    """The hardest functions stay plain: radon's cyclomatic complexity ranks none of nqm's below C
+    (a rank of D or worse is more than 20 decisions in one function)."""
+    complexity = pytest.importorskip("radon.complexity")
+    worse = [f"{path}:{block.lineno} {block.name} ({block.complexity})"
+             for path in sorted((ROOT / "nqm").rglob("*.py"))
+             for block in complexity.cc_visit((path).read_text())
+             if complexity.cc_rank(block.complexity) not in "ABC"]
+    assert worse == [], "split these into small steps: " + ", ".join(worse)
