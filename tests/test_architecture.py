@@ -11,7 +11,7 @@ from nqm import conventions
 from nqm.optimizers import base
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-GUIDE = (ROOT / "docs" / "architecture.md").read_text()
+GUIDE = " ".join((ROOT / "docs" / "architecture.md").read_text().split())  # its prose, one space between words
 
 
 def _trees():
@@ -80,7 +80,7 @@ def test_sgd_is_registered_beside_sgdm_and_read_as_sgdm_at_momentum_0():
     through nqm.conventions.family, which refuses it any other momentum."""
     assert "resolved in one place (`nqm.conventions.family`)" in GUIDE
     assert "sgd" in nqm.optimizers.methods()
-    assert base._REGISTRY["sgd"].__module__ == "nqm.optimizers.sgdm"
+    assert base.registered("sgd").factory.__module__ == "nqm.optimizers.sgdm"
     assert conventions.family("sgd") == "sgdm" == conventions.family("sgdm")
     assert conventions.family("sgd", momenta=[0.0, 0.0]) == "sgdm"
     with pytest.raises(nqm.NqmError, match="sgd has no momentum"):
@@ -96,3 +96,30 @@ def test_no_function_is_above_radons_c():
              for block in complexity.cc_visit((path).read_text())
              if complexity.cc_rank(block.complexity) not in "ABC"]
     assert worse == [], "split these into small steps: " + ", ".join(worse)
+
+
+def test_the_registry_holds_one_record_per_method():
+    """The glossary: a method is registered once, as one record (its factory, title, reductions,
+    near-zero form, braking, domains and options) that every lookup reads and unregister removes whole."""
+    assert "one record per method" in GUIDE
+
+    @base.register("architecture-probe", title="Probe", domains={"rho": nqm.validate.UNIT})
+    def probe(*, dampening: bool = False) -> base.Optimizer:
+        """A probe.
+
+        Args:
+          dampening: weight the gradient by 1 − m.
+        """
+        return base.make("sgdm", dampening=dampening)
+
+    try:
+        record = base.registered("architecture-probe")
+        assert isinstance(record, base.Registered) and record.factory is probe
+        assert (base.title("architecture-probe"), base.reductions("architecture-probe")) == ("Probe", ())
+        assert list(base.options("architecture-probe")) == ["dampening"]
+        assert base.documentation("architecture-probe") == {"dampening": "weight the gradient by 1 − m."}
+    finally:
+        base.unregister("architecture-probe")
+    assert "architecture-probe" not in nqm.optimizers.methods()
+    with pytest.raises(nqm.NqmError, match="unknown method 'architecture-probe'"):
+        base.title("architecture-probe")

@@ -102,12 +102,7 @@ class Reduction(NamedTuple):
 
 
 SUPPLIED = ("workers", "problem")  # factory parameters make() fills, only for factories that declare them
-_REGISTRY: dict[str, Callable[..., Optimizer]] = {}
-_TITLES: dict[str, str] = {}
-_REDUCTIONS: dict[str, tuple] = {}
-_NEAR_ZERO: dict[str, "NearZero | None"] = {}
-_BRAKING_OF: dict[str, str | None] = {}
-_DOMAINS: dict[str, dict] = {}
+_REGISTRY: dict[str, "Registered"] = {}
 
 
 class NearZero(NamedTuple):
@@ -125,6 +120,37 @@ class NearZero(NamedTuple):
     floor: str | None = None
     homogeneous: bool = False
     when: dict = {}
+
+
+class Registered(NamedTuple):
+    """A method as registered (:func:`register`): its ``factory``, ``title``, ``reductions``,
+    ``near_zero``, ``braking_of`` and ``domains``, and the factory's ``parameters`` (read once)."""
+
+    factory: Callable[..., Optimizer]
+    title: str
+    reductions: tuple
+    near_zero: NearZero | None
+    braking_of: str | None
+    domains: dict
+    parameters: dict
+
+
+def registered(method: str) -> Registered:
+    """The record of ``method`` in the registry.
+
+    Args:
+      method: a registered method's name.
+
+    Returns:
+      Its :class:`Registered`.
+
+    Raises:
+      NqmError: ``method`` is not registered.
+    """
+    if method not in _REGISTRY:
+        raise NqmError(f"unknown method {method!r}{did_you_mean(method, methods())}; choose one of "
+                       f"{', '.join(methods())}")
+    return _REGISTRY[method]
 
 
 def register(name: str, *, title: str | None = None, reductions=(), near_zero: NearZero | None = None,
@@ -155,10 +181,8 @@ def register(name: str, *, title: str | None = None, reductions=(), near_zero: N
     """
 
     def deco(factory):
-        _REGISTRY[name] = factory
-        _TITLES[name] = title or name
-        _REDUCTIONS[name] = tuple(Reduction(*r) for r in reductions)
-        _NEAR_ZERO[name], _BRAKING_OF[name], _DOMAINS[name] = near_zero, braking_of, dict(domains or {})
+        _REGISTRY[name] = Registered(factory, title or name, tuple(Reduction(*r) for r in reductions), near_zero,
+                                     braking_of, dict(domains or {}), dict(inspect.signature(factory).parameters))
         _changed()
         return factory
 
@@ -174,8 +198,8 @@ def unregister(name: str) -> None:
     Raises:
       NqmError: ``method`` is not registered.
     """
-    options(name)  # an unknown method is an error
-    del _REGISTRY[name], _TITLES[name], _REDUCTIONS[name], _NEAR_ZERO[name], _BRAKING_OF[name], _DOMAINS[name]
+    registered(name)  # an unknown method is an error
+    del _REGISTRY[name]
     _changed()
 
 
@@ -191,8 +215,7 @@ def reductions(method: str) -> tuple[Reduction, ...]:
     Raises:
       NqmError: ``method`` is not registered.
     """
-    options(method)  # an unknown method is an error
-    return _REDUCTIONS[method]
+    return registered(method).reductions
 
 
 def near_zero(method: str) -> NearZero | None:
@@ -209,8 +232,7 @@ def near_zero(method: str) -> NearZero | None:
     Raises:
       NqmError: ``method`` is not registered.
     """
-    options(method)  # an unknown method is an error
-    return _NEAR_ZERO[method]
+    return registered(method).near_zero
 
 
 def braking_of(method: str) -> str | None:
@@ -226,8 +248,7 @@ def braking_of(method: str) -> str | None:
     Raises:
       NqmError: ``method`` is not registered.
     """
-    options(method)  # an unknown method is an error
-    return _BRAKING_OF[method]
+    return registered(method).braking_of
 
 
 def domains(method: str) -> dict:
@@ -244,7 +265,7 @@ def domains(method: str) -> dict:
       NqmError: ``method`` is not registered.
     """
     fields = hyperparameters(method)._fields
-    declared = _DOMAINS.get(method, {})  # a method put in the registry by hand declares none
+    declared = registered(method).domains
     return {f: declared.get(f, NONNEGATIVE) for f in fields if f not in ("lr", "momentum")}
 
 
@@ -260,8 +281,7 @@ def title(method: str) -> str:
     Raises:
       NqmError: ``method`` is not registered.
     """
-    options(method)  # an unknown method is an error
-    return _TITLES[method]
+    return registered(method).title
 
 
 def methods() -> tuple[str, ...]:
@@ -282,11 +302,7 @@ def options(method: str) -> dict[str, inspect.Parameter]:
     Raises:
       NqmError: ``method`` is not registered.
     """
-    if method not in _REGISTRY:
-        raise NqmError(f"unknown method {method!r}{did_you_mean(method, methods())}; choose one of "
-                       f"{', '.join(methods())}")
-    parameters = inspect.signature(_REGISTRY[method]).parameters
-    return {name: p for name, p in parameters.items() if name not in SUPPLIED}
+    return {name: p for name, p in registered(method).parameters.items() if name not in SUPPLIED}
 
 
 def hyperparameters(method: str) -> type:
@@ -310,7 +326,7 @@ def documentation(method: str) -> dict[str, str]:
     Returns:
       ``{option: text}``.
     """
-    lines = inspect.getdoc(_REGISTRY[method]).splitlines() if method in _REGISTRY else []
+    lines = inspect.getdoc(_REGISTRY[method].factory).splitlines() if method in _REGISTRY else []
     docs, name = {}, None
     for line in lines[lines.index("Args:") + 1:] if "Args:" in lines else []:
         if not line.strip() or not line.startswith("  "):
@@ -354,7 +370,7 @@ def make(method: str, *, delay=0, problem=None, **given) -> Optimizer:
         if isinstance(accepted[name].default, bool):  # a switch: "yes" or 1 would silently count as on
             flag(value, name)
     workers = process(delay).workers
-    if "problem" not in inspect.signature(_REGISTRY[method]).parameters:
+    if "problem" not in registered(method).parameters:
         problem = None  # the key of the memo: a family that never reads the problem is built once
     return _build(method, workers, problem, tuple(sorted((k, _frozen(v)) for k, v in given.items())))
 
@@ -391,8 +407,7 @@ def _changed() -> None:
 def _build(method: str, workers: int, problem, options: tuple) -> Optimizer:
     # Memoized: the same settings give the same (hashable) functions, so jit never recompiles (a
     # problem is its own key: Problem compares by identity).
-    factory = _REGISTRY[method]
-    parameters = inspect.signature(factory).parameters
+    factory, parameters = _REGISTRY[method].factory, _REGISTRY[method].parameters
     supplied = {name: value for name, value in (("workers", workers), ("problem", problem)) if name in parameters}
     return factory(**supplied, **{k: _thawed(v) for k, v in options})._replace(name=method)
 
