@@ -143,25 +143,27 @@ def probe_rate(lam, cells: int, steps: int, tiled: bool, work: str = "update") -
     """Element-steps per second of :func:`probe`."""
     fn, args = probe(lam, cells, steps, tiled, work)
     jax.block_until_ready(fn(*args))
-    return cells * lam.size * steps / _best_time(lambda: jax.block_until_ready(fn(*args)), repeats=3)[0]
+    return cells * lam.size * steps / timed(lambda: jax.block_until_ready(fn(*args)), repeats=3)[0]
 
 
 def numpy_rate(lam: np.ndarray, cells: int, steps: int) -> float:
     """Element-steps per second of a hand-written numpy loop (SGDM, delay D, noise σ), per cell."""
     rng = np.random.default_rng(0)
     sqrt_lam = np.sqrt(lam)
-    start = time.perf_counter()
-    for lr in np.linspace(0.1, 0.5, cells):
-        history = [np.ones_like(lam) for _ in range(DELAY + 1)]
-        w, v = np.ones_like(lam), np.zeros_like(lam)
-        for _ in range(steps):
-            g = lam * history[0] + NOISE * sqrt_lam * rng.standard_normal(lam.size)
-            v = 0.9 * v + g
-            w = w - lr * v
-            history = history[1:] + [w]
-            if 0.5 * np.dot(lam, w * w) < 0.01:
-                break
-    return cells * lam.size * steps / (time.perf_counter() - start)
+
+    def loop():
+        for lr in np.linspace(0.1, 0.5, cells):
+            history = [np.ones_like(lam) for _ in range(DELAY + 1)]
+            w, v = np.ones_like(lam), np.zeros_like(lam)
+            for _ in range(steps):
+                g = lam * history[0] + NOISE * sqrt_lam * rng.standard_normal(lam.size)
+                v = 0.9 * v + g
+                w = w - lr * v
+                history = history[1:] + [w]
+                if 0.5 * np.dot(lam, w * w) < 0.01:
+                    break
+
+    return cells * lam.size * steps / timed(loop)[0]
 
 
 def engine_rate(problem, method: str, cells: int, steps: int, chunk: int, delay=DELAY) -> float:
@@ -175,7 +177,7 @@ def engine_rate(problem, method: str, cells: int, steps: int, chunk: int, delay=
     run = lambda n: engine.simulate(problem, engine.Cells(optimizer, hyper, np.full(cells, NOISE), delay),
                                     dataclasses.replace(config, max_steps=n))
     run(chunk)  # compile
-    return cells * problem.dim * steps / _best_time(lambda: run(steps))[0]
+    return cells * problem.dim * steps / timed(lambda: run(steps), repeats=2)[0]
 
 
 def early_exit(problem, cells: int, budget: int, chunk: int, full_rate: float) -> tuple[float, float, dict]:
@@ -194,22 +196,35 @@ def early_exit(problem, cells: int, budget: int, chunk: int, full_rate: float) -
     sigma = np.full(lr.size, NOISE)
     cells = engine.Cells(optimizer, hyper, sigma, DELAY)
     engine.simulate(problem, cells, dataclasses.replace(config, max_steps=chunk))
-    elapsed, out = _best_time(lambda: engine.simulate(problem, cells, config))
+    elapsed, out = timed(lambda: engine.simulate(problem, cells, config), repeats=2)
     useful = float(out.steps.sum())
     counts = {"reached": int((out.status == REACHED).sum()), "diverged": int((out.status == DIVERGED).sum()),
               "budget": int((out.status == BUDGET).sum()), "steps_min": int(out.steps.min()), "steps_max": int(out.steps.max())}
     return useful / float(out.work[0]), useful * problem.dim / (elapsed * full_rate), counts
 
 
-def _best_time(fn, repeats: int = 2):
-    """``(seconds, result)`` of the fastest of ``repeats`` calls: this machine is shared, and a slow
-    outlier in either the full-grid rate or the early-exit run would skew their ratio."""
+def timed(fn, repeats: int = 1, warm_up: bool = False):
+    """``(seconds, result)`` of the fastest of ``repeats`` calls of ``fn`` (wall clock), after one
+    call that is not timed if ``warm_up`` (compilation, caches). The fastest: the machine is shared,
+    and a slow outlier in one of two timings would skew their ratio. The one timer of ``nqm bench``
+    and of the ``scripts/bench_*.py``."""
+    if warm_up:
+        fn()
     best = (np.inf, None)
     for _ in range(repeats):
         start = time.perf_counter()
         result = fn()
         best = min(best, (time.perf_counter() - start, result), key=lambda x: x[0])
     return best
+
+
+def children_cpu_seconds() -> float:
+    """User and system CPU seconds of the finished child processes so far: beside :func:`timed`,
+    what a command timed from outside cost (less sensitive than its wall time to other work)."""
+    import resource  # POSIX only, and only the benchmarks that run commands need it
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def ratios(rates: dict) -> dict:

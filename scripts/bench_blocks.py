@@ -14,12 +14,12 @@ N = 100, 2,000 steps.
 import argparse
 import json
 import math
-import time
 
 import jax
 import numpy as np
 
 import nqm
+from nqm.bench import timed
 
 
 def main(argv=None) -> dict:
@@ -33,9 +33,7 @@ def main(argv=None) -> dict:
     one_block = math.ceil(side * side / len(jax.devices()))
     seconds, results = {}, {}
     for name, block in (("automatic", None), ("one_block", one_block)):
-        start = time.perf_counter()
-        results[name] = nqm.sweep("ab", block_cells=block, batch_cells=block, **grid)
-        seconds[name] = time.perf_counter() - start
+        seconds[name], results[name] = timed(lambda: nqm.sweep("ab", block_cells=block, batch_cells=block, **grid))
         print(f"{name} blocks: {seconds[name]:.1f} s", flush=True)
         if args.out:
             nqm.save(results[name], f"{args.out}/blocks_{name}.nc")

@@ -17,11 +17,9 @@ sensitive to other work on the machine). ``--check`` exits with status 1 unless 
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -34,14 +32,10 @@ QUICK = dict(side=3, dim=100, steps=2_000)
 LEAST_RATIO = 0.8
 
 
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def run(side, dim, steps):
     """``{delay: (wall seconds, CPU seconds, element-steps)}``, one fresh command each."""
     import nqm
+    from nqm.bench import children_cpu_seconds, timed
 
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
@@ -51,10 +45,10 @@ def run(side, dim, steps):
     with tempfile.TemporaryDirectory() as tmp:
         for name, delay in DELAYS.items():
             path = Path(tmp) / f"{len(out)}.nc"
-            cpu, start = _cpu_seconds(), time.perf_counter()
-            subprocess.run([sys.executable, "-m", "nqm", "sweep", *grid, *delay, "--out", str(path)], check=True,
-                           env=env, stdout=subprocess.DEVNULL)
-            wall, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+            cpu = children_cpu_seconds()
+            wall, _ = timed(lambda: subprocess.run([sys.executable, "-m", "nqm", "sweep", *grid, *delay, "--out", str(path)],
+                                                   check=True, env=env, stdout=subprocess.DEVNULL))
+            cpu = children_cpu_seconds() - cpu
             ds = nqm.load(path)
             out[name] = (wall, cpu, float(np.sum(ds.steps.values, dtype=np.float64)) * dim)
     return out

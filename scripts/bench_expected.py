@@ -17,17 +17,16 @@ unless, cold and warm, exact >= 2x (16 × 16) and >= 3x (32 × 32), and binned >
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 import nqm
 from nqm import expected
+from nqm.bench import children_cpu_seconds, timed
 
 GRIDS = {16: 20_000, 32: 100_000}  # side: budget
 TARGETS = {16: (2.0, 8.0), 32: (3.0, 20.0)}  # side: (exact, binned) least speed-up over Monte Carlo
@@ -50,12 +49,6 @@ def _command(name, side, dim, steps, bins, out):
     return [sys.executable, "-m", "nqm", *mode, *grid]
 
 
-def _cpu_seconds() -> float:
-    """User and system CPU seconds of the finished child processes so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def run_grid(side, dim, steps, bins, only=None, cache_runs=("cold", "warm")):
     """Wall and CPU seconds of each command, by cache state (``times[cache][name]``), and its result."""
     root = Path(__file__).resolve().parents[1]
@@ -69,10 +62,10 @@ def run_grid(side, dim, steps, bins, only=None, cache_runs=("cold", "warm")):
             out = Path(tmp) / f"{name}.nc"
             env["NQM_COMPILATION_CACHE"] = str(Path(tmp) / f"cache-{name}")  # empty before the cold run
             for cache in cache_runs:
-                start, cpu_start = time.perf_counter(), _cpu_seconds()
-                subprocess.run(_command(name, side, dim, steps, bins, out), check=True, env=env,
-                               stdout=subprocess.DEVNULL)
-                times[cache][name], cpu[cache][name] = time.perf_counter() - start, _cpu_seconds() - cpu_start
+                cpu_start = children_cpu_seconds()
+                times[cache][name], _ = timed(lambda: subprocess.run(_command(name, side, dim, steps, bins, out),
+                                                                     check=True, env=env, stdout=subprocess.DEVNULL))
+                cpu[cache][name] = children_cpu_seconds() - cpu_start
                 runs[name] = nqm.load(out).load()
                 ended = {k: int((runs[name].status == k).sum()) for k in (1, 0, -1)}
                 print(f"{side}x{side} {name} ({cache}): {times[cache][name]:.1f} s ({cpu[cache][name]:.1f} CPU s); "

@@ -6,7 +6,6 @@ the ratio to one ``nqm.trajectory`` of the same cell (what a redraw costs beyond
 """
 
 import argparse
-import time
 
 import matplotlib
 
@@ -21,6 +20,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import nqm
+    from nqm.bench import timed
     from nqm.plots.explore import DEFAULTS, draw_rho_view, rho_view
 
     nqm.use_every_core()
@@ -30,13 +30,14 @@ def main(argv=None) -> int:
     redraws, runs = [], []
     for i in range(args.repeat):
         rho = 0.25 + 0.25 * i
-        start = time.perf_counter()
-        draw_rho_view(rho_view(rho, **{**cell, "momentum": 0.85 + 0.01 * i}, problem=problem, steps=args.steps), figure)
-        figure.canvas.draw()
-        redraws.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        nqm.trajectory("ab", rho=rho, **cell, problem=problem, steps=args.steps, stride=10, record=("loss", "energy"))
-        runs.append(time.perf_counter() - start)
+
+        def slider_moved():  # what the explorer does then: a new view, drawn on its canvas
+            draw_rho_view(rho_view(rho, **{**cell, "momentum": 0.85 + 0.01 * i}, problem=problem, steps=args.steps), figure)
+            figure.canvas.draw()
+
+        redraws.append(timed(slider_moved)[0])
+        runs.append(timed(lambda: nqm.trajectory("ab", rho=rho, **cell, problem=problem, steps=args.steps, stride=10,
+                                                 record=("loss", "energy")))[0])
     redraw, run = sorted(redraws)[len(redraws) // 2], sorted(runs)[len(runs) // 2]
     print(f"N = {args.dim:,}, {args.steps:,} steps: a redraw takes {redraw:.2f} s (median of {args.repeat}), "
           f"{redraw / run:.1f}x one trajectory of the cell ({run:.2f} s)")

@@ -6,21 +6,15 @@ ratio to the mean threshold."""
 
 import argparse
 import json
-import time
 
 import numpy as np
 
 import nqm
+from nqm.bench import timed
 from nqm.thresholds import derived, polynomials
 
 METHODS = ("sgd", "sgdm", "nesterov", "staleness", "shifted", "dana", "ormo", "ormo-da")
 PMFS = ("uniform:1:4", "uniform:1:8", "gaussian:4", "uniform:0:16")
-
-
-def timed(f):
-    start = time.perf_counter()
-    out = f()
-    return out, time.perf_counter() - start
 
 
 def main(argv=None):
@@ -34,17 +28,17 @@ def main(argv=None):
     rows = []
     for method in args.methods:
         momenta = [0.0] if method == "sgd" else [0.0, 0.5, 0.9]
-        table, first = timed(lambda: derived.threshold_table(method, delays=delays, momenta=momenta))
-        _, again = timed(lambda: derived.threshold_table(method, delays=delays, momenta=momenta))
+        first, table = timed(lambda: derived.threshold_table(method, delays=delays, momenta=momenta))
+        again, _ = timed(lambda: derived.threshold_table(method, delays=delays, momenta=momenta))
         row = {"method": method, "cells": table.threshold.size, "first_s": round(first, 2), "again_s": round(again, 2)}
         if method in polynomials.METHODS:
-            reference, polynomial = timed(lambda: polynomials.threshold_dataset(method, delays, momenta))
+            polynomial, reference = timed(lambda: polynomials.threshold_dataset(method, delays, momenta))
             row.update(polynomial_s=round(polynomial, 2), ratio_first=round(first / polynomial, 1),
                        max_rel_diff=float(np.abs(table.threshold.values / reference.threshold.values - 1).max()))
         rows.append(row)
         print(json.dumps(row), flush=True)
     for spec in PMFS[:1] if args.smoke else PMFS:
-        (square, mean), seconds = timed(lambda: [derived.threshold("sgdm", delay=spec, momentum=[0.0, 0.5], criterion=c)
+        seconds, (square, mean) = timed(lambda: [derived.threshold("sgdm", delay=spec, momentum=[0.0, 0.5], criterion=c)
                                                  for c in ("mean-square", "mean")])
         print(json.dumps({"mean_square": spec, "method": "sgdm", "momentum": [0.0, 0.5], "seconds": round(seconds, 2),
                           "ratio_to_mean": np.round(square / mean, 4).tolist()}), flush=True)

@@ -22,7 +22,6 @@ import argparse
 import itertools
 import json
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +29,7 @@ import numpy as np
 import optax
 
 import nqm
+from nqm.bench import timed
 
 EPS = 1e-12  # AB's floor of ‖g‖‖v‖, as nqm's default
 
@@ -73,17 +73,6 @@ def peer(lam, delay, sigma, steps, target, braked):
     return cells
 
 
-def timed(f, repeat):
-    """``f()`` (which returns only once its work is done) and its best wall time after a warm-up call."""
-    out = f()  # warm-up: compilation, caches
-    best = np.inf
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = f()
-        best = min(best, time.perf_counter() - start)
-    return out, best
-
-
 def case(dim, method, delay, sigma, side, steps, x64, repeat):
     problem = nqm.zhang(dim)
     lrs, momenta = np.geomspace(0.02, 0.3, side), np.linspace(0.3, 0.9, side)
@@ -93,11 +82,11 @@ def case(dim, method, delay, sigma, side, steps, x64, repeat):
         dtype = jnp.float64 if x64 else jnp.float32
         run = peer(jnp.asarray(problem.eigenvalues, dtype), delay, sigma, steps, 0.01, braked=rho is not None)
         args = (jnp.asarray(lr, dtype), jnp.asarray(m, dtype), jnp.full(lr.size, rho or 0.0, dtype), jax.random.PRNGKey(0))
-        theirs, peer_s = timed(lambda: np.asarray(run(*args)), repeat)
+        peer_s, theirs = timed(lambda: np.asarray(run(*args)), repeat, warm_up=True)  # returns once done
     options = {} if rho is None else {"rho": rho}
-    ours, nqm_s = timed(lambda: nqm.sweep(method, lr=lrs, momentum=momenta, delay=delay, noise=sigma, problem=problem,
+    nqm_s, ours = timed(lambda: nqm.sweep(method, lr=lrs, momentum=momenta, delay=delay, noise=sigma, problem=problem,
                                           max_steps=steps, first_passage=True, x64=x64, progress=False, **options),
-                        repeat)
+                        repeat, warm_up=True)
     row = {"dim": dim, "method": method, "delay": delay, "noise": sigma, "cells": lr.size, "steps": steps,
            "peer_s": round(peer_s, 3), "nqm_s": round(nqm_s, 3),
            "peer_element_steps_per_s": float(f"{lr.size * dim * steps / peer_s:.3g}"),

@@ -14,12 +14,12 @@ search's robust T (only those can), every neighbour evaluated with ``nqm.sweeps.
 import argparse
 import itertools
 import json
-import time
 
 import numpy as np
 
 import nqm
 from nqm import sweeps
+from nqm.bench import timed
 from nqm.search import answer, best
 
 CASES = {  # name: (method, N, delay, lr box, (second axis, its box), budget, extra hyperparameters)
@@ -68,15 +68,11 @@ def main():
     for name in names:
         method, dim, delay, lr_box, (axis, box), budget, extra = cases[name]
         kw = dict(delay=delay, problem=nqm.zhang(dim), max_steps=budget, progress=False, **extra)
-        start = time.perf_counter()
-        ds = best(method, lr=lr_box, robust=args.robust, max_cells=20_000, **{axis: box}, **kw)
-        search_time = time.perf_counter() - start
+        search_time, ds = timed(lambda: best(method, lr=lr_box, robust=args.robust, max_cells=20_000, **{axis: box}, **kw))
         found = answer(ds)
         n = args.grid
         lr, other = np.geomspace(*lr_box, n), 1 - np.geomspace(1 - box[0], 1 - box[1], n)  # (a decay rate: 1 − x)
-        start = time.perf_counter()
-        grid = nqm.sweep(method, lr=lr, **{axis: other}, **kw)
-        grid_time = time.perf_counter() - start
+        grid_time, grid = timed(lambda: nqm.sweep(method, lr=lr, **{axis: other}, **kw))
         t = t_of(grid.steps.transpose(axis, "lr", ...).values, grid.status.transpose(axis, "lr", ...).values)
         t = t.reshape(n, n)  # (axis, lr)
         row = {"case": name, "method": method, "N": dim, "delay": delay, "budget": budget,
@@ -89,10 +85,9 @@ def main():
         if args.robust is not None and axis == "momentum":
             mm, ll = np.meshgrid(other, lr, indexing="ij")
             bound = found["robust_t_star"] if found["robust_t_star"] is not None else np.inf
-            start = time.perf_counter()
-            value, cells = grid_robust(method, ll.ravel(), mm.ravel(), t.ravel(), args.robust, bound + 1, **kw)
-            row["grid"].update(robust_t_star=value, robust_cells=cells,
-                               robust_wall_s=round(time.perf_counter() - start, 1))
+            seconds, (value, cells) = timed(lambda: grid_robust(method, ll.ravel(), mm.ravel(), t.ravel(), args.robust,
+                                                                bound + 1, **kw))
+            row["grid"].update(robust_t_star=value, robust_cells=cells, robust_wall_s=round(seconds, 1))
         print(json.dumps(row), flush=True)
 
 

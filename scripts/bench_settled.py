@@ -25,12 +25,12 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
 import nqm
 from nqm import delays, jobs, settling
+from nqm.bench import timed
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -54,10 +54,8 @@ def readme_sweep() -> list[str]:
 
 def time_command(arguments: list[str], folder: str) -> float:
     """Seconds of one ``nqm sweep`` process with ``arguments`` (its result written into ``folder``)."""
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "nqm", "sweep", *arguments, "--out", f"{folder}/r.nc", "--force",
-                    "--no-progress"], check=True, capture_output=True)
-    return time.perf_counter() - start
+    return timed(lambda: subprocess.run([sys.executable, "-m", "nqm", "sweep", *arguments, "--out", f"{folder}/r.nc",
+                                         "--force", "--no-progress"], check=True, capture_output=True))[0]
 
 
 def readme_ratio(repeat: int) -> dict:
@@ -75,16 +73,6 @@ def readme_ratio(repeat: int) -> dict:
     print(f"README's main job: first passage {best['first_passage']:.2f} s, settled {best['settled']:.2f} s = "
           f"{row['ratio']:.2f}× (best of {repeat}, alternated)")
     return row
-
-
-def timed(run, repeat: int) -> float:
-    run()  # compile
-    best = np.inf
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def decided(method: str, grid: dict, extra: dict, noise: float) -> dict:
@@ -119,7 +107,7 @@ def main():
     for method, extra in (("sgdm", {}), ("ab", {"rho": 0.5})):
         for noise in (0.0, 0.05):
             run = lambda first: nqm.sweep(method, noise=noise, first_passage=first, **grid, **extra)
-            seconds = {kind: timed(lambda: run(kind == "first_passage"), args.repeat)
+            seconds = {kind: timed(lambda: run(kind == "first_passage"), args.repeat, warm_up=True)[0]  # warm: compiled
                        for kind in ("first_passage", "settled")}
             how = decided(method, grid, extra, noise)
             row = rows[f"{method} sigma={noise:g}"] = dict(seconds, ratio=seconds["settled"] / seconds["first_passage"],

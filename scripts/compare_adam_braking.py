@@ -14,9 +14,9 @@ than at 4,000): a comparison between the two optimizers at one budget, not a sta
 from __future__ import annotations
 
 import argparse
-import time
 
 import nqm
+from nqm.bench import timed
 from nqm.thresholds.simulated import simulated_threshold
 
 
@@ -30,16 +30,15 @@ def main() -> None:
     nqm.use_every_core()
     problem = nqm.zhang(args.dim)
     common = dict(delay=args.delay, steps=args.steps, tol=args.tol, problem=problem, b1=[0.5, 0.9])
-    start = time.perf_counter()
-    adam = simulated_threshold("adam", **common).threshold.squeeze()
-    braked = simulated_threshold("ab-adam", rho=[0.0, 0.5, 1.0], **common).threshold.squeeze()
+    seconds, (adam, braked) = timed(lambda: (simulated_threshold("adam", **common).threshold.squeeze(),
+                                             simulated_threshold("ab-adam", rho=[0.0, 0.5, 1.0], **common).threshold.squeeze()))
     print(f"zhang({args.dim}), noiseless, D = {args.delay}, {args.steps} steps, tol {args.tol}: "
           f"x* = lambda_max * eta*")
     for b1 in (0.5, 0.9):
         row = [f"adam {float(adam.sel(b1=b1)):.4g}"]
         row += [f"ab-adam rho={rho:g} {float(braked.sel(b1=b1, rho=rho)):.4g}" for rho in (0.0, 0.5, 1.0)]
         print(f"  b1 = {b1}: " + ", ".join(row))
-    print(f"({time.perf_counter() - start:.0f} s)")
+    print(f"({seconds:.0f} s)")
 
 
 if __name__ == "__main__":
