@@ -102,7 +102,7 @@ def braked(base: Optimizer, *, group="global", eps: float = EPS, alpha_min: floa
         # At ρ = 0 the base sees g itself, not 1·g: XLA would fuse the product into the base's sums
         # and round them otherwise (in the last bits), so that braking at ρ = 0 would not be the base.
         g = jnp.where(cell.rho == 0, g, alpha * g)
-        w_next, state, info = base.step(unbraked(*cell[:-1]), state, w, g, ctx)
+        w_next, state, info = base.step(unbraked(**{f: getattr(cell, f) for f in unbraked._fields}), state, w, g, ctx)
         return w_next, state, {**info, "alpha": jnp.mean(alpha), "cosine": jnp.broadcast_to(cos, g.shape)}
 
     config = base.config + (("group", group_label), ("alpha_min", alpha_min), ("alpha_max", alpha_max), (eps_name, eps))
