@@ -53,7 +53,7 @@ def applies(task, process) -> tuple[bool, str | None]:
     if task.problem.dim * (pmf.size + 1) ** 2 > EXACT_STEADY_WORK:
         return False, (f"its steady state under delay {process.label} on {task.problem.dim:,} eigenvalues would take "
                        "hours (the work grows as the delay squared)")
-    if not _exact_for(task.method, options, process.label):
+    if not _exact_for(task.method, options, process):
         return False, None
     try:
         check_cost(task.problem, task.method, [process], None, bool(task.options.get("dampening", False)), 1,
@@ -79,7 +79,7 @@ def _own(task) -> list:
 
 
 @registry_cache(maxsize=64)
-def _exact_for(method: str, options: tuple, delay: str) -> bool:
+def _exact_for(method: str, options: tuple, delay) -> bool:
     """Whether the exact mode holds this method, with these options, under this delay (a periodic
     method — OrMo — has no steady state in closed form here): one cell on one eigenvalue, tried."""
     try:
@@ -112,7 +112,7 @@ def stays(task, process, cells: dict) -> np.ndarray:
     choices = dict(schedule=schedule, horizon=_horizon(task)) if schedule is not None and not schedule.constant else {}
 
     def level(rows, sigma):  # E[L_∞] of the cells ``rows`` at noise ``sigma``
-        return steady_state_loss(task.problem, task.method, process.label, lr[rows], momentum[rows], sigma,
+        return steady_state_loss(task.problem, task.method, process, lr[rows], momentum[rows], sigma,
                                  dampening=dampening, **options, **{k: v[rows] for k, v in own.items()},
                                  **({} if gamma is None else {"ema": gamma[rows]}), **choices)
 
@@ -126,7 +126,7 @@ def stays(task, process, cells: dict) -> np.ndarray:
         unit = level(quiet, np.ones(quiet.size)) if quiet.size else np.zeros(0)
         for i in quiet[~np.isfinite(unit)]:  # at the final regime's rate
             result[i] = final * lr[i] * task.problem.eigenvalues.max() < almost_sure(
-                task.method, float(momentum[i]), process.label, dampening)
+                task.method, float(momentum[i]), process, dampening)
         rows = noisy
     else:
         rows = np.ones(lr.size, bool)
@@ -141,7 +141,7 @@ def _horizon(task) -> int:
 
 
 @registry_cache(maxsize=256)
-def almost_sure(method: str, momentum: float, delay: str, dampening: bool) -> float:
+def almost_sure(method: str, momentum: float, delay, dampening: bool) -> float:
     """The almost-sure threshold x* (a Lyapunov exponent's first crossing), once per setting, over a
     schedule of :data:`LYAPUNOV_STEPS` steps (a fifth of ``nqm threshold``'s: the cells that need it sit
     between the mean-square and the almost-sure thresholds, rare outside a sweep across the boundary)."""

@@ -120,7 +120,7 @@ def by_subspace(task, known) -> bool:
 
 
 @registry_cache(maxsize=1024)
-def _edge(method: str, momentum: float, delay: str, criterion: str, dampening: bool) -> float:
+def _edge(method: str, momentum: float, delay, criterion: str, dampening: bool) -> float:
     """The linear method's first unstable x* at ``momentum``, once per setting."""
     return float(threshold(method, momentum=momentum, delay=delay, criterion=criterion, dampening=dampening))
 
@@ -149,7 +149,7 @@ def unstable_from(task, process, cells: dict, known) -> np.ndarray:
     base = _linear_job(task, known)
     criterion = "mean" if np.count_nonzero(process.pmf()) == 1 else "mean-square"
     dampening = bool(base.options.get("dampening", False))
-    edges = {m: _edge(base.method, float(m), process.label, criterion, dampening) for m in np.unique(mapped["momentum"])}
+    edges = {m: _edge(base.method, float(m), process, criterion, dampening) for m in np.unique(mapped["momentum"])}
     return np.array([edges[m] for m in mapped["momentum"]]) / mapped["lr"]
 
 

@@ -94,7 +94,7 @@ def _proven(test, cells: dict) -> np.ndarray:
     if not exact.any() or np.count_nonzero(test.process.pmf()) != 1:
         return out
     linear = test.linear
-    out[exact] = stays_from(linear.problem, linear.method, test.process.label, lr[exact],
+    out[exact] = stays_from(linear.problem, linear.method, test.process, lr[exact],
                             np.asarray(cells["momentum"], np.float64)[exact], target=float(test.task.config.target),
                             dampening=bool(linear.options.get("dampening", False)))
     return out
