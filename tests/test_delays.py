@@ -8,6 +8,7 @@ import pytest
 import nqm
 
 from nqm import delays, engine
+from nqm.delays import constant_delays, iid_delays, registry, worker_pools
 from nqm.errors import NqmError
 from nqm.optimizers import make
 from nqm.problem import zhang
@@ -127,9 +128,15 @@ def test_a_schedule_depends_on_the_seed_alone_and_a_longer_budget_extends_it(spe
 @pytest.mark.parametrize("spec, pmf", [("uniform:2:6", uniform_pmf(2, 6)), ("gaussian:4", gaussian_pmf(4)),
                                        ("pmf:1,0,3", np.array([0.25, 0, 0.75]))])
 def test_iid_delays_follow_their_pmf(spec, pmf):
-    delay, _ = delays.process(spec).schedule(0, 40_000)
+    process = delays.process(spec)
+    delay, _ = process.schedule(0, 40_000)
     freq = np.bincount(delay, minlength=pmf.size) / delay.size
     assert np.all(np.abs(freq - pmf) <= 4 * np.sqrt(pmf * (1 - pmf) / delay.size) + 1e-12)
+    # the spec is the iid process of that pmf (nqm.delays.iid_delays), drawn the same way
+    assert isinstance(process, iid_delays.Iid) and process.mean == pytest.approx(np.arange(pmf.size) @ pmf)
+    same = iid_delays.iid(pmf, label=spec)
+    np.testing.assert_allclose(same.pmf(), pmf, rtol=1e-12)
+    np.testing.assert_array_equal(same.schedule(0, 40_000)[0], delay)
 
 
 def test_identical_exponential_workers_have_mean_delay_k_minus_1():
@@ -144,6 +151,8 @@ def test_identical_exponential_workers_have_mean_delay_k_minus_1():
 
 def test_slow_workers_deliver_less_often_and_staler():
     process = delays.process("workers:8:slow=0.25:4")
+    assert process == worker_pools.workers(8, slow_fraction=0.25, slowdown=4)  # (nqm.delays.worker_pools)
+    np.testing.assert_array_equal(process.mean_times(), [4, 4, 1, 1, 1, 1, 1, 1])  # the slow ones first
     delay, worker = process.schedule(2, 40_000)
     slow = worker < 2  # the slow ones come first
     assert slow.mean() < 0.5 * 2 / 8
@@ -151,9 +160,13 @@ def test_slow_workers_deliver_less_often_and_staler():
 
 
 def test_constant_process_is_round_robin():
-    delay, worker = delays.process(3).schedule(0, 9)
+    process = delays.process(3)
+    assert process == delays.process("constant:3") == constant_delays.constant(3)  # (nqm.delays.constant_delays)
+    delay, worker = process.schedule(0, 9)
     np.testing.assert_array_equal(delay, 3)
     np.testing.assert_array_equal(worker, (np.arange(9) - 3) % 4)
+    np.testing.assert_array_equal(process.pmf(), [0, 0, 0, 1])
+    assert process.history(delay) == History(4)  # w_{t−3} and w_{t+1} share a slot: no copy of the current weights
 
 
 @pytest.mark.parametrize("method", ["sgdm", "shifted", "ab"])
@@ -190,6 +203,19 @@ def test_an_optimizer_made_for_another_worker_count_is_an_error():
         engine.simulate(PROBLEM,
                         engine.Cells(make("shifted", delay=2), {"lr": [0.1], "momentum": [0.5]}, [0.0], delay="workers:5"),
                         CONFIG)
+
+
+def test_a_spec_not_of_its_familys_form_names_the_form_it_registered():
+    """The registry (nqm.delays.registry) holds every family once, in registration order, with the
+    syntax its help and errors show; a spec its parser cannot read is refused in those words."""
+    names = [family.name for family in registry.families()]
+    assert names[:4] == ["constant", "uniform", "gaussian", "pmf"] and len(set(names)) == len(names)
+    assert registry.syntax() == "D, " + ", ".join(family.syntax for family in registry.families()) == delays.syntax()
+    for spec, family in (("constant:x", "constant"), ("gaussian:1.5", "gaussian"), ("workers:4:fast", "workers")):
+        with pytest.raises(NqmError) as error:
+            delays.process(spec)
+        assert str(error.value) == str(registry.bad(family, spec.partition(":")[2]))
+        assert str(error.value).endswith(f"is not of the form {FAMILIES[family].syntax}")
 
 
 @pytest.mark.parametrize("spec", ["-1", "uniform:3:1", "gaussian:0", "pmf:", "pmf:-1,2", "workers:0",
