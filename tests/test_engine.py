@@ -383,3 +383,55 @@ def test_blocks_fit_the_cache_on_cpu_and_about_a_million_elements_on_an_accelera
     assert block_size("cpu", 10_000, 1, 10**6) == 2
     assert [block_size("gpu", n, 10**5, 10**6) for n in (10_000, 1000, 2**20, 2**22)] == [128, 2048, 1, 1]
     assert block_size("gpu", 10_000, 40, 10**6) == 40 and block_size("gpu", 10_000, 1024, 16) == 16
+
+
+def test_to_horizon_steps_the_reached_cells_on_and_keeps_their_first_passage():
+    """The stop rules of nqm.engine.stop: the first passage ends a cell (the default); ToHorizon(H)
+    keeps every cell that reached the target stepping to H — its trace then covers every step to H,
+    the same losses the first-passage run had to T — with its first passage and status kept; a cell
+    that diverges ends as it does without it."""
+    from nqm.engine import record, stop
+
+    assert stop.FirstPassage().horizon(300) == 300 and not stop.FirstPassage().continues
+    assert stop.ToHorizon(500).horizon(300) == 500 and stop.ToHorizon(500).horizon(800) == 800
+    lr = np.array([0.3, 0.6, 1.2, 4.0])  # three reach the target, the last diverges
+    cells = engine.Cells(make("sgdm"), {"lr": lr, "momentum": np.full(4, 0.5)}, np.zeros(4))
+    config = dataclasses.replace(X64, max_steps=400)
+    first = engine.simulate(PROBLEM, cells, config, [engine.Trace({"loss": record.loss})])
+    assert (first.status[:3] == engine.REACHED).all() and first.status[3] == engine.DIVERGED
+    horizon = int(first.steps[:3].max()) + 40
+    stepped = engine.simulate(PROBLEM, cells, config, [engine.Trace({"loss": record.loss})],
+                              stop=stop.ToHorizon(horizon))
+    np.testing.assert_array_equal(stepped.steps, first.steps)
+    np.testing.assert_array_equal(stepped.status, first.status)
+    for i in range(3):
+        t = int(first.steps[i])
+        assert np.isfinite(stepped.trace["loss"][i, :horizon]).all()
+        np.testing.assert_array_equal(stepped.trace["loss"][i, :t], first.trace["loss"][i, :t])
+        assert (stepped.trace["loss"][i, t:horizon] < stepped.trace["loss"][i, 0]).all()
+
+
+@pytest.mark.parametrize("group", ["global", "element", "blocks:3", np.array([0, 1, 1, 0, 2, 2])])
+def test_the_braking_factor_is_one_minus_rho_times_each_groups_cosine(group):
+    """nqm.optimizers.braking: α = 1 − ρ cos(g, u) with the cosine of each group (the whole vector,
+    each coordinate, K contiguous blocks, or labelled groups), against numpy; clamps bound α."""
+    import jax.numpy as jnp
+
+    from nqm.optimizers import braking
+
+    rng = np.random.default_rng(0)
+    g, u = rng.standard_normal(6), rng.standard_normal(6)
+    labels = {"global": np.zeros(6, int), "element": np.arange(6), "blocks:3": np.arange(6) * 3 // 6}
+    labels = labels[group] if isinstance(group, str) else group
+    cosine = np.empty(6)
+    for k in np.unique(labels):
+        at = labels == k
+        cosine[at] = g[at] @ u[at] / (np.linalg.norm(g[at]) * np.linalg.norm(u[at]))
+    _, of = braking.grouping(group)
+    alpha, cos = braking.factor(jnp.asarray(g), jnp.asarray(u), 0.7, of, braking.EPS)
+    np.testing.assert_allclose(np.asarray(cos), cosine, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(alpha), 1 - 0.7 * cosine, rtol=1e-6)
+    clamped, _ = braking.factor(jnp.asarray(g), jnp.asarray(u), 0.7, of, braking.EPS, alpha_min=0.9, alpha_max=1.1)
+    np.testing.assert_allclose(np.asarray(clamped), np.clip(1 - 0.7 * cosine, 0.9, 1.1), rtol=1e-6)
+    zero, _ = braking.factor(jnp.zeros(6), jnp.asarray(u), 0.7, of, braking.EPS)  # no gradient: cos 0, not 0/0
+    np.testing.assert_array_equal(np.asarray(zero), 1.0)
