@@ -12,6 +12,7 @@ import reference
 from nqm import schedules
 from nqm.cli import main
 from nqm.errors import NqmError
+from nqm.expected import augmented, choices
 from nqm.status import BUDGET, DIVERGED, REACHED, TRANSIENT
 
 PROBLEM = nqm.zhang(12)
@@ -119,10 +120,28 @@ def test_the_averages_steady_state_is_its_closed_form():
         closed = 0.5 * np.sum(LAM * raw * (1 - gamma) * (1 + gamma * a) / ((1 + gamma) * (1 - gamma * a)))
         got = nqm.expected.steady_state_loss(PROBLEM, "sgd", 0, lr, 0.0, sigma, ema=gamma)
         np.testing.assert_allclose(got, closed, rtol=1e-10)
+        # nqm.expected.augmented's state with the average in front, its V_∞ (E[L_∞] = σ² V_∞)
+        front = augmented.parts("sgd", 0, np.array([lr]), np.array([0.0]), False, ema=np.array([gamma]))
+        assert front.averaged and front.raw == 1  # ŵ at entry 0, w behind it
+        np.testing.assert_allclose(sigma**2 * augmented.steady(front, LAM, np.ones_like(LAM)), [closed], rtol=1e-10)
     # and it is what the long run of the exact curve tends to
     curve = nqm.expected.expected_loss(PROBLEM, lr=lr, momentum=0.0, noise=sigma, steps=3000, method="sgd", ema=0.9)
     np.testing.assert_allclose(curve[-1], nqm.expected.steady_state_loss(PROBLEM, "sgd", 0, lr, 0.0, sigma, ema=0.9),
                                rtol=1e-8)
+
+
+def test_the_level_and_the_settled_status_every_exact_result_shares():
+    """nqm.expected.choices: E[L_∞] = σ² V_∞ per cell and noise level, ∞ where there is no steady state
+    (even noiseless: the run does not settle); a cell that reached the target settles only where that
+    level is below it, else it is transient; other statuses stay."""
+    unit, sigma = np.array([2.0, np.inf, 0.5]), np.array([0.0, 0.1])
+    level = choices.level(unit, sigma)
+    np.testing.assert_allclose(level, [[0.0, 0.02], [np.inf, np.inf], [0.0, 0.005]], rtol=1e-15)  # ∞·0: ∞, not NaN
+    status = np.array([REACHED, REACHED, REACHED, BUDGET, DIVERGED])
+    np.testing.assert_array_equal(choices.settled(status, np.array([0.005, 0.01, np.inf, 0.0, 0.0]), 0.01),
+                                  [REACHED, TRANSIENT, TRANSIENT, BUDGET, DIVERGED])
+    with pytest.raises(NqmError, match=choices.NO_STAY):
+        nqm.expected.sweep("sgdm", lr=0.1, momentum=0.0, ema=0.5, stay=True, problem=PROBLEM)
 
 
 def _ones(t):  # a custom schedule of factor 1: the second moments stepped with every step's coefficients

@@ -7,7 +7,8 @@ import pytest
 import nqm
 import reference
 from nqm import diagnostics, engine, expected
-from nqm.expected import autoregression, closed_form, stepping
+from nqm.expected import autoregression, closed_form, reduced, steady, stepping
+from nqm.expected.recursion import recursion
 from nqm.optimizers import make
 
 PROBLEM = nqm.loguniform(4, 0.05, 1.0)
@@ -189,12 +190,38 @@ def test_stability_of_the_recursion_is_the_threshold():
         np.testing.assert_array_equal(expected.stable(rec, problem.eigenvalues), [True, False])
 
 
+def test_the_heavy_balls_recursion_and_steady_state_are_the_textbook_ar2():
+    """nqm.expected.recursion writes SGDM at D = 0 as ``w_{t+1} = (1 + m − ηλ) w_t − m w_{t−1} − η σ√λ z_t``,
+    and nqm.expected.steady's reflection coefficients give its stationary variance, for the AR(2)
+    with φ₁ = 1 + m − ηλ, φ₂ = −m: γ(0) = (1 − φ₂) / ((1 + φ₂)((1 − φ₂)² − φ₁²)) (Box, Jenkins &
+    Reinsel §3.2.4), so V_∞ = ½ Σ λ² η² γ(0); ∞ where a root leaves the unit circle."""
+    lam = PROBLEM.eigenvalues
+    lr, m = np.array([0.3, 0.8, 5.0]), np.array([0.6, 0.0, 0.5])
+    rec = recursion("sgdm", 0, lr, m)
+    for cell in range(3):
+        written = np.stack([np.ones_like(lam), -(1 + m[cell] - lr[cell] * lam), np.full_like(lam, m[cell])], -1)
+        np.testing.assert_allclose(rec.polynomial(cell, lam), written, rtol=1e-15)
+    stable, unit = steady.analyse(rec, lam, np.ones_like(lam))
+    phi1, phi2 = 1 + m[:, None] - lr[:, None] * lam, -m[:, None]
+    gamma0 = (1 - phi2) / ((1 + phi2) * ((1 - phi2) ** 2 - phi1 ** 2))
+    np.testing.assert_array_equal(stable, [True, True, False])
+    np.testing.assert_allclose(unit[:2], 0.5 * np.sum(lam ** 2 * lr[:2, None] ** 2 * gamma0[:2], -1), rtol=1e-12)
+    assert unit[2] == np.inf
+    np.testing.assert_array_equal(steady.stable(rec, lam), stable)
+
+
 def test_cli_knows_every_linear_method_and_the_default_bins(tmp_path):
+    import argparse
+
     from nqm import cli
+    from nqm.cli import expected as expected_command
 
     parse = cli.build_parser("expected").parse_args
     for method in expected.methods():  # the CLI's choices are nqm.expected's own
         assert parse(["expected", "--method", method, "--lr", "1", "--momentum", "0", "--out", "x.nc"]).method == method
+    own = expected_command.add_parser(argparse.ArgumentParser().add_subparsers()).parse_args
+    assert own(["--lr", "1", "--momentum", "0", "--out", "x.nc", "--bins"]).bins == expected.DEFAULT_BINS  # alone
+    assert own(["--lr", "1", "--momentum", "0", "--out", "x.nc"]).bins is None  # no binning unless asked
     out = tmp_path / "e.nc"
     assert cli.main(["expected", "--method", "nesterov", "--lr", "0.1", "0.3", "--momentum", "0.5", "--dim", "30",
                      "--max-steps", "500", "--bins", "--out", str(out)]) == 0
@@ -325,6 +352,15 @@ def test_bins_are_capped_at_the_distinct_eigenvalues():
         np.testing.assert_array_equal(binned.steps.values, exact.steps.values)
         np.testing.assert_allclose(binned.loss.values, exact.loss.values, rtol=1e-12)
     assert not np.array_equal(expected.sweep("sgdm", **kw, bins=2).loss.values, exact.loss.values)  # fewer: merged
+    # what nqm.expected.reduced steps: the distinct eigenvalues weighted by their multiplicities, or bins
+    # holding each eigenvalue once (their weights count them; their λ the mean of theirs)
+    for bins in (3, 10**9):
+        lam, weight = reduced.spectrum(problem, bins)
+        np.testing.assert_array_equal(lam, [0.1, 0.5, 1.0])
+        np.testing.assert_array_equal(weight, [3, 2, 1])
+    lam, weight = reduced.spectrum(problem, 2)
+    assert weight.sum() == problem.dim and lam @ weight == pytest.approx(problem.eigenvalues.sum(), rel=1e-14)
+    assert lam.size == 2 and not np.isin(lam, problem.eigenvalues).all()
 
 
 @pytest.mark.parametrize("delay", [4, 200])

@@ -13,7 +13,7 @@ import nqm
 from nqm import delays, diagnostics, engine, expected
 from nqm.thresholds import derived
 from nqm.engine.step import Inputs, Spec, cell_step, init_cells, model as engine_model
-from nqm.expected import autoregression, second_moment
+from nqm.expected import autoregression, forward, second_moment
 from nqm.optimizers import make
 from nqm.status import BUDGET, DIVERGED, REACHED
 
@@ -195,6 +195,38 @@ def test_steady_state_is_infinite_exactly_where_the_mean_square_radius_reaches_o
     fast = np.flatnonzero(radius < 0.95)[-1]
     curve = expected.expected_loss(problem, lr=lrs[fast], momentum=m, delay=delay, noise=0.1, steps=3000, method=method)
     np.testing.assert_allclose(curve[-1], steady[fast], rtol=1e-9)
+
+
+def test_a_states_future_by_doubling_is_its_sum_of_powers():
+    """nqm.expected.forward's doublings against plain numpy loops: ``power(A, k)`` is ``(A^k,
+    Σ_{u<k} (A^u)ᵀ e₀ e₀ᵀ A^u)``, ``series`` the infinite sums ``Σ A^u X (A^u)ᵀ`` (and transposed) of
+    a stable A, and ``gramian`` that of ``e eᵀ`` at an index, NaN where A is not stable."""
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((2, 3, 4, 4))
+    A /= 1.25 * np.abs(np.linalg.eigvals(A)).max(-1)[..., None, None]  # spectral radius 0.8
+    X = rng.standard_normal((2, 3, 4, 4))
+    X = X @ np.swapaxes(X, -1, -2)
+    e0 = np.zeros((4, 4))
+    e0[0, 0] = 1.0
+    for k in (0, 1, 5, 37):
+        taken, partial = forward.power(A, k)
+        Ak = np.linalg.matrix_power(A, k)
+        np.testing.assert_allclose(taken, Ak, atol=1e-13)
+        loop = sum((np.swapaxes(np.linalg.matrix_power(A, u), -1, -2) @ e0 @ np.linalg.matrix_power(A, u)
+                    for u in range(k)), np.zeros(A.shape))
+        np.testing.assert_allclose(partial, loop, rtol=1e-10, atol=1e-13)
+    powers = [np.linalg.matrix_power(A, u) for u in range(400)]  # 0.8^400: nothing left to add
+    sums = sum(P @ X @ np.swapaxes(P, -1, -2) for P in powers)
+    np.testing.assert_allclose(forward.series(A, X), sums, rtol=1e-10)
+    np.testing.assert_allclose(forward.series(A, X, transposed=True),
+                               sum(np.swapaxes(P, -1, -2) @ X @ P for P in powers), rtol=1e-10)
+    e2 = np.zeros((4, 4))
+    e2[2, 2] = 1.0
+    np.testing.assert_allclose(forward.gramian(A, 2), sum(np.swapaxes(P, -1, -2) @ e2 @ P for P in powers), rtol=1e-10)
+    unstable = A.copy()
+    unstable[1, 2] *= 2.0  # spectral radius 1.6 in one cell and component
+    gram = forward.gramian(unstable, 0)
+    assert np.isnan(gram[1, 2]).all() and np.isfinite(np.delete(gram.reshape(6, 4, 4), 5, 0)).all()
 
 
 def test_budget_cells_settled_without_stepping_are_what_stepping_gives():
