@@ -10,7 +10,17 @@ import nqm
 import reference
 from nqm import delays, diagnostics, engine
 from nqm.optimizers import make, methods
-from nqm.optimizers.base import reductions
+from nqm.optimizers.ab import adaptive_braking
+from nqm.optimizers.dana import dana
+from nqm.optimizers.dc_asgd import dc_asgd
+from nqm.optimizers.nesterov import nesterov
+from nqm.optimizers.ormo import ormo, ormo_da
+from nqm.optimizers.precond import precond
+from nqm.optimizers.restart import restart
+from nqm.optimizers.sgdm import sgd, sgdm
+from nqm.optimizers.shifted import shifted
+from nqm.optimizers.staleness import staleness
+from nqm.optimizers.base import StepContext, options, reductions
 
 LAM = np.array([1.0, 0.5, 0.2, 0.05])
 PROBLEM = nqm.explicit(LAM)
@@ -63,6 +73,42 @@ def test_restart_never_leaves_the_velocity_against_the_gradient():
                             engine.Cells(make("sgdm"), {"lr": [0.3, 0.6], "momentum": [0.9, 0.95]}, [0.05, 0.05], delay=3),
                             CONFIG, [engine.Trace({"gv": lambda view: view.g @ view.velocity})])
     assert (plain.trace["gv"] < 0).any()  # without restart the velocity does oppose the gradient
+
+
+# Each built-in method and the factory of its own module (nqm/optimizers/<module>.py), the file that
+# writes the update the tests above hold against numpy; the optax ones are test_optax.py's.
+FACTORIES = {"ab": adaptive_braking, "dana": dana, "dc-asgd": dc_asgd, "nesterov": nesterov, "ormo": ormo,
+             "ormo-da": ormo_da, "precond": precond, "restart": restart, "sgd": sgd, "sgdm": sgdm, "shifted": shifted,
+             "staleness": staleness}
+
+
+@pytest.mark.parametrize("method", sorted(FACTORIES))
+def test_each_built_in_method_is_the_factory_of_its_module(method):
+    """``make(method)`` is its module's factory (with the workers and the problem it declares), named:
+    the same options, hyperparameters and settings, and one step of each gives the same bits."""
+    import inspect
+
+    import jax.numpy as jnp
+
+    factory = FACTORIES[method]
+    declared = inspect.signature(factory).parameters
+    own = factory(**{k: v for k, v in (("workers", 4), ("problem", PROBLEM)) if k in declared})
+    made = make(method, delay=3, problem=PROBLEM)  # a constant delay 3: four round-robin workers
+    assert made.name == method
+    assert options(method) == {k: p for k, p in declared.items() if k not in ("workers", "problem")}
+    assert (made.hyper._fields, made.hyper._field_defaults, made.config, made.linear) == \
+        (own.hyper._fields, own.hyper._field_defaults, own.config, own.linear)
+    hyper = made.hyper(**{f: 0.3 if f == "lr" else 0.5 for f in made.hyper._fields})
+    w, g = jnp.asarray([1.0, -0.5, 0.25, 2.0]), jnp.asarray([0.3, 0.1, -0.2, 0.4])
+    context = StepContext(jnp.int32(5), jnp.int32(3), jnp.int32(1), w * 0.9)
+    steps = []
+    for optimizer in (made, own):
+        state, weights = optimizer.init(w), w
+        for t in range(3):
+            weights, state, _ = optimizer.step(hyper, state, weights, g * (t + 1), context._replace(t=jnp.int32(5 + t)))
+        steps.append(np.asarray(weights))
+    np.testing.assert_array_equal(steps[0], steps[1])
+    assert not np.array_equal(steps[0], np.asarray(w))  # it stepped
 
 
 # ------------------------------------------------------------------ the contract of every method

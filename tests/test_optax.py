@@ -11,7 +11,8 @@ import pytest
 import nqm
 from nqm import engine, diagnostics, io
 from nqm.cli import main
-from nqm.optimizers import base, from_optax, make, momentum
+from nqm.optimizers import base, make, momentum
+from nqm.optimizers.optax_bridge import from_optax
 
 LAM = np.array([1.0, 0.5, 0.2, 0.05])
 PROBLEM = nqm.explicit(LAM)
