@@ -223,6 +223,27 @@ def test_api_sweep_bad_input(kwargs, tmp_path):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("settings, words", [
+    (dict(max_steps=10.5), "max_steps must be an integer"), (dict(chunk_steps=0), "chunk_steps"),
+    (dict(batch_cells=1.5), "batch_cells"), (dict(devices=0), "devices"), (dict(target=math.nan), "target"),
+    (dict(target="0.1"), "target must be a number"), (dict(memory_budget=0), "memory_budget"),
+    (dict(diverge_factor=1.0), "diverge_factor must be a number > 1"), (dict(x64="yes"), "x64 must be True or False"),
+    (dict(work_limit=0.5), "work_limit must be a number between 1"),
+    (dict(skip_decided=True, first_passage=True), "drop one of the two"),
+])
+def test_run_settings_are_checked_one_by_one(settings, words):
+    """nqm.config.checked_config, which every entry point's run settings pass: each bad one is one
+    line naming it; good ones come back as plain numbers (a numpy integer as an int, a count as a float)."""
+    from nqm import config
+
+    with pytest.raises(NqmError) as info:
+        config.checked_config(**settings)
+    assert words in str(info.value) and "\n" not in str(info.value)
+    good = config.checked_config(max_steps=np.int64(10), target=1, diverge_factor=10, work_limit=2)
+    assert good == config.RunConfig(max_steps=10, target=1.0, diverge_factor=10.0, work_limit=2.0)
+    assert (type(good.max_steps), type(good.target), type(good.work_limit)) == (int, float, float)
+
+
 OTHER_API = [
     lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=-1, momentum=0.5),
     lambda: diagnostics.trajectory("sgdm", problem=nqm.zhang(8), lr=0.1, momentum=2),

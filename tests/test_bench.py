@@ -34,6 +34,31 @@ def test_bench_prints_a_json_summary_last(capsys):
     assert "no verdicts" in out
 
 
+def test_the_command_passes_its_options_and_exits_1_on_a_missed_target_only_with_check(monkeypatch):
+    """``nqm bench`` (nqm.cli.bench): its options default to nqm.bench.main's own, are handed to it,
+    and ``--check`` turns a missed target into exit status 1 (a CI gate); without it, 0."""
+    import inspect
+
+    from nqm.cli import bench as bench_command
+
+    defaults = {k: p.default for k, p in inspect.signature(bench.main).parameters.items()}
+    calls = []
+
+    def benchmark(missed):  # nqm.bench.main as the parser reads it (its defaults), which misses `missed`
+        def run(cells=defaults["cells"], dim=defaults["dim"], steps=defaults["steps"], quick=False):
+            calls.append(dict(cells=cells, dim=dim, steps=steps, quick=quick))
+            return {"targets_missed": missed}
+        return run
+
+    monkeypatch.setattr(bench, "main", benchmark(["ab_vs_probe"]))
+    assert main([bench_command.NAME, "--check"]) == 1
+    assert main([bench_command.NAME]) == 0
+    assert main([bench_command.NAME, "--cells", "8", "--dim", "5", "--steps", "3", "--quick", "--check"]) == 1
+    assert calls == [defaults, defaults, dict(cells=8, dim=5, steps=3, quick=True)]
+    monkeypatch.setattr(bench, "main", benchmark([]))
+    assert main([bench_command.NAME, "--check"]) == 0
+
+
 def test_check_names_each_missed_target():
     met = {name: floor for name, floor in bench.TARGETS.items()}
     assert bench.missed_targets(met) == []

@@ -295,6 +295,21 @@ def test_a_method_a_module_registers_runs_from_the_command_line_with_import(tmp_
     assert by_path.returncode == 0 and "0.280776" in by_path.stdout, by_path.stderr  # SGDM's x* at m = 0.5, D = 2
 
 
+def test_import_is_read_off_the_command_line_before_argparse_in_each_of_its_spellings():
+    """nqm.cli.plugins.requested: ``--import M``, ``--import=M`` and any prefix argparse would take
+    (``--imp M``) give M, in order, and leave the rest of argv as it was; after ``--`` nothing is an
+    option; a ``--import`` without a module is one line."""
+    from nqm.cli import plugins
+    from nqm.errors import NqmError
+
+    argv = ["sweep", "--import", "a", "--lr", "0.1", "--import=b.py", "--imp", "c", "--", "--import", "d"]
+    assert plugins.requested(argv) == (["a", "b.py", "c"], ["sweep", "--lr", "0.1", "--", "--import", "d"])
+    assert plugins.requested(["--i", "x", "sweep"]) == ([], ["--i", "x", "sweep"])  # too short: not --import's prefix
+    for bad in (["sweep", "--import"], ["sweep", "--import", "--lr", "1"], ["sweep", "--import="]):
+        with pytest.raises(NqmError, match="--import needs a module"):
+            plugins.requested(bad)
+
+
 def test_an_installed_package_offers_its_methods_through_the_plugins_entry_point(tmp_path):
     """A package's ``nqm.plugins`` entry point is loaded by every command; one that raises is one line
     that names it."""

@@ -244,6 +244,10 @@ def test_training_statuses_and_minibatches():
     np.testing.assert_array_equal(once.curve.values, again.curve.values)
     assert not np.array_equal(once.curve.values, other.curve.values)
     assert once.status.values.ravel().tolist() == [1, -1], once.status.values
+    from nqm.transfer.train import STATUS_MEANING  # what nqm.transfer.train's statuses mean, in its results
+
+    assert once.attrs["status_meaning"] == STATUS_MEANING
+    assert "1: settled" in STATUS_MEANING and "-1: diverged" in STATUS_MEANING
     assert once.curve.dims == ("momentum", "lr", "step") and once.curve.sizes["step"] == 1500 // once.attrs["stride"]
 
 

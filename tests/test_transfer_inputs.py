@@ -72,6 +72,14 @@ def _options():
 
 def test_every_option_of_nqm_transfer_has_its_bad_values():
     assert sorted(_options()) == sorted(BAD)
+    # nqm.cli.transfer's own options: all of them but --import, which the command line gives every command
+    from nqm.cli import transfer as transfer_command
+
+    own = transfer_command.add_parser(argparse.ArgumentParser().add_subparsers())
+    options = [max(a.option_strings, key=len) for a in own._actions if a.option_strings and a.dest != "help"]
+    assert sorted(options) == sorted(set(BAD) - {"--import"})
+    defaults = own.parse_args(["--lr", "0.1", "--momentum", "0.5", "--out", "r.nc"])
+    assert (defaults.delay, defaults.steps, defaults.seed, defaults.problem) == ([0, 4], 2000, [0], None)
 
 
 CLI_CASES = [(option, value) for option, values in BAD.items() for value in values]
