@@ -268,6 +268,19 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
     if stay and (ema is not None or plan is not None):
         raise NqmError("steps_stay is not computed with an iterate average or a schedule: leave stay out")
     task = task._replace(schedule=plan)
+    values = points(task, grids, lr=lr, momentum=momentum, noise=noise, ema=ema)
+    grid_size({"point": values["lr"], "seed": seeds})
+    process = delays.process(delay)
+    return evaluate_job(task, process, choose(task, process), values, seeds, stay)  # the settled test, decided once
+
+
+def points(task: Job, grids: dict, *, lr, momentum, noise, ema=None) -> dict:
+    """The checked per-point values of :func:`evaluate` (``grids``: the method's extra hyperparameters,
+    per point or one value), broadcast to one length and in the run's precision.
+
+    Raises:
+      NqmError: values that are not numbers of one length, or outside their domains.
+    """
     given = dict(lr=lr, momentum=momentum, noise=noise, **grids, **({} if ema is None else {"ema": ema}))
     arrays = [floats(v, k) for k, v in given.items()]  # numbers: float64 would read "0.1" as 0.1
     try:
@@ -275,19 +288,28 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
     except ValueError:
         raise NqmError("the points' lr, momentum, noise and hyperparameters must be numbers of one length "
                        f"(or single values): got lengths {[np.size(v) for v in given.values()]}") from None
-    values = coordinates(distinct=False, dtype=task.dtype, domains={**domains(method), "ema": schedules.EMA},
-                         **{k: v.ravel() for k, v in zip(given, shaped)})
-    grid_size({"point": values["lr"], "seed": seeds})
-    process = delays.process(delay)
-    test = choose(task, process)  # the settled test, decided once
+    return coordinates(distinct=False, dtype=task.dtype, domains={**domains(task.method), "ema": schedules.EMA},
+                       **{k: v.ravel() for k, v in zip(given, shaped)})
+
+
+def evaluate_job(task: Job, process, test, values: dict, seeds, stay: bool = False) -> xr.Dataset:
+    """:func:`evaluate` of checked points: the cells ``values`` (per-point arrays by name, as
+    :func:`nqm.validate.coordinates` gives them) of the checked ``task`` under ``process``, judged by
+    its settled ``test`` (:func:`nqm.settling.choose`), over the checked ``seeds``. A search builds its
+    job and test once and evaluates each round's points here.
+
+    Returns:
+      As :func:`evaluate`.
+    """
     rule = test.rule(values)
     test.prepare(values)
-    outcomes = [task.run(process, values, s, [Progress(f"{method} seed={s}", enabled=task.config.progress,
+    outcomes = [task.run(process, values, s, [Progress(f"{task.method} seed={s}", enabled=task.config.progress,
                                                         label=rule.label)], stop=rule) for s in seeds]
     outcomes = [o._replace(status=test.decide(values, o, s)) for s, o in zip(seeds, outcomes)]
     data = {name: (("seed", "point"), np.stack([getattr(o, name) for o in outcomes])) for name in ("steps", "status", "loss")}
     coords = {"seed": seeds, **{k: ("point", v) for k, v in values.items()}}
-    result = xr.Dataset(data, coords=coords, attrs={"method": method, "delay": process.label,
+    plan = task.schedule
+    result = xr.Dataset(data, coords=coords, attrs={"method": task.method, "delay": process.label,
                                                    "settled_test": test.description,
                                                    **({} if plan is None else {"schedule": plan.label})})
     result.status.attrs["meaning"] = meaning(task.config.first_passage)

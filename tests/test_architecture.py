@@ -123,3 +123,28 @@ def test_the_registry_holds_one_record_per_method():
     assert "architecture-probe" not in nqm.optimizers.methods()
     with pytest.raises(nqm.NqmError, match="unknown method 'architecture-probe'"):
         base.title("architecture-probe")
+
+
+def test_a_search_checks_its_job_and_chooses_its_settled_test_once(monkeypatch):
+    """"a search … checks its job and chooses its settled test once": nqm.best over several rounds
+    builds no job and chooses no test per round."""
+    from nqm import jobs, sweeps
+    from nqm.search import setup
+
+    assert "checks its job and chooses its settled test once" in GUIDE
+    counted = {"job": 0, "choose": 0, "rounds": 0}
+
+    def counting(name, real):
+        def call(*args, **kwargs):
+            counted[name] += 1
+            return real(*args, **kwargs)
+        return call
+
+    for module in (jobs, sweeps):
+        monkeypatch.setattr(module, "job", counting("job", jobs.job))
+    for module in (setup, sweeps):
+        monkeypatch.setattr(module, "choose", counting("choose", setup.choose))
+    monkeypatch.setattr(sweeps, "evaluate_job", counting("rounds", sweeps.evaluate_job))
+    nqm.best("ab", lr=(0.05, 1.0), momentum=(0.0, 0.9), delay=2, problem=nqm.zhang(10), max_steps=400, max_cells=120,
+             progress=False)
+    assert counted["rounds"] >= 3 and counted["choose"] == 1 and counted["job"] <= 1

@@ -277,7 +277,7 @@ def test_best_refuses_in_the_commands_words(extra, message, tmp_path, monkeypatc
     def refuse(*args, **kw):
         raise AssertionError("evaluated before the input was checked")
 
-    monkeypatch.setattr(sweeps, "evaluate", refuse)
+    monkeypatch.setattr(sweeps, "evaluate_job", refuse)  # where a search runs its rounds
     monkeypatch.setattr(expected, "evaluate", refuse)
     argv = ["best", "--lr", "0.05:1", "--momentum", "0:0.9", "--dim", "8", "--max-steps", "50", "--no-progress",
             *extra, "--out", str(tmp_path / "b.nc")]

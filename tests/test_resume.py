@@ -182,16 +182,17 @@ SEARCH_CLI = ["best", "--lr", "0.05:3", "--momentum", "0:0.95", "--delay", "3", 
 
 
 def _interrupted_after(rounds: int):
-    """``nqm.sweeps.evaluate`` that is interrupted (Ctrl-C) at its call ``rounds + 1``; and its calls."""
+    """``nqm.sweeps.evaluate_job`` (where a search runs a round's points) interrupted (Ctrl-C) at its
+    call ``rounds + 1``; and its calls."""
     from nqm import sweeps
 
-    real, calls = sweeps.evaluate, []
+    real, calls = sweeps.evaluate_job, []
 
-    def evaluate(*args, **kwargs):
-        calls.append(len(np.atleast_1d(kwargs["lr"])))
+    def evaluate(task, process, test, values, seeds, stay=False):
+        calls.append(values["lr"].size)
         if len(calls) > rounds:
             raise KeyboardInterrupt
-        return real(*args, **kwargs)
+        return real(task, process, test, values, seeds, stay)
     return evaluate, calls
 
 
@@ -202,13 +203,13 @@ def test_an_interrupted_search_resumes_its_rounds_and_gives_the_uninterrupted_an
     checkpoint = tmp_path / "search.partial"
     evaluate, _ = _interrupted_after(3)
     with monkeypatch.context() as patch:
-        patch.setattr(sweeps, "evaluate", evaluate)
+        patch.setattr(sweeps, "evaluate_job", evaluate)
         with pytest.raises(KeyboardInterrupt):
             nqm.best("sgdm", checkpoint=checkpoint, **SEARCH)
     kept = nqm.load(checkpoint)
     assert sorted(set(kept.round_number.values)) == [0, 1, 2] and not (tmp_path / "search.partial.lock").exists()
     evaluate, calls = _interrupted_after(10**6)
-    monkeypatch.setattr(sweeps, "evaluate", evaluate)
+    monkeypatch.setattr(sweeps, "evaluate_job", evaluate)
     resumed = nqm.best("sgdm", checkpoint=checkpoint, **SEARCH)
     assert resumed.identical(uninterrupted)
     run = uninterrupted.status.values[0] != SKIPPED  # (a point known not to settle is not run)
@@ -224,7 +225,7 @@ def test_ctrl_c_on_best_says_it_keeps_its_checkpoint_and_the_same_command_resume
     out = tmp_path / "best.nc"
     evaluate, _ = _interrupted_after(2)
     with monkeypatch.context() as patch:
-        patch.setattr(sweeps, "evaluate", evaluate)
+        patch.setattr(sweeps, "evaluate_job", evaluate)
         assert main([*SEARCH_CLI, "--out", str(out)]) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"nqm: interrupted; the checkpoint {out}.partial holds every round evaluated so far: run the same "

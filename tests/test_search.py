@@ -259,7 +259,7 @@ def test_bad_input_is_one_line_before_any_work(kwargs, words, monkeypatch):
     def refuse(*args, **kw):
         raise AssertionError("evaluated before the input was checked")
 
-    monkeypatch.setattr(sweeps, "evaluate", refuse)
+    monkeypatch.setattr(sweeps, "evaluate_job", refuse)  # where a search runs its rounds
     monkeypatch.setattr(expected, "evaluate", refuse)
     given = {"lr": (0.05, 1.0), "momentum": (0.0, 0.9), "max_cells": 500, **SMALL, **kwargs}
     with pytest.raises(NqmError) as info:
@@ -288,13 +288,14 @@ def test_ranked_by_steps_to_stay_a_settled_run_without_one_does_not_count(monkey
     transient, never ranked at its first passage. Here the runs of the fastest half of the learning
     rates are made such runs; the answer comes from the rest, at its own steps_stay."""
     real = sweeps.evaluate
+    rounds = sweeps.evaluate_job  # where a search runs each round's points
 
-    def bursting(method, *, lr, **kwargs):
-        ds = real(method, lr=lr, **kwargs)
-        fast = np.asarray(lr) > 0.3
-        return ds.assign(steps_stay=ds.steps_stay.where(~fast))
+    def bursting(task, process, test, values, seeds, stay=False):
+        ds = rounds(task, process, test, values, seeds, stay)
+        fast = np.asarray(values["lr"]) > 0.3
+        return ds.assign(steps_stay=ds.steps_stay.where(~fast)) if stay else ds
 
-    monkeypatch.setattr(sweeps, "evaluate", bursting)
+    monkeypatch.setattr(sweeps, "evaluate_job", bursting)
     box = dict(lr=(0.05, 1.0), momentum=0.5, delay=1, problem=nqm.zhang(10), max_steps=3000, max_cells=40,
                progress=False)
     found = best("sgdm", objective="stay", **box)

@@ -10,6 +10,7 @@ and the regime its result records.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Callable, NamedTuple
 
@@ -135,7 +136,7 @@ def evaluator(method: str, lr, momentum, delay, problem, settings: Settings, opt
     optimizer = optimizers.make(method, delay=process, problem=problem, **opt_options)
     engine.check(problem, optimizer)
     run, task = {**opt_options, **run_settings}, jobs.Job(method, opt_options, problem, config, schedule)
-    test = choose(task, process)
+    test = choose(task, process)  # the job is checked and its settled test chosen once, for every round
 
     def evaluate(points, names):
         # A method without momentum (Adam) has momentum 0 fixed here and takes none in evaluate.
@@ -147,9 +148,13 @@ def evaluator(method: str, lr, momentum, delay, problem, settings: Settings, opt
         status, loss = np.full(steps.shape, SKIPPED, np.int8), np.full(steps.shape, np.nan)
         ran = np.flatnonzero(~skip)
         if ran.size:
-            ds = sweeps.evaluate(method, delay=process, noise=run_noise, seed=settings.seeds, problem=problem,
-                                 stay=settings.objective == "stay", **{n: v[ran] for n, v in hyper.items()},
-                                 schedule=schedule, **run, **_layout(ran.size, run))
+            given = {n: v[ran] for n, v in hyper.items()}
+            layout = _layout(ran.size, run)
+            this = task._replace(config=dataclasses.replace(config, **layout)) if layout else task
+            values = sweeps.points(this, {k: given.get(k, v) for k, v in grids.items()}, lr=given["lr"],
+                                   momentum=jobs.momentum_of(method, given.get("momentum")), noise=run_noise,
+                                   ema=given.get("ema"))
+            ds = sweeps.evaluate_job(this, process, test, values, settings.seeds, stay=settings.objective == "stay")
             (steps[:, ran], status[:, ran]), loss[:, ran] = ranked(ds), ds.loss.values
         return steps, status, loss
 
