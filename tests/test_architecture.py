@@ -2,6 +2,7 @@
 layers themselves: tests/test_layers.py)."""
 
 import ast
+import importlib
 import pathlib
 
 import pytest
@@ -148,3 +149,18 @@ def test_a_search_checks_its_job_and_chooses_its_settled_test_once(monkeypatch):
     nqm.best("ab", lr=(0.05, 1.0), momentum=(0.0, 0.9), delay=2, problem=nqm.zhang(10), max_steps=400, max_cells=120,
              progress=False)
     assert counted["rounds"] >= 3 and counted["choose"] == 1 and counted["job"] <= 1
+
+
+def test_the_exact_modes_share_one_loop_and_the_transfer_says_its_own_rule():
+    """"Three loops step dynamics": the second-moment maps of nqm.expected (second_moment and
+    augmented) step through moments_loop alone, and transfer.train's results state its fixed-window rule."""
+    train = importlib.import_module("nqm.transfer.train")  # the module: nqm.transfer.train names its function
+
+    assert "Three loops step dynamics, and they stay three" in GUIDE
+    for module in ("second_moment", "augmented"):
+        tree = ast.parse((ROOT / "nqm" / "expected" / f"{module}.py").read_text())
+        loops = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "while_loop"]
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and getattr(n.func, "attr", getattr(n.func, "id", None)) == "moments_loop"]
+        assert (len(loops), len(calls) > 0) == ((1, True) if module == "second_moment" else (0, True)), module
+    assert "first half of the budget" in train.STATUS_MEANING
