@@ -11,7 +11,8 @@ import nqm
 from nqm import expected, sweeps
 from nqm.engine import loop
 from nqm.errors import NqmError
-from nqm.search import answer, best, describe
+from nqm.search import answer, describe, setup
+from nqm.search.api import best
 from nqm.status import SKIPPED
 
 # A smooth edge (log-uniform spectrum): no converged islands beyond it for a fine grid to hit by luck.
@@ -73,6 +74,7 @@ def test_the_reported_point_gives_the_reported_t_in_a_sweep(searched):
 def test_points_are_distinct_and_the_search_deterministic(searched):
     rows = np.stack([searched.lr.values, searched.momentum.values], 1)
     assert np.unique(rows, axis=0).shape[0] == rows.shape[0]
+    assert int((searched.round_number == 0).sum()) == setup.COARSE[2] ** 2  # round 0: the default coarse grid
     xr.testing.assert_identical(best("sgdm", **BOX, delay=4, max_cells=230, **RUN), searched)
 
 
@@ -244,6 +246,7 @@ BAD = [
     (dict(delay=-1), "delay"),
     (dict(max_steps=0), "max_steps"),
     (dict(coarse=1), "coarse"),
+    (dict(max_cells=setup.COARSE[2] ** 2 - 1), f"too small for the coarse grid ({setup.COARSE[2]}^2 points"),
     (dict(width=0), "width"),
     (dict(problem="zhang"), "problem must be an nqm Problem"),
     (dict(noise=None), "noise"),

@@ -235,6 +235,23 @@ def test_steps_stay_is_the_last_exit_of_a_long_float64_run_plus_one():
     assert np.isnan(noisy.steps_stay.values).all()  # not defined for single noisy runs: said, not guessed
 
 
+def test_steps_stay_proven_by_the_closed_form_is_what_doubled_horizons_find(monkeypatch):
+    """nqm.settling.stay continues a linear method under a constant delay to the step its closed form
+    proves the loss below the target from, and any other run over doubled horizons: for the ringing
+    cells both find the same last exit."""
+    from nqm import sweeps
+    from nqm.settling import stay
+
+    ringing = dict(RINGING, lr=RINGING["lr"][:2], momentum=RINGING["momentum"][:2])
+    proven = sweeps.evaluate("sgdm", progress=False, stay=True, **ringing)
+    real, proofs = stay._proven, []
+    monkeypatch.setattr(stay, "_proven", lambda test, cells: proofs.append(real(test, cells)) or 0 * proofs[-1])
+    doubled = sweeps.evaluate("sgdm", progress=False, stay=True, **ringing)
+    assert len(proofs) == 1 and (proofs[0] > 0).all()  # the closed form proved each cell, and was not used here
+    assert np.isfinite(proven.steps_stay.values).all()
+    np.testing.assert_array_equal(doubled.steps_stay.values, proven.steps_stay.values)
+
+
 def test_a_cells_steps_stay_does_not_depend_on_the_cells_beside_it():
     """Adam under delay can burst back above the target long after it first settled (its second
     moment decays with the gradient): how far a run is continued decides whether a burst is seen, so

@@ -10,7 +10,7 @@ from nqm import delays, expected
 from nqm.cli import main
 from nqm.errors import NqmError
 from nqm.optimizers import make, methods
-from nqm.thresholds import derived, matrices, polynomials, simulated
+from nqm.thresholds import derived, matrices, polynomials, rates, simulated
 from nqm.validate import BOUNDS
 
 
@@ -88,6 +88,24 @@ def test_mean_square_survives_arpack_failures(spec):
     np.testing.assert_allclose(got, [_dense_mean_square("sgd", spec, x) for x in xs], rtol=1e-10)
     x = derived.threshold("sgd", delay=spec, criterion="mean-square")
     assert _dense_mean_square("sgd", spec, x * (1 - 1e-6)) < 1 < _dense_mean_square("sgd", spec, x * (1 + 1e-6))
+
+
+@pytest.mark.parametrize("spec", ["gaussian:3", "pmf:0.5,0,0,0,0,0,0.5"])
+def test_the_per_step_rates_are_the_dense_radii_written_here(spec):
+    """nqm.thresholds.rates on its system: the mean rate is ρ(Σ_d p_d A_d), the mean-square rate
+    ρ(Σ_d p_d A_d ⊗ A_d)^{1/2}, of the matrices written out densely here; with one delay the three
+    criteria are the mean's."""
+    xs = np.array([0.05, 0.3, 1.0, 1.7])
+    system = matrices.systems("sgd", (), delays.process(spec), 1.0, ((),))[0]
+    written = [derived.transitions("sgd", lr=x, momentum=0.0, delay=spec, rotating=True) for x in xs]
+    mean = [np.abs(np.linalg.eigvals(sum(p * a for p, a in zip(T.pmf, T.A[0])))).max() for T in written]
+    np.testing.assert_allclose(rates.per_step(system, xs, "mean", 0, 0), mean, rtol=1e-10)
+    np.testing.assert_allclose(rates.per_step(system, xs, "mean-square", 0, 0),
+                               [_dense_mean_square("sgd", spec, x) for x in xs], rtol=1e-10)
+    one = matrices.systems("sgd", (), delays.process(2), 1.0, ((),))[0]
+    assert len(one.lags) == 1
+    for criterion in ("mean-square", "almost-sure"):
+        np.testing.assert_array_equal(rates.per_step(one, xs, criterion, 100, 0), rates.mean_rate(one, xs))
 
 
 # ----------------------------------------------------------------------------- almost-sure (findings 4 and 7)
