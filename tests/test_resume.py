@@ -163,6 +163,12 @@ def test_a_resumed_sweep_cuts_its_chunks_where_the_run_it_continues_did(tmp_path
 
     whole = starts()
     assert whole[:6] == [0, 10, 30, 70, 150, 310]  # 1/16, 1/8, 1/4, 1/2 of a chunk, then whole ones
+    from nqm.engine import run as host
+
+    cuts = [0]
+    while cuts[-1] < whole[-1]:
+        cuts.append(cuts[-1] + host.steps_to_chunk_end(cuts[-1], 160))  # the step alone sets each chunk's end
+    assert cuts == whole
     for stores in (1, 9):  # resumed at step 30 (inside the short chunks) and far past them
         path = tmp_path / f"{stores}.partial"
         interrupt_at_store(stores)
@@ -219,10 +225,15 @@ def test_an_interrupted_search_resumes_its_rounds_and_gives_the_uninterrupted_an
 
 
 def test_ctrl_c_on_best_says_it_keeps_its_checkpoint_and_the_same_command_resumes(tmp_path, monkeypatch, capsys):
+    from argparse import Namespace
+
     from nqm import sweeps
+    from nqm.cli import best as best_command
     from nqm.cli import main
 
     out = tmp_path / "best.nc"
+    assert best_command.interrupted(Namespace(out=str(out))) == ("no round had finished, nothing was kept: the search "
+                                                                 "starts over when run again")
     evaluate, _ = _interrupted_after(2)
     with monkeypatch.context() as patch:
         patch.setattr(sweeps, "evaluate_job", evaluate)
@@ -230,6 +241,7 @@ def test_ctrl_c_on_best_says_it_keeps_its_checkpoint_and_the_same_command_resume
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"nqm: interrupted; the checkpoint {out}.partial holds every round evaluated so far: run the same "
                    "command again to resume"]
+    assert err == [f"nqm: interrupted; {best_command.interrupted(Namespace(out=str(out)))}"]  # what the command says
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.nc.partial"]
     assert main([*("999" if a == "1000" else a for a in SEARCH_CLI), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -239,6 +251,37 @@ def test_ctrl_c_on_best_says_it_keeps_its_checkpoint_and_the_same_command_resume
     saved, direct = nqm.load(out), nqm.best("sgdm", **SEARCH)
     for name in ("steps", "status", "loss", "lr", "momentum", "round_number", "robust_steps"):
         np.testing.assert_array_equal(saved[name].values, direct[name].values)
+
+
+def test_ctrl_c_on_sweep_says_it_keeps_its_checkpoint_and_the_same_command_resumes(tmp_path, capsys, monkeypatch,
+                                                                                   interrupt_at_store):
+    """``nqm sweep`` interrupted once its checkpoint holds something says so (nqm.cli.sweep's
+    ``interrupted``), keeps only the checkpoint, and the same command resumes it to the result of a
+    sweep never stopped. (Its checkpoint written at every store here, as a long sweep's is every 30 s.)"""
+    from argparse import Namespace
+
+    from nqm.cli import main
+    from nqm.cli import sweep as sweep_command
+
+    sweep = nqm.sweep
+    monkeypatch.setattr(nqm, "sweep", lambda *args, **kwargs: sweep(*args, **kwargs, checkpoint_every=0.0))
+    out = tmp_path / "r.nc"
+    argv = [sweep_command.NAME, "--lr", "0.002", "0.01", "0.05", "--momentum", "0", "0.9", "--dim", "64", "--target",
+            "1e-3", "--max-steps", "20000", "--chunk-steps", "100", "--no-progress", "--out", str(out)]
+    assert sweep_command.interrupted(Namespace(out=str(out))) is None  # nothing kept yet: nothing to say
+    interrupt_at_store(1)
+    assert main(argv) == 130
+    interrupt_at_store.disarm()
+    err = capsys.readouterr().err.strip().splitlines()
+    said = sweep_command.interrupted(Namespace(out=str(out)))
+    assert said == (f"the checkpoint {out}.partial holds the finished and running cells: run the same command again "
+                    "to resume")
+    assert err == [f"nqm: interrupted; {said}"] and not out.exists()
+    assert main(argv) == 0 and not pathlib.Path(f"{out}.partial").exists()
+    whole = sweep("sgdm", lr=[0.002, 0.01, 0.05], momentum=[0.0, 0.9], problem=nqm.zhang(64), target=1e-3,
+                  max_steps=20_000, progress=False)
+    for name in ("steps", "status", "loss"):
+        np.testing.assert_array_equal(nqm.load(out)[name].values, whole[name].values)
 
 
 # ------------------------------------------------------------------ a floor probe inside a sweep resumes too

@@ -158,3 +158,61 @@ def test_an_interrupted_scaling_run_continues_where_it_stopped(tmp_path, monkeyp
     for name in ("steps", "answered", "lr", "momentum", "rho"):
         np.testing.assert_array_equal(resumed[name].values, whole[name].values, err_msg=name)
     assert resumed.attrs["critical_batch_size"] == whole.attrs["critical_batch_size"]
+
+
+def test_the_figure_draws_the_curve_perfect_scaling_and_the_critical_batch_size(exact):
+    """nqm.plots.scaling: on log-log axes, the result's best steps against B, its perfect scaling
+    dotted in the same colour, and a marker on the curve at the critical batch size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from nqm.plots.scaling import plot_scaling
+
+    fig = plot_scaling(exact, labels=["sgd"])
+    ax = fig.axes[0]
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    curve, perfect, critical = ax.get_lines()[:3]
+    np.testing.assert_array_equal(curve.get_xdata(), SIZES)
+    np.testing.assert_array_equal(curve.get_ydata(), exact.steps.values)
+    np.testing.assert_array_equal(perfect.get_ydata(), exact.perfect.values)
+    assert perfect.get_linestyle() == ":" and perfect.get_color() == curve.get_color()
+    b = exact.attrs["critical_batch_size"]
+    assert critical.get_xdata()[0] == b and critical.get_marker() == "D"
+    at = np.interp(np.log(b), np.log(SIZES), np.log(exact.steps.values))  # on the curve, log-log
+    assert critical.get_ydata()[0] == pytest.approx(np.exp(at), rel=1e-12)
+    assert ax.get_legend().get_texts()[0].get_text() == "sgd"
+    plt.close(fig)
+
+
+def test_ctrl_c_on_nqm_scaling_says_what_it_keeps_and_the_same_command_continues(tmp_path, monkeypatch, capsys):
+    """``nqm scaling`` interrupted after its first batch size says that its checkpoint holds it
+    (nqm.cli.scaling's ``interrupted``), and the same command then searches only the others."""
+    from argparse import Namespace
+
+    from nqm.cli import scaling as scaling_command
+    from nqm.search import scaling as module
+
+    out = tmp_path / "s.nc"
+    argv = [scaling_command.NAME, "--method", "ab", "--lr", "0.05:1", "--momentum", "0.5", "--rho", "0.5", "--noise",
+            "0.1", "--batch-size", "1", "4", "16", "--dim", "10", "--max-steps", "2000", "--max-cells", "32",
+            "--no-progress", "--out", str(out)]
+    assert scaling_command.interrupted(Namespace(out=str(out))) == ("no batch size had finished, nothing was kept: "
+                                                                    "the run starts over when run again")
+    real, calls = module.answered_best, []
+
+    def interrupted_after_one(*args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(kwargs["batch_size"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "answered_best", interrupted_after_one)
+    assert main(argv) == 130
+    said = scaling_command.interrupted(Namespace(out=str(out)))
+    assert said.startswith(f"the checkpoint {out}.partial holds every batch size searched so far")
+    assert capsys.readouterr().err.strip().splitlines() == [f"nqm: interrupted; {said}"]
+    monkeypatch.setattr(module, "answered_best", lambda *args, **kwargs: calls.append(kwargs["batch_size"]) or real(
+        *args, **kwargs))
+    assert main(argv) == 0 and calls == [1, 4, 16] and out.is_file()

@@ -79,12 +79,19 @@ def test_a_chaotic_element_wise_ab_cell_moves_under_a_1e_15_perturbation():
 
 
 def test_summary_cli(tmp_path, capsys):
+    from nqm.cli import summary as summary_command
+
     path = tmp_path / "r.nc"
     nqm.save(nqm.sweep("sgdm", lr=[0.1, 0.3], momentum=[0.0, 0.5], seed=[0, 1], noise=0.01, problem=nqm.zhang(16),
                        max_steps=2000, progress=False), path)
-    assert main(["summary", str(path), "--csv", str(tmp_path / "s.csv"), "--spread"]) == 0
+    assert main([summary_command.NAME, str(path), "--csv", str(tmp_path / "s.csv"), "--spread"]) == 0
     out = capsys.readouterr().out
     assert "t_star" in out and "t_star_median" in out and (tmp_path / "s.csv").exists()
+    # nqm.cli.summary prints nqm.summary's table first, the spread over seeds after it, and the CSV it wrote last
+    table = summary.summarize(nqm.load(path))
+    printed = summary.format_table(table)
+    assert out.startswith(printed + "\n") and out.index("t_star_median") > len(printed)
+    assert out.strip().splitlines()[-1] == f"wrote {tmp_path / 's.csv'}"
 
 
 def test_one_t_star_in_the_closing_lines_the_summary_and_the_figure(tmp_path, capsys):

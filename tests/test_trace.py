@@ -99,11 +99,21 @@ def test_a_recorder_compiles_once():
     assert engine.loop.advance._cache_size() == before
 
 
-def test_trace_cli_writes_the_documented_variables(tmp_path):
+def test_trace_cli_writes_the_documented_variables(tmp_path, capsys):
+    from nqm.cli import trace as trace_command
+
     out, fig = tmp_path / "trace.nc", tmp_path / "trace.png"
-    code = main(["trace", "--method", "ab", "--lr", "0.3", "--momentum", "0.8", "--delay", "2", "--noise", "0.01",
-                 "--rho", "0.5", "--dim", "32", "--steps", "400", "--stride", "4", "--out", str(out), "--plot", str(fig)])
+    code = main([trace_command.NAME, "--method", "ab", "--lr", "0.3", "--momentum", "0.8", "--delay", "2", "--noise",
+                 "0.01", "--rho", "0.5", "--dim", "32", "--steps", "400", "--stride", "4", "--out", str(out), "--plot",
+                 str(fig)])
     assert code == 0
+    # nqm.cli.trace writes what trajectory() gives for that cell, and says where its loss ended
+    direct = diagnostics.trajectory("ab", problem=zhang(32), lr=0.3, momentum=0.8, rho=0.5, delay=2, noise=0.01,
+                                    steps=400, stride=4, record=diagnostics.TRACE, summaries=True)
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed[0].startswith(f"400 steps: loss {float(direct.loss[-1]):.3g} at the end; ")
+    assert f"wrote {out}" in printed and printed[-1] == f"wrote {fig}"  # the figure last
+    np.testing.assert_array_equal(xr.load_dataset(out, engine="h5netcdf").loss.values, direct.loss.values)
     ds = xr.load_dataset(out, engine="h5netcdf")
     for name in diagnostics.TRACE:  # under their RECORDERS names, as trajectory() returns them
         assert name in diagnostics.RECORDERS and ds[name].dims == ("step",) and ds.sizes["step"] == 100
