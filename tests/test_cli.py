@@ -88,6 +88,23 @@ def test_unreadable_result(tmp_path, capsys):
     assert "cannot read" in capsys.readouterr().err
 
 
+def test_plot_says_what_is_wrong_with_its_input_before_its_figure(tmp_path, capsys):
+    """``nqm plot`` (nqm.cli.plot) reads its result first: with both a bad result and a figure it
+    cannot write, the one line names the result; a good result then meets the figure's check."""
+    from nqm.cli import plot as plot_command
+
+    bad, result = tmp_path / "bad.nc", tmp_path / "r.nc"
+    bad.write_bytes(b"\x89HDF garbage")
+    nqm.save(nqm.sweep("sgdm", lr=[0.1, 0.5], momentum=0.5, problem=nqm.zhang(8), max_steps=100, progress=False),
+             result)
+    for given, said in ((bad, "cannot read"), (result, "unknown format 'xyz'")):
+        assert main([plot_command.NAME, str(given), "--out", str(tmp_path / "f.xyz")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
+    assert main([plot_command.NAME, str(result), "--out", str(tmp_path / "f.png")]) == 0
+    assert (tmp_path / "f.png").stat().st_size > 1000
+
+
 def test_threshold_table(tmp_path, capsys):
     out = tmp_path / "t.nc"
     assert main(["threshold", "--method", "sgdm", "--delay", "0", "1", "4", "--momentum", "0", "0.5",
@@ -106,9 +123,12 @@ def test_threshold_answers_for_every_method(capsys):
     others), simulated by bisection for any method."""
     from nqm.optimizers import make, methods
 
+    from nqm.cli import threshold as threshold_command
+
     out = ""
     for method in methods():
         momentum = ["--momentum", "0.5"] if "momentum" in make(method).hyper._fields else []  # none for adam
+        assert threshold_command.has_momentum(method) == bool(momentum)  # --momentum defaults to 0 where it has one
         derived = main(["threshold", "--method", method, "--delay", "2", *momentum])
         printed = capsys.readouterr()
         assert derived == (0 if make(method).linear else 2)
