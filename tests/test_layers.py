@@ -2,6 +2,7 @@
 (docs/architecture.md explains them) hold, no module imports itself back through others, and a
 wrong import is caught — so the next change that breaks the layering fails the suite."""
 
+import ast
 import os
 import pathlib
 import re
@@ -162,3 +163,77 @@ def test_modules_and_functions_stay_readable():
                 if body and body[-1].end_lineno - body[0].lineno + 1 > 60:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert long == []
+
+
+def _modules() -> set[str]:
+    """The dotted name of every module of nqm: one per file, a package's ``__init__.py`` by the
+    package's name."""
+    names = set()
+    for path in (ROOT / "nqm").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        names.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def _imported_by_path(tree, modules: set[str]) -> set[str]:
+    """The modules of ``modules`` that ``tree`` imports by their dotted path: ``import nqm.a.b``,
+    ``from nqm.a.b import x``, ``from nqm.a import b`` (b a submodule: both ``nqm.a`` and ``nqm.a.b``
+    are named). A package counts as imported by the path of any module in it (``nqm.a`` by ``import
+    nqm.a.b``: its ``__init__.py`` runs first, and its name is the path's prefix). ``nqm.__main__``
+    counts where the code runs ``python -m nqm`` (a list or tuple with ``"-m", "nqm"`` in a row)."""
+    paths = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            paths.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            paths.add(node.module)
+            paths.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            words = [item.value if isinstance(item, ast.Constant) else None for item in node.elts]
+            if any(words[i:i + 2] == ["-m", "nqm"] for i in range(len(words) - 1)):
+                paths.add("nqm.__main__")
+    found = {".".join(path.split(".")[:end]) for path in paths for end in range(1, path.count(".") + 2)}
+    return found & modules
+
+
+def _test_files(tests: pathlib.Path) -> dict[str, ast.Module]:
+    return {str(path): ast.parse(path.read_text(), str(path)) for path in sorted(tests.rglob("*.py"))}
+
+
+def _untested(files: dict[str, ast.Module]) -> list[str]:
+    """The modules of nqm that none of the parsed test ``files`` imports by path."""
+    modules = _modules()
+    found = set().union(*(_imported_by_path(tree, modules) for tree in files.values()))
+    return sorted(modules - found)
+
+
+def test_every_module_is_imported_by_path_in_a_test():
+    """Every module of nqm is imported by its dotted path in some file under tests/ (``import
+    nqm.search.refine``, ``from nqm.search.refine import Axis`` or ``from nqm.search import
+    refine``), so that searching the tests for a module's name finds the test that exercises it; a
+    package by its own name or by any of its modules' (whose paths start with its name). ``nqm.__main__``
+    is the one module a test does not import: importing it runs the command line, so a test that
+    runs ``python -m nqm`` in a subprocess covers it, and counts."""
+    untested = _untested(_test_files(ROOT / "tests"))
+    assert untested == [], (f"{len(untested)} modules no test imports by path: {', '.join(untested)}. "
+                            "Import each (by its dotted path) in the test that exercises it, or write one")
+
+
+class _WithoutRefine(ast.NodeTransformer):
+    """A test file as if no import in it named ``nqm.search.refine``."""
+
+    def visit_Import(self, node):
+        return None if any(alias.name == "nqm.search.refine" for alias in node.names) else node
+
+    def visit_ImportFrom(self, node):
+        names = {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
+        return None if "nqm.search.refine" in names else node
+
+
+def test_a_module_no_test_imports_fails_the_check():
+    """The check above fails, naming the module, when a module's imports by path leave the tests:
+    here ``nqm.search.refine``'s, removed from the parsed tests."""
+    files = _test_files(ROOT / "tests")
+    assert "nqm.search.refine" not in _untested(files)
+    without = {path: _WithoutRefine().visit(tree) for path, tree in files.items()}
+    assert "nqm.search.refine" in _untested(without)
