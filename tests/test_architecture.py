@@ -4,6 +4,7 @@ layers themselves: tests/test_layers.py)."""
 import ast
 import importlib
 import pathlib
+import re
 
 import pytest
 
@@ -164,3 +165,33 @@ def test_the_exact_modes_share_one_loop_and_the_transfer_says_its_own_rule():
                  and getattr(n.func, "attr", getattr(n.func, "id", None)) == "moments_loop"]
         assert (len(loops), len(calls) > 0) == ((1, True) if module == "second_moment" else (0, True)), module
     assert "first half of the budget" in train.STATUS_MEANING
+
+
+def test_the_tests_mirror_the_package():
+    """"tests/ … mirroring the package": each folder of tests/ is named after a package of nqm, and
+    each test file in it imports that package, or a module of it, by its dotted path."""
+    assert "mirroring the package" in GUIDE
+    packages = {path.parent.name for path in (ROOT / "nqm").glob("*/__init__.py")}
+    folders = [p for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name not in ("data", "__pycache__")]
+    assert folders and {p.name for p in folders} <= packages
+    strays = []
+    for folder in folders:
+        for path in sorted(folder.glob("test_*.py")):
+            imported = set()
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    imported |= {a.name for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    imported |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            if not any(name == f"nqm.{folder.name}" or name.startswith(f"nqm.{folder.name}.") for name in imported):
+                strays.append(str(path.relative_to(ROOT)))
+    assert strays == [], f"test files in a package's folder that never import the package: {strays}"
+
+
+def test_every_test_file_the_docs_name_exists():
+    """The guides name test files as where a claim is checked: each of them exists."""
+    named = set()
+    for page in [*(ROOT / "docs").rglob("*.md"), ROOT / "README.md", *(ROOT / "nqm").rglob("*.py")]:
+        named |= set(re.findall(r"\btests/[\w/]+\.py\b", page.read_text()))
+    missing = sorted(name for name in named if not (ROOT / name).exists())
+    assert named and missing == [], f"named but not there: {missing}"

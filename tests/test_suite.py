@@ -24,7 +24,7 @@ def _timed(node: ast.Assert) -> bool:
 
 def timed_assertions(root: pathlib.Path) -> list[str]:
     found = []
-    for path in sorted(root.glob("*.py")):
+    for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Assert) and _timed(node):
                 found.append(f"{path.name}:{node.lineno}")

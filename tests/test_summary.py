@@ -69,7 +69,7 @@ def test_a_well_conditioned_panel_has_no_spread():
 def test_a_chaotic_element_wise_ab_cell_moves_under_a_1e_15_perturbation():
     # Fig. 14's problem (32 components log-uniform on [1e-4, 1], target 1e-5, D = 1, no noise).
     # First passages (on settled runs the cell is transient: its float64 run bursts back above the
-    # target from step ~134,700, after cycling near its floor; tests/test_settled.py has such cells).
+    # target from step ~134,700, after cycling near its floor; tests/settling/test_settled.py has such cells).
     out = summary.robustness("ab", lr=[np.geomspace(0.05, 2.0, 16)[13]], momentum=[np.linspace(0, 0.95, 8)[2]],
                              rho=0.5, group="element", perturbations=(0.0, 1e-15), seed=[0], delay=1, x64=True,
                              problem=nqm.loguniform(32), target=1e-5, max_steps=30_000, progress=False,

@@ -120,7 +120,7 @@ def block_size(platform: str, dim: int, per_device: int, fits: int) -> int:
     step touches a few vectors per cell (two rows of the history, however deep), so N alone sets it,
     never the grid — nor how few cells a run has (a run of 2 cells would go faster in blocks of
     2): the block's size may change the rounding (AB at N = 2,000 in blocks of 2 and of 8 differs in
-    the last bits; 4 and 8 agree, tests/test_engine.py). On an accelerator: the fewest cells, a
+    the last bits; 4 and 8 agree, tests/engine/test_engine.py). On an accelerator: the fewest cells, a
     power of two, that hold :data:`ACCELERATOR_BLOCK_ELEMENTS` elements, fewer where the grid or the
     memory holds fewer.
     """

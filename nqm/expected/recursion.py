@@ -19,7 +19,7 @@ from nqm.conventions import family
 from nqm.errors import NqmError
 
 # The methods written out here: under a constant delay they take the closed-form path. Any other
-# linear method takes the second-moment map built from its own update (tests/test_expected.py
+# linear method takes the second-moment map built from its own update (tests/expected/test_expected.py
 # holds these rows against that map for every method here).
 METHODS = ("sgdm", "nesterov", "shifted")
 

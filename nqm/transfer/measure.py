@@ -35,7 +35,7 @@ The NQM needs positive curvature: eigenvalues at or below ``floor × λ_max`` ar
 was dropped is said (:attr:`Measured.how`: how many, their sum, the most negative, and the share of
 the gradient along them).
 
-Accuracy of the bulk (``tests/test_transfer.py``): on least-squares models with a known spectrum of
+Accuracy of the bulk (``tests/transfer/test_transfer.py``): on least-squares models with a known spectrum of
 5,000 parameters, at the defaults (16 probes, 64 steps), every quantile of a spectrum spread over
 1.5 decades is within 1.2 % of the true eigenvalue and 95 % of them within their stated uncertainty;
 the quadrature's nodes are spread evenly in λ, not in log λ, so over three decades the smallest

@@ -2,7 +2,7 @@
 measure, train) refuses its bad input in one line — exit 2 at the command line, ``nqm.NqmError`` at
 the API — with nothing written: the tables below list the bad values of each, and a test checks
 that every option and parameter has its row, so that a new one cannot arrive without its bad input
-(the idea of tests/test_option_coverage.py, taken to transfer and to more than NaN)."""
+(the idea of tests/cli/test_option_coverage.py, taken to transfer and to more than NaN)."""
 
 import argparse
 import inspect

@@ -6,8 +6,13 @@ import socket
 import subprocess
 import sys
 
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
 import nqm
 from multihost_grid import GRID
+from nqm.engine import layout
 
 HERE = pathlib.Path(__file__).parent
 
@@ -26,3 +31,14 @@ def test_two_processes_match_one(tmp_path):
     two = nqm.load(out)
     one = nqm.sweep("ab", **GRID)
     assert two.drop_attrs().identical(one.drop_attrs())
+
+
+def test_put_and_fetch_give_back_the_host_copy():
+    """What carries state between the host and the devices of every process (nqm.engine.layout's put
+    and fetch, which the two processes above use across hosts): one process gets back what it put."""
+    devices = jax.devices()
+    sharding = NamedSharding(Mesh(np.array(devices), ("cells",)), PartitionSpec("cells"))
+    cells = 3 * len(devices)
+    tree = {"w": np.arange(cells * 4, dtype=np.float32).reshape(cells, 4), "t": np.arange(cells, dtype=np.int32)}
+    back = layout.fetch(layout.put(tree, sharding))
+    assert all(np.array_equal(back[k], tree[k]) and back[k].dtype == tree[k].dtype for k in tree)

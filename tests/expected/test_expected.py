@@ -104,7 +104,7 @@ def test_the_benchmark_runs_at_smoke_size():
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "bench_expected.py"
+    path = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "bench_expected.py"
     spec = importlib.util.spec_from_file_location("bench_expected", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,4 +1,4 @@
-"""The sweep run both by two processes (tests/multihost_worker.py) and by one (test_multihost.py)."""
+"""The sweep run both by two processes (tests/engine/multihost_worker.py) and by one (test_multihost.py)."""
 
 import numpy as np
 

@@ -537,7 +537,7 @@ def test_the_disagreement_table_in_the_docs_is_the_committed_check():
     import pathlib
     import re
 
-    root = pathlib.Path(__file__).resolve().parents[1]
+    root = pathlib.Path(__file__).resolve().parents[2]
     check = json.loads((root / "figures" / "check_settled.json").read_text())
     assert check["regime"]["long_run"] == 200_000 and not check["regime"]["quick"]
     rows = re.findall(r"^  \| ([\w-]+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \([\d.]+ %\) \| (\d+) \| (\d+) \| "

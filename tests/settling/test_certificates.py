@@ -14,7 +14,7 @@ import nqm
 from nqm import delays, engine, jobs, settling
 from nqm.status import REACHED, SETTLED, TRANSIENT, UNDECIDED
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_the_engine_holds_no_settling_field_or_branch():
@@ -200,7 +200,7 @@ def test_an_iid_delay_sweep_too_large_for_the_exact_test_runs_without_first_pass
 
 
 def test_the_probe_of_the_floor_tells_the_escapes_from_the_cycle_without_running_the_decay(monkeypatch):
-    """tests/test_settled.py's floor cells (AB ρ = 2 near SGDM's instability): the subspace probe steps
+    """tests/settling/test_settled.py's floor cells (AB ρ = 2 near SGDM's instability): the subspace probe steps
     only the unstable eigenvalues, from w₀ on them, never the cell's decay to its floor."""
     runs = _work_spy(monkeypatch)
     ds = nqm.sweep("ab", lr=0.0298, momentum=0.98, rho=2.0, delay=4, problem=nqm.zhang(100), max_steps=20_000,

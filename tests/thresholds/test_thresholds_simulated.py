@@ -78,7 +78,7 @@ def test_the_two_questions_table_in_the_docs_is_the_committed_comparison():
     import pathlib
     import re
 
-    root = pathlib.Path(__file__).resolve().parents[1]
+    root = pathlib.Path(__file__).resolve().parents[2]
     data = json.loads((root / "figures" / "threshold_vs_settled.json").read_text())
     names = {1: "settled", 2: "transient", 3: "undecided", 0: "budget", -1: "diverged"}
     rows = re.findall(r"^  \| ([\d.]+) \| ([\d.]+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| (\w+) \| (\w+) \| (\w+) \| (\w+) \|$",
@@ -98,7 +98,7 @@ def test_the_two_questions_script_runs_at_smoke_size(tmp_path):
     import subprocess
     import sys
 
-    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
     out = tmp_path / "t.json"
     subprocess.run([sys.executable, str(root / "scripts" / "threshold_vs_settled.py"), "--smoke", "--out", str(out)],
                    check=True, capture_output=True, timeout=600)
