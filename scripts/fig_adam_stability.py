@@ -92,10 +92,10 @@ def draw(data):
              title="where instability (transient or diverged runs) sets in for good")
     right.set(ylabel=f"T of the fastest settled lr (steps to loss < {data.attrs['target']:g})",
               title="the fastest settled run on the lr grid")
-    a = data.attrs
-    suptitle(fig, f"Adam and braked Adam under a constant delay: {a['spectrum']}, noiseless, b1 = {a['b1']:g}, "
-                  f"{data.lr.size} learning rates in [{data.lr.values[0]:g}, {data.lr.values[-1]:g}], budget "
-                  f"{int(a['max_steps']):,}; settled runs", fontsize=10)
+    a, lr = data.attrs, data.lr.values
+    regime = f"{a['spectrum']}, noiseless, b1 = {a['b1']:g}, {lr.size} learning rates in [{lr[0]:g}, {lr[-1]:g}]"
+    suptitle(fig, f"Adam and braked Adam under a constant delay: {regime}, budget {int(a['max_steps']):,}; "
+                  "settled runs", fontsize=10)
     return fig
 
 

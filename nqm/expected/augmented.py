@@ -311,13 +311,10 @@ def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma,
                loss=np.zeros((cells, levels)), curve=np.full((cells, levels, trace_steps), np.nan))
     initial = np.ones(comps) if initial is None else np.asarray(initial, np.float64)
     weights = (0.5 * lam * weight * initial, 0.5 * lam * weight)
-    size = max(1, min(cells, BATCH_ENTRIES // (comps * pt.pmf.size * n * n)))
-    size = 1 << (size - 1).bit_length() if size < cells else cells  # a few shapes: a few compilations
     limits = (np.float64(target), np.float64(bound), np.int64(max_steps))
     bar = progress_bar(total=cells, desc=f"exact mode ({mode}), {process.label}", unit="cell")
-    for start in range(0, cells, size):
-        take = np.minimum(np.arange(start, start + size), cells - 1)
-        real = np.arange(start, start + size) < cells
+    for take, real in second_moment.batches(cells, BATCH_ENTRIES // (comps * pt.pmf.size * n * n)):
+        size = take.size
         fixed, state = _batch(pt, take, lam, mode, pt.raw)
         status = np.broadcast_to(np.where(real[:, None], RUNNING, BUDGET), (size, levels)).astype(np.int8)
         carry = [state, np.int64(0), status, np.zeros((size, levels), np.int64), np.zeros((size, levels)),

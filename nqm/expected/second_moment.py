@@ -188,6 +188,16 @@ def _advance(K, noise, x, t, status, done_at, loss, curve, mean_weight, sigma2, 
     return moments_loop(moments, x, t, status, done_at, loss, curve, limits, length)
 
 
+def batches(cells: int, fits: int):
+    """The cells in batches of at most ``fits`` (at least 1), each batch's size a power of two unless it
+    holds every cell (a few shapes: a few compilations): per batch, the cell in each slot ``take`` (the
+    last cell repeated past the end) and whether the slot is ``real``."""
+    size = max(1, min(cells, fits))
+    size = 1 << (size - 1).bit_length() if size < cells else cells
+    for start in range(0, cells, size):
+        yield np.minimum(np.arange(start, start + size), cells - 1), np.arange(start, start + size) < cells
+
+
 def moments_loop(moments, state, t, status, done_at, loss, curve, limits, length, averaged: bool = False):
     """The exact mode's compiled loop: up to ``length`` steps of ``moments(k, state, t) → (state, value,
     raw)`` from step ``t``, each noise level's ``value`` (the target's expected loss) and ``raw`` (w's,
@@ -276,14 +286,11 @@ def run(method: str, process, lr, momentum, dampening: bool, lam, weight, sigma,
     i, j = np.triu_indices(n)
     x0 = np.stack([s0[i] * s0[j], np.zeros(m)], -1)
     mean_weight = 0.5 * lam * weight
-    size = max(1, min(cells, BATCH_ENTRIES // (comps * m * m)))
-    size = 1 << (size - 1).bit_length() if size < cells else cells  # a few shapes: a few compilations
     limits = (np.float64(target), np.float64(bound), np.int64(max_steps))
     # A bar over the cells, its postfix the step: one cell may run 10⁸ steps.
     bar = progress_bar(total=cells, desc=f"exact mode, {process.label}", unit="cell")
-    for start in range(0, cells, size):
-        take = np.minimum(np.arange(start, start + size), cells - 1)
-        real = np.arange(start, start + size) < cells
+    for take, real in batches(cells, BATCH_ENTRIES // (comps * m * m)):
+        size = take.size
         K, noise = _operators(P[take], Q[take], b[take], pmf, lam)
         stable, v_inf, n_inf, z = _steady(K, noise, lam, weight)
         kick = noise[:, None, :] * lam[None, :, None]
