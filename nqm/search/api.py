@@ -61,6 +61,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+from typing import Callable
 
 import numpy as np
 import xarray as xr
@@ -147,8 +148,11 @@ def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_s
       >>> int(found.attrs["best_steps"]), round(found.attrs["best_lr"], 2), found.attrs["stopped"]
       (6, 1.68, 'tol')
     """
-    search = _Search.create(method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected,
-                            problem, coarse, width, patience, options, objective, batch_size, ema, schedule)
+    search = _Search.create(setup.Request(
+        method, lr=lr, momentum=momentum, delay=delay, noise=noise, batch_size=batch_size, seeds=seeds, seed=seed,
+        robust=robust, tol=tol, max_cells=max_cells, expected=expected, problem=problem, coarse=coarse, width=width,
+        patience=patience, objective=objective, ema=ema, schedule=schedule,
+        options={k: v for k, v in options.items() if v is not None}))  # an option given as None is not given
     checked(checkpoint, restart)
     known = search.reused(reuse)
     with contextlib.ExitStack() as stack:
@@ -159,46 +163,34 @@ def best(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, batch_s
         return search.run(checkpoint, known)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _Search:
     method: str
-    names: tuple  # every parameter of the method: lr, momentum, its hyperparameters
-    fixed: dict  # name -> value of the fixed ones
-    axes: tuple  # the searched ones (Axis)
-    seeds: np.ndarray
-    delta: float | None
-    tol: float
-    max_cells: int
-    coarse: int
-    width: int
-    patience: int
-    evaluate: object  # values (P, len(names)) -> (steps, status, loss), each (seeds, P)
-    attrs: dict
-    progress: bool
+    settings: setup.Settings
+    box: setup.Box
+    evaluate: Callable  # values (P, len(names)) -> (steps, status, loss), each (seeds, P)
+    attrs: dict  # the regime: what the result and its checkpoint say was searched, and how
 
     @classmethod
-    def create(cls, method, lr, momentum, delay, noise, seeds, seed, robust, tol, max_cells, expected, problem,
-               coarse, width, patience, options, objective="first", batch_size=None, ema=None, schedule=None):
+    def create(cls, request: setup.Request) -> _Search:
         """Check every argument (one-line errors, before any work) and set the evaluator up
         (:mod:`nqm.search.setup`)."""
-        options = {k: v for k, v in options.items() if v is not None}
-        asked = setup.settings(objective, seeds, seed, robust, tol, width, patience, noise, expected, options)
-        problem = jobs.checked_problem(problem)
-        momentum = jobs.momentum_of(method, momentum)
-        dtype = "float64" if expected or options.get("x64") is True else "float32"
-        batch = setup.batch_of(batch_size, asked.noise, dtype)
-        how = setup.evaluator(method, lr, momentum, delay, problem, asked, options, expected, batch, ema,
-                              schedules.one(schedule))
-        grid = setup.box(method, how.given, asked.delta, how.dtype, coarse, max_cells, asked.seeds.size)
-        attrs = setup.regime(method, problem, asked, grid, how, batch)
-        evaluate = functools.partial(_points, how.evaluate, grid.names)
-        return cls(method, grid.names, grid.fixed, grid.axes, asked.seeds, asked.delta, asked.tol, grid.max_cells,
-                   grid.coarse, asked.width, asked.patience, evaluate, attrs, asked.progress)
+        method, options = request.method, request.options
+        asked = setup.settings(request)
+        request = dataclasses.replace(request, problem=jobs.checked_problem(request.problem),
+                                      momentum=jobs.momentum_of(method, request.momentum))
+        dtype = "float64" if request.expected or options.get("x64") is True else "float32"
+        batch = setup.batch_of(request.batch_size, asked.noise, dtype)
+        how = setup.evaluator(dataclasses.replace(request, schedule=schedules.one(request.schedule)), asked, batch)
+        grid = setup.box(method, how.given, asked.delta, how.dtype, request.coarse, request.max_cells,
+                         asked.seeds.size)
+        attrs = setup.regime(method, request.problem, asked, grid, how, batch)
+        return cls(method, asked, grid, functools.partial(_points, how.evaluate, grid.names), attrs)
 
     def run(self, checkpoint=None, known: dict | None = None) -> xr.Dataset:
-        refine = Refinement(self)
+        refine = Refinement(self.settings, self.box)
         kept = {**(known or {}), **self._kept(checkpoint)}
-        bar = progress_bar(self.progress, desc=f"best {self.method}", unit="cell")  # over the evaluated cells
+        bar = progress_bar(self.settings.progress, desc=f"best {self.method}", unit="cell")  # over the evaluated cells
         with bar:
             points, nudges = refine.coarse_grid(), None
             while points:
@@ -210,7 +202,7 @@ class _Search:
                     except NqmError:  # keep searching: the points are in memory, the final save says what failed
                         pass
                 points, nudges = refine.next_round()
-                bar.update(len(refine.book.rows) * self.seeds.size - bar.n)
+                bar.update(len(refine.book.rows) * self.settings.seeds.size - bar.n)
                 bar.set_postfix_str(refine.describe(), refresh=False)
         return self._dataset(refine)
 
@@ -235,7 +227,7 @@ class _Search:
     def _values(self, saved: xr.Dataset) -> dict:
         """``{point: (steps, status, loss) per seed}`` of a search's result."""
         saved = saved.transpose("seed", "point")
-        rows = zip(*(saved[n].values.tolist() for n in self.names))
+        rows = zip(*(saved[n].values.tolist() for n in self.box.names))
         return {tuple(x): tuple(saved[v].values[:, j] for v in ("steps", "status", "loss")) for j, x in enumerate(rows)}
 
     def _evaluated(self, points, kept) -> tuple:
@@ -250,8 +242,9 @@ class _Search:
 
     def _dataset(self, refine) -> xr.Dataset:
         store = refine.book
-        values = np.array(store.rows, np.float64).reshape(-1, len(self.names))
-        coords = {"seed": self.seeds, **{n: ("point", values[:, i]) for i, n in enumerate(self.names)},
+        names, delta = self.box.names, self.settings.delta
+        values = np.array(store.rows, np.float64).reshape(-1, len(names))
+        coords = {"seed": self.settings.seeds, **{n: ("point", values[:, i]) for i, n in enumerate(names)},
                   "round_number": ("point", np.array(store.round, np.int32)),
                   "nudge": ("point", np.array(store.nudge, np.int8))}
         data = {
@@ -264,10 +257,10 @@ class _Search:
                              {"long_name": "T: the median over seeds of the steps to target "
                                            "(inf: a seed did not settle)"}),
         }
-        if self.delta is not None:
+        if delta is not None:
             data["robust_steps"] = ("point", np.array([np.nan if (r := refine.robust_t(x)) is None else r
                                                        for x in store.rows]),
-                                    {"long_name": f"robust T: the largest T over the ±{self.delta:g} neighbourhood "
+                                    {"long_name": f"robust T: the largest T over the ±{delta:g} neighbourhood "
                                                   "(nan: not all of it evaluated)"})
         attrs = {**self.attrs, **refine.answer(), "cells": store.cells, "rounds": refine.rounds,
                  "stopped": refine.stopped}

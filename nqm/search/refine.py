@@ -96,28 +96,29 @@ class Book:
 class Refinement:
     """The coarse grid, then each round's new points, and the answer.
 
-    ``search`` gives ``names`` (every parameter), ``fixed`` (name → value), ``axes`` (the searched
-    :class:`Axis`), ``delta`` (the nudge, or ``None``), ``seeds``, ``tol``,
-    ``max_cells``, ``coarse``, ``width`` and ``patience``. The box is an integer lattice of
+    ``settings`` (:class:`nqm.search.setup.Settings`) give ``delta`` (the nudge, or ``None``),
+    ``seeds``, ``tol``, ``width`` and ``patience``; ``box`` (:class:`nqm.search.setup.Box`) gives
+    ``names`` (every parameter), ``fixed`` (name → value), ``axes`` (the searched :class:`Axis`),
+    ``coarse`` and ``max_cells``. The box is an integer lattice of
     ``unit = 2**LEVELS`` units per coarse gap, so every search point has exact values.
     """
 
-    def __init__(self, search):
-        self.s = search
-        self.k = len(search.axes)
+    def __init__(self, settings, box):
+        self.settings, self.box = settings, box
+        self.k = len(box.axes)
         self.unit = 2**LEVELS
-        self.size = (search.coarse - 1) * self.unit
-        self.axis_of = {a.name: a for a in search.axes}
+        self.size = (box.coarse - 1) * self.unit
+        self.axis_of = {a.name: a for a in box.axes}
         self.directions = [d for d in itertools.product((-1, 0, 1), repeat=self.k) if any(d)]
         # A robust candidate costs its 3^k-point neighbourhood: beyond two axes, robust tracks poll
         # only the 2k compass points, at one step a round.
         compass = [d for d in self.directions if sum(map(abs, d)) == 1]
         self.pattern = {False: (self.directions, 2), True: (self.directions, 2) if self.k <= 2 else (compass, 1)}
-        self.kinds = (False, True) if search.delta is not None else (False,)  # plain T, robust T
+        self.kinds = (False, True) if settings.delta is not None else (False,)  # plain T, robust T
         self.book, self.lattice = Book(), {}  # lattice: values -> lattice coordinates of search points
         # Tracks by kind: plain (False), robust (True), and "edge": plain ones along lines.
         self.tracks = {kind: [] for kind in self.kinds + ("edge",)}
-        names = [a.name for a in search.axes]
+        names = [a.name for a in box.axes]
         self.edge_axis = next((names.index(n) for n in ("lr", "momentum") if n in names), None) if self.k > 1 else None
         self.along = [tuple(s if i == self.edge_axis else 0 for i in range(self.k)) for s in (1, -1)]
         self.split = set()  # pairs of neighbouring lines split by a new one
@@ -130,16 +131,16 @@ class Refinement:
 
     def values(self, q) -> tuple:
         """The full parameter tuple (in ``names`` order) of lattice point ``q``."""
-        given = dict(self.s.fixed)
-        given.update((a.name, a.at(c, self.size)) for a, c in zip(self.s.axes, q))
-        x = tuple(float(given[n]) for n in self.s.names)
+        given = dict(self.box.fixed)
+        given.update((a.name, a.at(c, self.size)) for a, c in zip(self.box.axes, q))
+        x = tuple(float(given[n]) for n in self.box.names)
         self.lattice.setdefault(x, tuple(q))
         return x
 
     def neighbourhood(self, x) -> list:
         """``x`` and its nudges: every combination of ``v(1 ± δ)`` per searched parameter (x first)."""
-        options = [(v,) + self.axis_of[n].nudged(v, self.s.delta) if n in self.axis_of else (v,)
-                   for n, v in zip(self.s.names, x)]
+        options = [(v,) + self.axis_of[n].nudged(v, self.settings.delta) if n in self.axis_of else (v,)
+                   for n, v in zip(self.box.names, x)]
         return list(dict.fromkeys(itertools.product(*options)))
 
     def robust_t(self, x) -> float | None:
@@ -156,7 +157,7 @@ class Refinement:
         rows = [row for y in around if (row := self.book.index.get(y)) is not None]
         centre = self.book.t_of(x)
         if (centre is not None and math.isinf(centre)) or any(math.isinf(self.book.median[row]) for row in rows):
-            return np.full(self.s.seeds.size, np.inf)
+            return np.full(self.settings.seeds.size, np.inf)
         if len(rows) < len(around):
             return None
         return np.max([self.book.per_seed(row) for row in rows], axis=0)
@@ -216,13 +217,13 @@ class Refinement:
         for kind in self.kinds:
             new = min((self.score(q, kind) for _, q in self._search_rows()), default=math.inf)
             old, self.bests[kind] = self.bests[kind], new
-            improved |= new < old and (math.isinf(old) or old - new >= self.s.tol * old)
+            improved |= new < old and (math.isinf(old) or old - new >= self.settings.tol * old)
         robust = True in self.kinds and math.isinf(self.bests[True]) and self.seeded
         self.misses = self.misses + 1 if robust else 0
         searching = robust or math.isinf(self.bests[False])
         if self.rounds and not searching:  # (no round is stale while a first point is sought)
             self.stale = 0 if improved else self.stale + 1
-            self.stopped = "tol" if self.stale >= self.s.patience else ""
+            self.stopped = "tol" if self.stale >= self.settings.patience else ""
         return not self.stopped
 
     def _update(self):
@@ -279,7 +280,7 @@ class Refinement:
                     ((ta, _), qa), ((tb, _), qb) = sorted((lines[key], lines[other]))
                     if other[j] - key[j] >= 2 and math.isfinite(tb) and (key, other) not in self.split:
                         pairs.append((ta, tb, key, other, qa, qb, j))
-        for _, _, key, other, qa, qb, j in sorted(pairs)[: self.s.width]:
+        for _, _, key, other, qa, qb, j in sorted(pairs)[: self.settings.width]:
             self.split.add((key, other))
             middle = list(key)
             middle[j] = (key[j] + other[j]) // 2
@@ -291,7 +292,7 @@ class Refinement:
         """New tracks at the best points (finite objective) at least a coarse gap away from every
         centre held so far, so that they explore other cells (other stretches of the edge)."""
         for kind in self.kinds:
-            need = self.s.width - len(self.tracks[kind])
+            need = self.settings.width - len(self.tracks[kind])
             ranked = sorted((self.key(q, kind), row, q) for row, q in self._search_rows()) if need > 0 else []
             for value, _, q in ranked:
                 if need == 0 or not self._started(value):
@@ -310,13 +311,13 @@ class Refinement:
         whole neighbourhood): the best plain track, the robust seeds, the best robust track, the
         next ones, then the edge tracks; and whether anything is left to try."""
         groups, alive = [], False
-        for rank in range(self.s.width):
+        for rank in range(self.settings.width):
             for kind in self.kinds:
                 if rank < len(self.tracks[kind]):
                     alive = True
                     groups += self._poll(self.tracks[kind][rank], kind)
                 if kind and rank == 0:  # until a robust point is found, twice as many each round
-                    seeds = self._robust_seeds(self.s.width << min(self.misses, 4))
+                    seeds = self._robust_seeds(self.settings.width << min(self.misses, 4))
                     alive, self.seeded = alive or bool(seeds), bool(seeds)
                     groups += [[y for y in self.neighbourhood(x) if y not in self.book.index] for x in seeds]
         for track in self.tracks["edge"]:
@@ -366,11 +367,11 @@ class Refinement:
 
     def _choose(self, groups) -> tuple[list, bool]:
         """The groups that fit in what is left of ``max_cells``, in order; whether any did not."""
-        left = self.s.max_cells - self.book.cells
+        left = self.box.max_cells - self.book.cells
         chosen, wanted = {}, False
         for group in groups:
             new = [y for y in group if y not in chosen]
-            if (len(chosen) + len(new)) * self.s.seeds.size <= left:
+            if (len(chosen) + len(new)) * self.settings.seeds.size <= left:
                 chosen.update(dict.fromkeys(new))
             else:
                 wanted = True
@@ -389,7 +390,7 @@ class Refinement:
             found = math.isfinite(value)
             out["robust_best_steps" if kind else "best_steps"] = value
             out.update({f"{prefix}_{n}": self.book.rows[row][i] if found else math.nan
-                        for i, n in enumerate(self.s.names)})
+                        for i, n in enumerate(self.box.names)})
             per_seed = (self.robust_seeds(self.book.rows[row]) if kind else self.book.per_seed(row)) if found \
                 else np.full(1, np.inf)
             seeds = "robust_seeds" if kind else "seeds"

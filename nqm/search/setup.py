@@ -35,6 +35,33 @@ COARSE = {1: 16, 2: 8, 3: 5}  # default coarse points per axis for k searched ax
 EXPECTED_OPTIONS = ("bins", "dampening", "target", "max_steps", "diverge_factor", "first_passage", "progress", "power")
 
 
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What :func:`nqm.best` is asked: its arguments as given (``options``: the rest of them, those
+    given as ``None`` left out), checked by :func:`settings`, :func:`box` and :func:`evaluator`."""
+
+    method: str
+    lr: float | tuple
+    momentum: float | tuple | None
+    delay: object  # one constant delay or delay process
+    noise: float
+    batch_size: int | None
+    seeds: int
+    seed: int
+    robust: float | None
+    tol: float
+    max_cells: int
+    expected: bool
+    problem: object  # a quadratic, or None for the default
+    coarse: int | None
+    width: int
+    patience: int
+    objective: str
+    ema: float | tuple | None
+    schedule: object  # one schedule, or None
+    options: dict
+
+
 class Settings(NamedTuple):
     """What a search is asked beside its box: the T it ranks by, its seeds, nudge, stopping rule,
     the noise of its runs and whether it shows progress."""
@@ -74,13 +101,14 @@ class Evaluator(NamedTuple):
     method_config: list
 
 
-def settings(objective, seeds, seed, robust, tol, width, patience, noise, expected: bool, options: dict) -> Settings:
+def settings(request: Request) -> Settings:
     """The search's settings, each checked (one-line errors)."""
-    flag(expected, "expected")
+    objective, seed, robust, tol = request.objective, request.seed, request.robust, request.tol
+    flag(request.expected, "expected")
     if objective not in ("first", "stay"):
         raise NqmError(f"objective must be 'first' (the first passage) or 'stay' (the step after which the loss "
                        f"stays below the target), got {objective!r}")
-    seeds = count(seeds, "seeds", high=BOUNDS["seeds"])  # before the seeds are laid out, one array entry each
+    seeds = count(request.seeds, "seeds", high=BOUNDS["seeds"])  # before the seeds are laid out, one array entry each
     if np.ndim(seed) != 0:
         raise NqmError("seed is the first seed, one integer: give seeds=K for seeds seed … seed+K-1")
     seed = int(coordinates(seed=seed)["seed"][0])
@@ -88,16 +116,16 @@ def settings(objective, seeds, seed, robust, tol, width, patience, noise, expect
         raise NqmError(f"robust must be a nudge δ with 0 < δ < 1 (e.g. 0.05 for ±5 %), got {robust!r}")
     if not (_real(tol) and np.isfinite(tol) and tol > 0):
         raise NqmError(f"tol must be a relative improvement > 0 (e.g. 0.01), got {tol!r}")
-    if np.ndim(noise) != 0:
+    if np.ndim(request.noise) != 0:
         raise NqmError("noise takes one value in nqm.best (it is not searched); call it once per value")
-    noise = float(coordinates(noise=noise)["noise"][0])
-    if objective == "stay" and not expected and noise != 0:
+    noise = float(coordinates(noise=request.noise)["noise"][0])
+    if objective == "stay" and not request.expected and noise != 0:
         raise NqmError("objective='stay' is defined for noiseless runs of the engine (a single noisy run keeps "
                        "crossing the target of its stationary level) and for the exact mode: give noise=0, "
                        "expected=True, or objective='first'")
     return Settings(objective, coordinates(seed=np.arange(seed, seed + seeds))["seed"],
-                    None if robust is None else float(robust), float(tol), count(width, "width"),
-                    count(patience, "patience"), noise, bool(options.get("progress", True)))
+                    None if robust is None else float(robust), float(tol), count(request.width, "width"),
+                    count(request.patience, "patience"), noise, bool(request.options.get("progress", True)))
 
 
 def box(method: str, given: dict, delta: float | None, dtype: str, coarse, max_cells, seeds: int) -> Box:
@@ -119,19 +147,20 @@ def box(method: str, given: dict, delta: float | None, dtype: str, coarse, max_c
     return Box(tuple(parsed), fixed, axes, coarse, max_cells, parsed)
 
 
-def evaluator(method: str, lr, momentum, delay, problem, settings: Settings, options: dict, expected: bool,
-              batch: dict, ema=None, schedule=None) -> Evaluator:
-    """The exact expected loss (``expected``) or the engine, evaluating a round's points (``ema``: the
-    averaging rate, a value or a box, or ``None``; ``schedule``: one schedule, or ``None``)."""
+def evaluator(request: Request, settings: Settings, batch: dict) -> Evaluator:
+    """The exact expected loss (``expected``) or the engine, evaluating a round's points (``request``
+    with its problem, momentum and schedule checked; ``ema``: the averaging rate, a value or a box,
+    or ``None``; ``schedule``: one schedule, or ``None``)."""
+    method, problem, ema, schedule = request.method, request.problem, request.ema, request.schedule
     run_noise = settings.noise if not batch else float(batch_noise(settings.noise, batch["batch_size"]))
     ranked = _ranking(settings.objective)
     averaging = {} if ema is None else {"ema": ema}
     if (ema is not None or schedule is not None) and settings.objective == "stay":
         raise NqmError("objective='stay' is not computed with an iterate average or a schedule: use objective='first'")
-    if expected:
-        return _exact(method, lr, momentum, delay, problem, settings, options, run_noise, ranked, averaging, schedule)
-    process = delays.process(delay)
-    grids, opt_options, run_settings = jobs.split(method, options)
+    if request.expected:
+        return _exact(request, settings, run_noise, ranked, averaging)
+    process = delays.process(request.delay)
+    grids, opt_options, run_settings = jobs.split(method, request.options)
     config = checked_config(**run_settings)
     optimizer = optimizers.make(method, delay=process, problem=problem, **opt_options)
     engine.check(problem, optimizer)
@@ -158,7 +187,7 @@ def evaluator(method: str, lr, momentum, delay, problem, settings: Settings, opt
             (steps[:, ran], status[:, ran]), loss[:, ran] = ranked(ds), ds.loss.values
         return steps, status, loss
 
-    return Evaluator(evaluate, config, {"lr": lr, "momentum": momentum, **grids, **averaging},
+    return Evaluator(evaluate, config, {"lr": request.lr, "momentum": request.momentum, **grids, **averaging},
                      "float64" if config.x64 else "float32",
                      "independent per cell" if config.independent_noise else "common random numbers", process.label,
                      [(k, v) for k, v in optimizer.config if k != "workers"] + _scheduled(schedule, config.max_steps))
@@ -194,9 +223,9 @@ def _scheduled(schedule, horizon: int) -> list:
     return [] if schedule is None else [("schedule", schedule.identity(horizon))]
 
 
-def _exact(method, lr, momentum, delay, problem, settings: Settings, options: dict, run_noise: float,
-           ranked, averaging: dict, schedule) -> Evaluator:
+def _exact(request: Request, settings: Settings, run_noise: float, ranked, averaging: dict) -> Evaluator:
     """The exact expected loss as the evaluator (a linear method, one constant or iid delay, one seed)."""
+    method, delay, options, schedule = request.method, request.delay, request.options, request.schedule
     if method not in nqm.expected.methods():
         raise NqmError(f"expected=True needs a linear method ({', '.join(nqm.expected.methods())}), not {method!r}; "
                        "drop expected=True to search it with the engine")
@@ -220,13 +249,13 @@ def _exact(method, lr, momentum, delay, problem, settings: Settings, options: di
     def evaluate(points, names):
         ema = {"ema": points[:, names.index("ema")]} if "ema" in names else {}
         ds = nqm.expected.evaluate(method, lr=points[:, 0], momentum=points[:, 1], delay=delay, noise=run_noise,
-                                   problem=problem, stay=settings.objective == "stay", schedule=schedule, **ema, **run)
+                                   problem=request.problem, stay=settings.objective == "stay", schedule=schedule, **ema, **run)
         steps, status = ranked(ds)
         return steps[None], status[None], ds.loss.values[None]
 
     method_config = [("dampening", bool(run.get("dampening", False))), ("bins", run.get("bins"))] + \
         ([("power", run["power"])] if "power" in run else []) + _scheduled(schedule, config.max_steps)
-    return Evaluator(evaluate, config, {"lr": lr, "momentum": momentum, **averaging}, "float64",
+    return Evaluator(evaluate, config, {"lr": request.lr, "momentum": request.momentum, **averaging}, "float64",
                      "exact expected loss", process.label, method_config)
 
 
