@@ -188,20 +188,18 @@ class _Search:
         return cls(method, asked, grid, functools.partial(_points, how.evaluate, grid.names), attrs)
 
     def run(self, checkpoint=None, known: dict | None = None) -> xr.Dataset:
-        refine = Refinement(self.settings, self.box)
+        refine = Refinement.start(self.settings, self.box)
         kept = {**(known or {}), **self._kept(checkpoint)}
         bar = progress_bar(self.settings.progress, desc=f"best {self.method}", unit="cell")  # over the evaluated cells
         with bar:
-            points, nudges = refine.coarse_grid(), None
-            while points:
-                steps, status, loss = self._evaluated(points, kept)
-                refine.store(points, nudges, steps, status, loss)
+            while refine.asked:
+                refine = refine.stored(*self._evaluated(refine.asked, kept))
                 if checkpoint is not None:
                     try:
                         save(self._dataset(refine), checkpoint)
                     except NqmError:  # keep searching: the points are in memory, the final save says what failed
                         pass
-                points, nudges = refine.next_round()
+                refine = refine.next_round()
                 bar.update(len(refine.book.rows) * self.settings.seeds.size - bar.n)
                 bar.set_postfix_str(refine.describe(), refresh=False)
         return self._dataset(refine)

@@ -1,7 +1,8 @@
 """The refinement behind :func:`nqm.best`: a lattice over the box, a book of the evaluated points,
 and pattern-search tracks that propose each round's points (the design is told in :mod:`nqm.search`).
 
-Pure bookkeeping (numpy only): the caller evaluates the points a round asks for and stores them.
+Pure bookkeeping (numpy only), in immutable values: a :class:`Refinement` asks for points, the
+caller evaluates them, and ``refine.stored(steps, status, loss).next_round()`` is the next state.
 """
 
 from __future__ import annotations
@@ -42,47 +43,91 @@ class Axis(NamedTuple):
 
 
 LEVELS = 8  # halvings of a coarse gap: a 9-point lr box of 200x refines down to steps of ~0.3 %
+UNIT = 2**LEVELS  # lattice units per coarse gap
 
 
-@dataclasses.dataclass
-class Track:
+class Track(NamedTuple):
     """A pattern search: its centre (lattice coordinates), its step (lattice units), the
     directions it polls at ``scales`` steps a round (step, step/2, …), and the ``(point, step)``
     pairs it tried this round."""
 
     centre: tuple
     step: int
-    directions: list
+    directions: tuple
     scales: int
-    tried: list = dataclasses.field(default_factory=list)
+    tried: tuple = ()
+
+    def polls(self):
+        """Every ``(point, step)`` it polls this round, in or out of the box."""
+        steps = [self.step >> j for j in range(self.scales) if self.step >> j]
+        for step, d in itertools.product(steps, self.directions):
+            yield tuple(c + step * s for c, s in zip(self.centre, d)), step
+
+    def moved(self, key) -> Track:
+        """At the best point it tried if that beats its centre (by ``key``), with twice the step that
+        found it (so a track can travel along the edge); else where it was, its step shrunk below the
+        finest it polled."""
+        best, value, scale = self.centre, key(self.centre), None
+        for q, step in self.tried:
+            if (v := key(q)) < value:
+                best, value, scale = q, v, step
+        if scale is None:
+            return self._replace(step=self.step >> self.scales, tried=())
+        return self._replace(centre=best, step=min(2 * scale, UNIT // 2), tried=())
 
 
+class Lane(NamedTuple):
+    """The free tracks of one objective, ``plain`` T or ``robust`` T: the running ones, every centre
+    one has held, and the best value found."""
+
+    name: str
+    tracks: tuple = ()
+    visited: tuple = ()
+    best: float = math.inf
+
+    @property
+    def robust(self) -> bool:
+        return self.name == "robust"
+
+
+class Poll(NamedTuple):
+    """What polling a track gives: the track with what it tried, the groups of new points it asks
+    for, and ``(values, lattice point)`` of every lattice point it reached."""
+
+    track: Track | None
+    groups: list
+    seen: list
+
+
+@dataclasses.dataclass(frozen=True)
 class Book:
     """Every evaluated point in evaluation order, keyed by its exact values, with its T: the median
     over seeds of the steps where every seed settled, ∞ where one did not (an answer must hold for
-    each draw of the noise), and ``median``: that median with an unsettled seed counting as ∞."""
+    each draw of the noise), and ``median``: that median with an unsettled seed counting as ∞.
+    Immutable: :meth:`added` gives a new book (``index`` is never changed in place)."""
 
-    def __init__(self):
-        self.index, self.rows, self.round, self.nudge = {}, [], [], []
-        self.steps, self.status, self.loss, self.t, self.median, self.rest = [], [], [], [], [], []
-        self.cells = 0
+    index: dict = dataclasses.field(default_factory=dict)  # values -> row
+    rows: tuple = ()
+    round: tuple = ()
+    nudge: tuple = ()
+    steps: tuple = ()
+    status: tuple = ()
+    loss: tuple = ()
+    median: tuple = ()
+    t: tuple = ()
+    rest: tuple = ()  # where T is ∞, how close it came: the median final loss, a diverged seed ∞
+    cells: int = 0  # the cells run (a skipped point costs nothing)
 
-    def add(self, points, nudges, round_number, steps, status, loss):
-        for j, (x, nudge) in enumerate(zip(points, nudges)):
-            self.index[x] = len(self.rows)
-            self.rows.append(x)
-            self.round.append(round_number)
-            self.nudge.append(nudge)
-            self.steps.append(steps[:, j])
-            self.status.append(status[:, j])
-            self.loss.append(loss[:, j])
-            per_seed = self.per_seed(len(self.rows) - 1)
-            self.median.append(float(np.median(per_seed)))
-            self.t.append(self.median[-1] if np.isfinite(per_seed).all() else math.inf)
-            # where T is ∞, how close it came: the median final loss, a diverged seed counting as ∞
-            failed = (status[:, j] == DIVERGED) | (status[:, j] == SKIPPED)
-            self.rest.append(float(np.median(np.where(failed, np.inf, loss[:, j]))))
-        self.cells += int(np.count_nonzero(status != SKIPPED))  # the cells run (a skipped point costs nothing)
+    def added(self, points, nudges, round_number, steps, status, loss) -> Book:
+        """This book and a round's ``points``, with their ``steps``, ``status``, ``loss`` (each (seeds, points))."""
+        measured = [_measured(steps[:, j], status[:, j], loss[:, j]) for j in range(len(points))]
+        median, t, rest = (tuple(m[i] for m in measured) for i in range(3))
+        return Book(index={**self.index, **{x: len(self.rows) + j for j, x in enumerate(points)}},
+                    rows=self.rows + tuple(points), round=self.round + (round_number,) * len(points),
+                    nudge=self.nudge + tuple(nudges), steps=self.steps + tuple(steps.T),
+                    status=self.status + tuple(status.T), loss=self.loss + tuple(loss.T),
+                    median=self.median + median, t=self.t + t, rest=self.rest + rest,
+                    cells=self.cells + int(np.count_nonzero(status != SKIPPED)))
 
     def t_of(self, x) -> float | None:
         row = self.index.get(x)
@@ -90,58 +135,116 @@ class Book:
 
     def per_seed(self, row: int) -> np.ndarray:
         """Each seed's steps at a point, ∞ where that seed did not converge (settle)."""
-        return np.where(self.status[row] == REACHED, self.steps[row], np.inf).astype(np.float64)
+        return _per_seed(self.steps[row], self.status[row])
 
 
-class Refinement:
-    """The coarse grid, then each round's new points, and the answer.
+def _per_seed(steps, status) -> np.ndarray:
+    return np.where(status == REACHED, steps, np.inf).astype(np.float64)
 
-    ``settings`` (:class:`nqm.search.setup.Settings`) give ``delta`` (the nudge, or ``None``),
-    ``seeds``, ``tol``, ``width`` and ``patience``; ``box`` (:class:`nqm.search.setup.Box`) gives
-    ``names`` (every parameter), ``fixed`` (name → value), ``axes`` (the searched :class:`Axis`),
-    ``coarse`` and ``max_cells``. The box is an integer lattice of
-    ``unit = 2**LEVELS`` units per coarse gap, so every search point has exact values.
-    """
 
-    def __init__(self, settings, box):
-        self.settings, self.box = settings, box
-        self.k = len(box.axes)
-        self.unit = 2**LEVELS
-        self.size = (box.coarse - 1) * self.unit
-        self.axis_of = {a.name: a for a in box.axes}
-        self.directions = [d for d in itertools.product((-1, 0, 1), repeat=self.k) if any(d)]
-        # A robust candidate costs its 3^k-point neighbourhood: beyond two axes, robust tracks poll
-        # only the 2k compass points, at one step a round.
-        compass = [d for d in self.directions if sum(map(abs, d)) == 1]
-        self.pattern = {False: (self.directions, 2), True: (self.directions, 2) if self.k <= 2 else (compass, 1)}
-        self.kinds = (False, True) if settings.delta is not None else (False,)  # plain T, robust T
-        self.book, self.lattice = Book(), {}  # lattice: values -> lattice coordinates of search points
-        # Tracks by kind: plain (False), robust (True), and "edge": plain ones along lines.
-        self.tracks = {kind: [] for kind in self.kinds + ("edge",)}
-        names = [a.name for a in box.axes]
-        self.edge_axis = next((names.index(n) for n in ("lr", "momentum") if n in names), None) if self.k > 1 else None
-        self.along = [tuple(s if i == self.edge_axis else 0 for i in range(self.k)) for s in (1, -1)]
-        self.split = set()  # pairs of neighbouring lines split by a new one
-        self.visited = {kind: [] for kind in self.kinds}  # every centre a track has held
-        self.bests = {kind: math.inf for kind in self.kinds}
-        self.rounds, self.stale, self.stopped = 0, 0, ""
-        self.misses, self.seeded = 0, False  # rounds without a robust point; whether the last one sought it
+def _measured(steps, status, loss) -> tuple[float, float, float]:
+    """A point's ``median``, T and ``rest`` (:class:`Book`) from its seeds' results."""
+    per_seed = _per_seed(steps, status)
+    median = float(np.median(per_seed))
+    failed = (status == DIVERGED) | (status == SKIPPED)
+    rest = float(np.median(np.where(failed, np.inf, loss)))
+    return median, median if np.isfinite(per_seed).all() else math.inf, rest
 
-    # ------------------------------------------------------------------ points and their values
+
+class Lattice(NamedTuple):
+    """The integer lattice over a search's ``box`` (:class:`nqm.search.setup.Box`: ``names``,
+    ``fixed``, ``axes``, ``coarse``, ``max_cells``): ``UNIT`` units per coarse gap, ``0 … size`` per
+    axis, so every search point has exact values; its points' nudges by ``delta`` and the tracks'
+    directions on it."""
+
+    box: object
+    delta: float | None
+    size: int
+    axis_of: dict
+    directions: tuple  # every neighbour on the lattice: {−1, 0, 1}^k but 0
+    edge_axis: int | None  # the axis edge tracks poll along: lr if searched, else momentum (k > 1)
+    along: tuple  # the two directions along it
+
+    @classmethod
+    def of(cls, box, delta: float | None) -> Lattice:
+        k, edge = len(box.axes), _edge_axis([a.name for a in box.axes])
+        return cls(box, delta, (box.coarse - 1) * UNIT, {a.name: a for a in box.axes},
+                   tuple(d for d in itertools.product((-1, 0, 1), repeat=k) if any(d)), edge,
+                   tuple(tuple(s if i == edge else 0 for i in range(k)) for s in (1, -1)))
+
+    @property
+    def k(self) -> int:
+        return len(self.box.axes)
+
+    def pattern(self, robust: bool) -> tuple:
+        """A free track's directions and scales. A robust candidate costs its 3^k-point neighbourhood:
+        beyond two axes, robust tracks poll only the 2k compass points, at one step a round."""
+        if robust and self.k > 2:
+            return tuple(d for d in self.directions if sum(map(abs, d)) == 1), 1
+        return self.directions, 2
+
+    def coarse_grid(self) -> list:
+        return list(itertools.product(range(0, self.size + 1, UNIT), repeat=self.k))
+
+    def holds(self, q) -> bool:
+        return all(0 <= c <= self.size for c in q)
 
     def values(self, q) -> tuple:
         """The full parameter tuple (in ``names`` order) of lattice point ``q``."""
         given = dict(self.box.fixed)
         given.update((a.name, a.at(c, self.size)) for a, c in zip(self.box.axes, q))
-        x = tuple(float(given[n]) for n in self.box.names)
-        self.lattice.setdefault(x, tuple(q))
-        return x
+        return tuple(float(given[n]) for n in self.box.names)
 
     def neighbourhood(self, x) -> list:
         """``x`` and its nudges: every combination of ``v(1 ± δ)`` per searched parameter (x first)."""
-        options = [(v,) + self.axis_of[n].nudged(v, self.settings.delta) if n in self.axis_of else (v,)
+        options = [(v,) + self.axis_of[n].nudged(v, self.delta) if n in self.axis_of else (v,)
                    for n, v in zip(self.box.names, x)]
         return list(dict.fromkeys(itertools.product(*options)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Refinement:
+    """A search's refinement at one moment, as an immutable value: the points it ``asked`` for (and
+    whether each is only a ``nudge``; none once it ``stopped``), its :class:`Book`, its tracks by
+    name (the ``plain`` and ``robust`` :class:`Lane`, the ``edge`` tracks along lines) and its counts.
+
+    :meth:`start` asks for the coarse grid; :meth:`stored` keeps the asked points' results;
+    :meth:`next_round` asks for the next round's; :meth:`answer` is what was found.
+    """
+
+    settings: object  # nqm.search.setup.Settings: delta, seeds, tol, width, patience
+    lattice: Lattice
+    book: Book = dataclasses.field(default_factory=Book)
+    # values -> lattice point, of the coarse grid and every point a track polled: a point asked for is a
+    # nudge unless it is one of them
+    polled: dict = dataclasses.field(default_factory=dict)
+    plain: Lane = Lane("plain")
+    robust: Lane | None = None  # with a nudge δ only
+    edge: tuple = ()
+    split: frozenset = frozenset()  # pairs of neighbouring lines split by a new one
+    rounds: int = 0
+    stale: int = 0
+    stopped: str = ""
+    misses: int = 0  # rounds in a row without a robust point
+    seeded: bool = False  # whether the last round sought one
+    asked: tuple = ()
+    nudges: tuple = ()
+
+    @classmethod
+    def start(cls, settings, box) -> Refinement:
+        """The refinement of a search that asks for its coarse grid."""
+        lattice = Lattice.of(box, settings.delta)
+        grid = lattice.coarse_grid()
+        points = [lattice.values(q) for q in grid]
+        robust = None if settings.delta is None else Lane("robust")
+        return cls(settings, lattice, polled=_merged({}, zip(points, grid)), robust=robust, asked=tuple(points),
+                   nudges=(False,) * len(points))
+
+    @property
+    def lanes(self) -> tuple:
+        return (self.plain,) if self.robust is None else (self.plain, self.robust)
+
+    # ------------------------------------------------------------------ points and their values
 
     def robust_t(self, x) -> float | None:
         """The robust T of ``x``: the median over seeds of :meth:`robust_seeds`; ``None`` while some
@@ -153,7 +256,7 @@ class Refinement:
         """Each seed's own robust T at ``x``: the largest of its steps over the neighbourhood (∞ where
         a neighbour did not converge in that seed); ``None`` while some neighbours are unknown, or
         ∞ in every seed once ``x`` itself failed in a seed or a known neighbour in most seeds."""
-        around = self.neighbourhood(x)
+        around = self.lattice.neighbourhood(x)
         rows = [row for y in around if (row := self.book.index.get(y)) is not None]
         centre = self.book.t_of(x)
         if (centre is not None and math.isinf(centre)) or any(math.isinf(self.book.median[row]) for row in rows):
@@ -164,210 +267,229 @@ class Refinement:
 
     def score(self, q, robust: bool) -> float:
         """The objective at lattice point ``q`` (T, or robust T); ∞ where unknown."""
-        x = self.values(q)
+        x = self.lattice.values(q)
         value = self.robust_t(x) if robust else self.book.t_of(x)
         return math.inf if value is None else value
 
     def key(self, q, robust: bool) -> tuple:
         """What tracks minimise: the objective, then (plain tracks, where T is ∞) the final loss,
         which leads from cells out of budget toward a thin band of converging ones."""
-        row = None if robust else self.book.index.get(self.values(q))
+        row = None if robust else self.book.index.get(self.lattice.values(q))
         return (self.score(q, robust), math.inf if row is None else self.book.rest[row])
 
     def _started(self, key: tuple) -> bool:
         """Whether a track may start at a point of this key: it converged, or (while no point has)
         it ran out of budget."""
-        return math.isfinite(key[0]) or (math.isinf(self.bests[False]) and math.isfinite(key[1]))
+        return math.isfinite(key[0]) or (math.isinf(self.plain.best) and math.isfinite(key[1]))
 
     def _search_rows(self) -> list:
         """``(row, lattice coordinates)`` of every evaluated search point (not the nudges)."""
-        return [(row, self.lattice[x]) for row, x in enumerate(self.book.rows) if not self.book.nudge[row]]
+        return [(row, self.polled[x]) for row, x in enumerate(self.book.rows) if not self.book.nudge[row]]
 
     # ------------------------------------------------------------------ rounds
 
-    def coarse_grid(self) -> list:
-        return [self.values(q) for q in itertools.product(range(0, self.size + 1, self.unit), repeat=self.k)]
+    def stored(self, steps, status, loss) -> Refinement:
+        """This refinement with the asked points' results (each (seeds, points)) in its book."""
+        book = self.book.added(self.asked, self.nudges, self.rounds, steps, status, loss)
+        return dataclasses.replace(self, book=book, asked=(), nudges=())
 
-    def store(self, points, nudges, steps, status, loss):
-        self.book.add(points, [False] * len(points) if nudges is None else nudges, self.rounds, steps, status, loss)
-
-    def next_round(self) -> tuple[list, list]:
-        """The next round's new points and whether each is only a nudge; empty once the search stops."""
-        if not self._improving():
-            return [], []
-        while True:
-            self._update()
-            self._refill()
-            groups, alive = self._plan()
+    def next_round(self) -> Refinement:
+        """The refinement that asks for the next round's new points, or (once it stops) for none."""
+        state = self._judged()
+        while not state.stopped:
+            state, groups, alive = state._moved()._refilled()._planned()
             if not alive:
-                self.stopped = "refined"
-                return [], []
-            points, wanted = self._choose(groups)
+                return dataclasses.replace(state, stopped="refined")
+            points, wanted = state._choose(groups)
             if points:
-                self.rounds += 1
-                return points, [x not in self.lattice for x in points]
+                return dataclasses.replace(state, rounds=state.rounds + 1, asked=tuple(points),
+                                           nudges=tuple(x not in state.polled for x in points))
             if wanted:
-                self.stopped = "max_cells"
-                return [], []
+                return dataclasses.replace(state, stopped="max_cells")
             # every point the tracks asked for is known already: move or shrink them, and ask again
+        return state
 
-    def _improving(self) -> bool:
-        """Update the best values; false once ``patience`` rounds in a row improved none by ``tol``."""
-        improved = False
-        for kind in self.kinds:
-            new = min((self.score(q, kind) for _, q in self._search_rows()), default=math.inf)
-            old, self.bests[kind] = self.bests[kind], new
-            improved |= new < old and (math.isinf(old) or old - new >= self.settings.tol * old)
-        robust = True in self.kinds and math.isinf(self.bests[True]) and self.seeded
-        self.misses = self.misses + 1 if robust else 0
-        searching = robust or math.isinf(self.bests[False])
-        if self.rounds and not searching:  # (no round is stale while a first point is sought)
-            self.stale = 0 if improved else self.stale + 1
-            self.stopped = "tol" if self.stale >= self.settings.patience else ""
-        return not self.stopped
+    def _judged(self) -> Refinement:
+        """The best values updated; stopped on ``tol`` once ``patience`` rounds in a row improved
+        none by ``tol``."""
+        settings, improved, lanes = self.settings, False, {}
+        for lane in self.lanes:
+            new = min((self.score(q, lane.robust) for _, q in self._search_rows()), default=math.inf)
+            improved |= _improves(new, lane.best, settings.tol)
+            lanes[lane.name] = lane._replace(best=new)
+        state = dataclasses.replace(self, **lanes)
+        robust = state.robust is not None and math.isinf(state.robust.best) and self.seeded
+        state = dataclasses.replace(state, misses=self.misses + 1 if robust else 0)
+        if self.rounds and not (robust or math.isinf(state.plain.best)):  # (none stale while a first point is sought)
+            stale = 0 if improved else self.stale + 1
+            state = dataclasses.replace(state, stale=stale, stopped="tol" if stale >= settings.patience else "")
+        return state
 
-    def _update(self):
-        """Move each track to the best point it tried if that beats its centre, doubling the step
-        that found it (so a track can travel along the edge); else shrink its step below the
-        finest it polled. Tracks whose step is gone, or that meet another, end."""
-        for kind, tracks in self.tracks.items():
-            kept, robust = [], kind is True
-            for track in tracks:
-                best, value, scale = track.centre, self.key(track.centre, robust), None
-                for q, step in track.tried:
-                    if (v := self.key(q, robust)) < value:
-                        best, value, scale = q, v, step
-                if scale is None:
-                    track.step >>= track.scales
-                else:
-                    track.centre, track.step = best, min(2 * scale, self.unit // 2)
-                    self.visited.get(kind, []).append(best)
-                track.tried = []
-                if track.step and all(t.centre != track.centre for t in kept):
-                    kept.append(track)
-            self.tracks[kind] = kept
-        if self.edge_axis is not None:
-            self._split_lines()
+    def _moved(self) -> Refinement:
+        """Every track moved or shrunk (:meth:`Track.moved`), then new edge lines (:meth:`_split_lines`)."""
+        lanes = {}
+        for lane in self.lanes:
+            tracks, moves = self._advanced(lane.tracks, lane.robust)
+            lanes[lane.name] = lane._replace(tracks=tracks, visited=lane.visited + moves)
+        state = dataclasses.replace(self, edge=self._advanced(self.edge, False)[0], **lanes)
+        return state if self.lattice.edge_axis is None else state._split_lines()
+
+    def _advanced(self, tracks, robust: bool) -> tuple[tuple, tuple]:
+        """``tracks`` moved or shrunk, less those whose step is gone or that meet another; and the
+        centres they moved to."""
+        kept, moves = [], []
+        for track in tracks:
+            moved = track.moved(lambda q: self.key(q, robust))
+            if moved.centre != track.centre:
+                moves.append(moved.centre)
+            if moved.step and all(t.centre != moved.centre for t in kept):
+                kept.append(moved)
+        return tuple(kept), tuple(moves)
 
     def _lines(self) -> dict:
         """The best evaluated search point of every line along the edge axis: line → (key, point)."""
-        axis, lines = self.edge_axis, {}
+        axis, lines = self.lattice.edge_axis, {}
         for row, q in self._search_rows():
             line, key = q[:axis] + q[axis + 1:], (self.book.t[row], self.book.rest[row])
             if line not in lines or key < lines[line][0]:
                 lines[line] = (key, q)
         return lines
 
-    def _split_lines(self):
+    def _split_lines(self) -> Refinement:
         """Edge tracks. After the coarse grid, one on every coarse line along the edge axis (lr if
         searched, else momentum), at the line's best point, polling along the line only: they find
         the edge on every line, hence the best stretch of the edge, not only the neighbourhood of
         the best coarse point. Then, each round, ``width`` new lines halfway between two
         neighbouring lines with the best edges (refinement along the edge), started between their
         best points with a step that spans both."""
-        axis, lines = self.edge_axis, self._lines()
+        lines = self._lines()
         if self.rounds == 0:
             starts = sorted((key, q) for key, q in lines.values() if self._started(key))
-            self.tracks["edge"] = [Track(q, self.unit // 2, self.along, 2) for _, q in starts]
-            return
-        pairs = []
-        for key in lines:
-            for j in range(self.k - 1):  # the next line above along each other axis
-                rest = key[:j] + key[j + 1:]
-                above = [o for o in lines if o[j] > key[j] and o[:j] + o[j + 1:] == rest]
-                if above:
-                    other = min(above, key=lambda o: o[j])
-                    ((ta, _), qa), ((tb, _), qb) = sorted((lines[key], lines[other]))
-                    if other[j] - key[j] >= 2 and math.isfinite(tb) and (key, other) not in self.split:
-                        pairs.append((ta, tb, key, other, qa, qb, j))
-        for _, _, key, other, qa, qb, j in sorted(pairs)[: self.settings.width]:
-            self.split.add((key, other))
-            middle = list(key)
-            middle[j] = (key[j] + other[j]) // 2
-            centre = tuple(middle[:axis]) + ((qa[axis] + qb[axis]) // 2,) + tuple(middle[axis:])
-            step = max(self.unit >> 3, abs(qa[axis] - qb[axis]))
-            self.tracks["edge"].append(Track(centre, step, self.along, 2))
+            return dataclasses.replace(self, edge=tuple(Track(q, UNIT // 2, self.lattice.along, 2) for _, q in starts))
+        chosen = self._pairs(lines)[: self.settings.width]
+        return dataclasses.replace(self, edge=self.edge + tuple(self._between(*pair[2:]) for pair in chosen),
+                                   split=self.split | {(line, other) for _, _, line, other, *_ in chosen})
 
-    def _refill(self):
+    def _pairs(self, lines: dict) -> list:
+        """``(T, T, line, other, point, point, j)`` of every two neighbouring lines (``other`` the next
+        above ``line`` along the ``j``-th other axis) not split yet, at least two units apart, both
+        with a converged best point: those with the best edges first."""
+        pairs = []
+        for line, j in itertools.product(lines, range(self.lattice.k - 1)):
+            above = [o for o in lines if o[j] > line[j] and o[:j] + o[j + 1:] == line[:j] + line[j + 1:]]
+            if above:
+                other = min(above, key=lambda o: o[j])
+                ((ta, _), qa), ((tb, _), qb) = sorted((lines[line], lines[other]))
+                if other[j] - line[j] >= 2 and math.isfinite(tb) and (line, other) not in self.split:
+                    pairs.append((ta, tb, line, other, qa, qb, j))
+        return sorted(pairs)
+
+    def _between(self, line, other, qa, qb, j) -> Track:
+        """An edge track on the new line halfway between ``line`` and ``other``, between their best
+        points ``qa`` and ``qb``, with a step that spans both."""
+        axis, middle = self.lattice.edge_axis, list(line)
+        middle[j] = (line[j] + other[j]) // 2
+        centre = tuple(middle[:axis]) + ((qa[axis] + qb[axis]) // 2,) + tuple(middle[axis:])
+        return Track(centre, max(UNIT >> 3, abs(qa[axis] - qb[axis])), self.lattice.along, 2)
+
+    def _refilled(self) -> Refinement:
+        """Each lane's tracks topped up to ``width`` (:meth:`_refill`)."""
+        return dataclasses.replace(self, **{lane.name: self._refill(lane) for lane in self.lanes})
+
+    def _refill(self, lane: Lane) -> Lane:
         """New tracks at the best points (finite objective) at least a coarse gap away from every
         centre held so far, so that they explore other cells (other stretches of the edge)."""
-        for kind in self.kinds:
-            need = self.settings.width - len(self.tracks[kind])
-            ranked = sorted((self.key(q, kind), row, q) for row, q in self._search_rows()) if need > 0 else []
-            for value, _, q in ranked:
-                if need == 0 or not self._started(value):
-                    break
-                # (robust tracks: anywhere but where one was, since the seeds find new robust points)
-                held = [t.centre for t in self.tracks[kind]] if kind else self.visited[kind]
-                held = np.array(held).reshape(-1, self.k)
-                if q in self.visited[kind] or held.size and np.abs(held - np.array(q)).max(1).min() < self.unit:
-                    continue
-                self.tracks[kind].append(Track(q, self.unit // 2, *self.pattern[kind]))
-                self.visited[kind].append(q)
-                need -= 1
+        need = self.settings.width - len(lane.tracks)
+        if need <= 0:
+            return lane
+        tracks, visited = list(lane.tracks), list(lane.visited)
+        for value, _, q in sorted((self.key(q, lane.robust), row, q) for row, q in self._search_rows()):
+            if need == 0 or not self._started(value):
+                break
+            # (robust tracks: anywhere but where one was, since the seeds find new robust points)
+            held = np.array([t.centre for t in tracks] if lane.robust else visited).reshape(-1, self.lattice.k)
+            if q in visited or held.size and np.abs(held - np.array(q)).max(1).min() < UNIT:
+                continue
+            tracks.append(Track(q, UNIT // 2, *self.lattice.pattern(lane.robust)))
+            visited.append(q)
+            need -= 1
+        return lane._replace(tracks=tuple(tracks), visited=tuple(visited))
 
-    def _plan(self) -> tuple[list, bool]:
+    def _planned(self) -> tuple[Refinement, list, bool]:
         """This round's groups of new points, each all-or-nothing (a robust candidate needs its
-        whole neighbourhood): the best plain track, the robust seeds, the best robust track, the
-        next ones, then the edge tracks; and whether anything is left to try."""
-        groups, alive = [], False
-        for rank in range(self.settings.width):
-            for kind in self.kinds:
-                if rank < len(self.tracks[kind]):
-                    alive = True
-                    groups += self._poll(self.tracks[kind][rank], kind)
-                if kind and rank == 0:  # until a robust point is found, twice as many each round
-                    seeds = self._robust_seeds(self.settings.width << min(self.misses, 4))
-                    alive, self.seeded = alive or bool(seeds), bool(seeds)
-                    groups += [[y for y in self.neighbourhood(x) if y not in self.book.index] for x in seeds]
-        for track in self.tracks["edge"]:
-            alive = True
-            groups += self._poll(track, False)
-        return [g for g in groups if g], alive
+        whole neighbourhood): the tracks' by rank (:meth:`_ranked`), then the edge tracks';
+        whether anything is left to try; and the refinement whose tracks hold what they tried."""
+        polls = {lane.name: [self._poll(t, lane.robust) for t in lane.tracks] for lane in self.lanes}
+        seeds = None if self.robust is None else self._seeds()
+        edge = [self._poll(t, False) for t in self.edge]
+        order = self._ranked(polls, seeds) + edge
+        alive = any(p.track is not None or p.groups for p in order)
+        return self._polled(polls, edge, seeds, order), [g for p in order for g in p.groups if g], alive
 
-    def _poll(self, track: Track, robust: bool) -> list:
+    def _polled(self, polls: dict, edge: list, seeds: Poll | None, order: list) -> Refinement:
+        """This refinement with its tracks as polled (holding what they tried), every lattice point
+        they reached (in ``order``), and whether it sought robust seeds."""
+        lanes = {lane.name: lane._replace(tracks=tuple(p.track for p in polls[lane.name])) for lane in self.lanes}
+        polled = _merged(self.polled, (s for p in order for s in p.seen))
+        seeded = self.seeded if seeds is None else bool(seeds.groups)
+        return dataclasses.replace(self, polled=polled, edge=tuple(p.track for p in edge), seeded=seeded, **lanes)
+
+    def _ranked(self, polls: dict, seeds: Poll | None) -> list:
+        """The lanes' polls by rank: the best plain track's, the best robust track's, the robust
+        seeds, then the next tracks'."""
+        order = []
+        for rank in range(self.settings.width):
+            for lane in self.lanes:
+                order += polls[lane.name][rank:rank + 1]
+                order += [seeds] if lane.robust and rank == 0 else []
+        return order
+
+    def _poll(self, track: Track, robust: bool) -> Poll:
         """The new points of every lattice point the track polls this round (a robust track's
         candidates with their neighbourhoods, skipping those a known neighbour rules out)."""
-        centre, groups = self.score(track.centre, robust), []
-        if self.values(track.centre) not in self.book.index:  # a new line's first point
-            groups.append([self.values(track.centre)])
-        steps = [track.step >> j for j in range(track.scales) if track.step >> j]
-        for step, d in itertools.product(steps, track.directions):
-            q = tuple(c + step * s for c, s in zip(track.centre, d))
-            if not all(0 <= c <= self.size for c in q):
+        lattice, index = self.lattice, self.book.index
+        centre, bound = lattice.values(track.centre), self.score(track.centre, robust)
+        groups = [] if centre in index else [[centre]]  # a new line's first point
+        seen, tried = [(centre, track.centre)], []
+        for q, step in track.polls():
+            if not lattice.holds(q):
                 continue
-            x = self.values(q)
-            wanted = self.neighbourhood(x) if robust else [x]
+            x = lattice.values(q)
+            seen.append((x, q))
+            wanted = lattice.neighbourhood(x) if robust else [x]
             known = [t for y in wanted if (t := self.book.t_of(y)) is not None]
-            if robust and known and max(known) >= centre:
+            if robust and known and max(known) >= bound:
                 continue  # its robust T cannot beat the centre's
-            track.tried.append((q, step))
-            groups.append([y for y in wanted if y not in self.book.index])
-        return groups
+            tried.append((q, step))
+            groups.append([y for y in wanted if y not in index])
+        return Poll(track._replace(tried=tuple(tried)), groups, seen)
+
+    def _seeds(self) -> Poll:
+        """The neighbourhoods of the robust seeds: until a robust point is found, twice as many each round."""
+        seeds = self._robust_seeds(self.settings.width << min(self.misses, 4))
+        return Poll(None, [[y for y in self.lattice.neighbourhood(x) if y not in self.book.index] for x in seeds], [])
 
     def _robust_seeds(self, count: int) -> list:
         """Points without a known robust T whose neighbourhoods are worth evaluating, by T: those
         with a failed point inside their δ-box (likely on a knife edge) last; none whose robust T
         cannot beat the best one."""
-        bound = self.bests[True]
-        order = sorted((self.book.t[row], row) for row, _ in self._search_rows() if self.book.t[row] < bound)
-        failed = np.array([x for x, t in zip(self.book.rows, self.book.t) if math.isinf(t)], np.float64)
+        bound, book = self.robust.best, self.book
+        order = sorted((book.t[row], row) for row, _ in self._search_rows() if book.t[row] < bound)
+        failed = np.array([x for x, t in zip(book.rows, book.t) if math.isinf(t)], np.float64)
         clear, suspects = [], []
         for _, row in order:
-            x = self.book.rows[row]
-            around = self.neighbourhood(x)
-            if self.robust_t(x) is not None or max(self.book.t_of(y) or 0.0 for y in around) >= bound:
+            x = book.rows[row]
+            around = self.lattice.neighbourhood(x)
+            if self.robust_t(x) is not None or max(book.t_of(y) or 0.0 for y in around) >= bound:
                 continue
-            box = np.array(around)
-            inside = failed.size and np.all((failed >= box.min(0)) & (failed <= box.max(0)), axis=1).any()
-            (suspects if inside else clear).append(x)
+            (suspects if _inside(failed, around) else clear).append(x)
             if len(clear) >= count:
                 break
         return (clear + suspects)[:count]
 
     def _choose(self, groups) -> tuple[list, bool]:
         """The groups that fit in what is left of ``max_cells``, in order; whether any did not."""
-        left = self.box.max_cells - self.book.cells
+        left = self.lattice.box.max_cells - self.book.cells
         chosen, wanted = {}, False
         for group in groups:
             new = [y for y in group if y not in chosen]
@@ -383,21 +505,48 @@ class Refinement:
         """``best_steps`` and ``best_<name>``, ``seeds_median/min/max`` at that point and, when
         robust, ``robust_best_steps`` and ``robust_<name>`` (∞ and NaN where nothing converged)."""
         out = {}
-        for kind in self.kinds:
-            prefix = "robust" if kind else "best"
-            value, row, _ = min(((self.score(q, kind), row, q) for row, q in self._search_rows()),
+        for lane in self.lanes:
+            robust = lane.robust
+            prefix = "robust" if robust else "best"
+            value, row, _ = min(((self.score(q, robust), row, q) for row, q in self._search_rows()),
                                 default=(math.inf, None, None))
             found = math.isfinite(value)
-            out["robust_best_steps" if kind else "best_steps"] = value
+            out["robust_best_steps" if robust else "best_steps"] = value
             out.update({f"{prefix}_{n}": self.book.rows[row][i] if found else math.nan
-                        for i, n in enumerate(self.box.names)})
-            per_seed = (self.robust_seeds(self.book.rows[row]) if kind else self.book.per_seed(row)) if found \
+                        for i, n in enumerate(self.lattice.box.names)})
+            per_seed = (self.robust_seeds(self.book.rows[row]) if robust else self.book.per_seed(row)) if found \
                 else np.full(1, np.inf)
-            seeds = "robust_seeds" if kind else "seeds"
+            seeds = "robust_seeds" if robust else "seeds"
             out.update({f"{seeds}_median": float(np.median(per_seed)), f"{seeds}_min": float(per_seed.min()),
                         f"{seeds}_max": float(per_seed.max())})
         return out
 
     def describe(self) -> str:
-        shown = {"T*_best": self.bests[False], **({"robust": self.bests[True]} if True in self.kinds else {})}
+        shown = {"T*_best": self.plain.best, **({"robust": self.robust.best} if self.robust is not None else {})}
         return ", ".join(f"{k} {v:g}" for k, v in shown.items())
+
+
+def _edge_axis(names: list) -> int | None:
+    """The axis edge tracks poll along: lr if searched, else momentum; none for one axis."""
+    if len(names) < 2:
+        return None
+    return next((names.index(n) for n in ("lr", "momentum") if n in names), None)
+
+
+def _improves(new: float, old: float, tol: float) -> bool:
+    """Whether ``new`` beats ``old`` by ``tol`` (relative), or is a first finite value."""
+    return new < old and (math.isinf(old) or old - new >= tol * old)
+
+
+def _merged(polled: dict, seen) -> dict:
+    """``polled`` and the ``(values, lattice point)`` pairs ``seen`` (values keep the first point that gave them)."""
+    merged = dict(polled)
+    for x, q in seen:
+        merged.setdefault(x, q)
+    return merged
+
+
+def _inside(failed: np.ndarray, around: list) -> bool:
+    """Whether a failed point lies inside the box of a neighbourhood (a knife-edge suspect)."""
+    box = np.array(around)
+    return bool(failed.size and np.all((failed >= box.min(0)) & (failed <= box.max(0)), axis=1).any())

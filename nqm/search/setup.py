@@ -249,7 +249,8 @@ def _exact(request: Request, settings: Settings, run_noise: float, ranked, avera
     def evaluate(points, names):
         ema = {"ema": points[:, names.index("ema")]} if "ema" in names else {}
         ds = nqm.expected.evaluate(method, lr=points[:, 0], momentum=points[:, 1], delay=delay, noise=run_noise,
-                                   problem=request.problem, stay=settings.objective == "stay", schedule=schedule, **ema, **run)
+                                   problem=request.problem, stay=settings.objective == "stay", schedule=schedule,
+                                   **ema, **run)
         steps, status = ranked(ds)
         return steps[None], status[None], ds.loss.values[None]
 
