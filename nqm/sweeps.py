@@ -275,8 +275,16 @@ def evaluate(method: str = "sgdm", *, lr, momentum=None, delay=0, noise=0.0, see
 
 
 def points(task: Job, grids: dict, *, lr, momentum, noise, ema=None) -> dict:
-    """The checked per-point values of :func:`evaluate` (``grids``: the method's extra hyperparameters,
-    per point or one value), broadcast to one length and in the run's precision.
+    """The checked per-point values of :func:`evaluate`, broadcast to one length and in the run's precision.
+
+    Args:
+      task: the checked job (its method's domains and its precision).
+      grids: the method's extra hyperparameters by name, per point or one value.
+      lr, momentum, noise: per-point values or one value.
+      ema: the points' averaging rates, or ``None``.
+
+    Returns:
+      ``{name: array}``, one value per point.
 
     Raises:
       NqmError: values that are not numbers of one length, or outside their domains.
@@ -293,10 +301,16 @@ def points(task: Job, grids: dict, *, lr, momentum, noise, ema=None) -> dict:
 
 
 def evaluate_job(task: Job, process, test, values: dict, seeds, stay: bool = False) -> xr.Dataset:
-    """:func:`evaluate` of checked points: the cells ``values`` (per-point arrays by name, as
-    :func:`nqm.validate.coordinates` gives them) of the checked ``task`` under ``process``, judged by
-    its settled ``test`` (:func:`nqm.settling.choose`), over the checked ``seeds``. A search builds its
-    job and test once and evaluates each round's points here.
+    """:func:`evaluate` of checked points. A search builds its job and test once and evaluates each
+    round's points here.
+
+    Args:
+      task: the checked job.
+      process: the delay process.
+      test: its settled test (:func:`nqm.settling.choose`).
+      values: per-point arrays by name, as :func:`points` gives them.
+      seeds: the checked seeds.
+      stay: also give ``steps_stay``.
 
     Returns:
       As :func:`evaluate`.

@@ -207,9 +207,12 @@ def _curved(*, workers: int = 1):
     return base.Optimizer(_ScaleHyper, lambda w0: (), step, (), linear=True, name="curved")
 
 
-def test_a_new_linear_method_gets_its_threshold_for_free(monkeypatch):
-    monkeypatch.setitem(base._REGISTRY, "curved", _curved)
-    table = derived.threshold_table("curved", delays=[0, 3], scale=[0.5, 1.0])
+def test_a_new_linear_method_gets_its_threshold_for_free():
+    base.register("curved")(_curved)
+    try:
+        table = derived.threshold_table("curved", delays=[0, 3], scale=[0.5, 1.0])
+    finally:
+        base.unregister("curved")
     x = polynomials.sgd_threshold_closed_form([0, 3])[:, None, None]
     s = np.array([0.5, 1.0])
     np.testing.assert_allclose(table.threshold, (np.sqrt(1 + 2 * s * x) - 1) / s, rtol=RTOL)  # η + s η²/2 = x
