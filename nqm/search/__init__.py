@@ -2,8 +2,9 @@
 
 * :mod:`~nqm.search.api` — ``best``: the search;
 * :mod:`~nqm.search.setup` — its settings, box, evaluator and regime, checked before any work;
-* :mod:`~nqm.search.refine` — the lattice (``Axis``) and the pattern-search tracks that propose
-  each round;
+* :mod:`~nqm.search.refine` — the refinement, an immutable state each round replaces: its axes
+  (``Axis``) and the pattern-search tracks that propose each round, on :mod:`~nqm.search.lattice`
+  (the lattice over the box, the tracks) and :mod:`~nqm.search.book` (the evaluated points);
 * :mod:`~nqm.search.answered` — whether a search answered, and reruns of one that missed;
 * :mod:`~nqm.search.answers` — what a search found (``answer``, ``describe``), many searches kept
   in one file, and readers of their answers (what the figure scripts draw from);

@@ -4,7 +4,7 @@ A parameter given one value is fixed; given a pair ``(lo, hi)`` (a tuple or list
 it is searched over that closed interval: ``lr`` and the method's own hyperparameters (AB's ρ,
 DC-ASGD's λ_dc) on a log scale, ``momentum`` on ``log(1 − m)``. Each searched axis is mapped onto
 ``[0, 1]`` and the box onto an integer lattice: ``coarse`` points per axis, each gap halvable
-``nqm.search.refine.LEVELS`` times. Every search point is a lattice point, so its values are exact and
+``nqm.search.lattice.LEVELS`` times. Every search point is a lattice point, so its values are exact and
 reproducible, and a point is never evaluated twice (the cache is keyed by its exact values).
 
 Terms (kept apart from the grid statistic :func:`nqm.status.t_star`, a 1st percentile):
