@@ -123,6 +123,17 @@ def test_the_engine_scales_with_seeds_when_the_exact_mode_does_not_apply():
     assert set(ds.data_vars) >= {"lr", "momentum", "rho", "perfect"}
 
 
+def _interrupted_after_one(real, calls: list):
+    """``real`` (a batch size's search) that records its batch size in ``calls`` and is interrupted
+    (Ctrl-C) at its second call."""
+    def search(*args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(kwargs["batch_size"])
+        return real(*args, **kwargs)
+    return search
+
+
 def test_an_interrupted_scaling_run_continues_where_it_stopped(tmp_path, monkeypatch):
     """Each batch size's search is kept as it finishes: Ctrl-C after the first, and the same call
     again searches only the others and gives the uninterrupted run's curve; other arguments are
@@ -134,14 +145,7 @@ def test_an_interrupted_scaling_run_continues_where_it_stopped(tmp_path, monkeyp
     whole = module.scaling("ab", **kw)
     partial = tmp_path / "run.partial"
     real, calls = module.answered_best, []
-
-    def interrupted_after_one(*args, **kwargs):
-        if calls:
-            raise KeyboardInterrupt
-        calls.append(kwargs["batch_size"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, "answered_best", interrupted_after_one)
+    monkeypatch.setattr(module, "answered_best", _interrupted_after_one(real, calls))
     with pytest.raises(KeyboardInterrupt):
         module.scaling("ab", **kw, checkpoint=partial)
     assert partial.is_file() and calls == [1]
@@ -201,14 +205,7 @@ def test_ctrl_c_on_nqm_scaling_says_what_it_keeps_and_the_same_command_continues
     assert scaling_command.interrupted(Namespace(out=str(out))) == ("no batch size had finished, nothing was kept: "
                                                                     "the run starts over when run again")
     real, calls = module.answered_best, []
-
-    def interrupted_after_one(*args, **kwargs):
-        if calls:
-            raise KeyboardInterrupt
-        calls.append(kwargs["batch_size"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, "answered_best", interrupted_after_one)
+    monkeypatch.setattr(module, "answered_best", _interrupted_after_one(real, calls))
     assert main(argv) == 130
     said = scaling_command.interrupted(Namespace(out=str(out)))
     assert said.startswith(f"the checkpoint {out}.partial holds every batch size searched so far")
