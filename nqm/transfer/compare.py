@@ -48,7 +48,7 @@ import jax
 import numpy as np
 import xarray as xr
 
-from nqm import jobs, optimizers, validate
+from nqm import optimizers, validate
 from nqm.optimizers import base
 from nqm.errors import NqmError
 from nqm.search.scaling import critical_batch_size
@@ -57,6 +57,7 @@ from nqm.transfer.measure import measure
 from nqm.thresholds import derived
 from nqm.transfer.problems import PROBLEMS, model as user_model, nqm_as_model, problem as real_problem
 from nqm.transfer.train import train
+from nqm.transfer import checked
 
 METHODS = ("sgdm", "ab", "shifted")  # methods with a momentum: one grid for all of them
 RHO = 0.5  # AB's braking coefficient here
@@ -233,7 +234,7 @@ def _loaded(problem, model, target, seed, sizes):
     initial loss and its number of examples, checked against the batch ``sizes``."""
     real = real_problem(problem, seed) if model is None else user_model(model, target, seed)
     start = float(real.loss(real.params, real.data))
-    examples = jobs.examples(real.data)
+    examples = checked.examples(real.data)
     if any(size is not None and size > examples for size in sizes):
         raise NqmError(f"batch_size must be at most the {examples:,} examples of {real.name}, got "
                        f"{max(s for s in sizes if s is not None):,}")

@@ -52,10 +52,10 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
 
-from nqm import jobs
 from nqm.errors import NqmError
 from nqm.problem import Problem, explicit
 from nqm.validate import BOUNDS, count, flag, number
+from nqm.transfer import checked
 
 EXACT = 4096  # parameters up to which the Hessian is formed whole (n products and one n × n eigh)
 MOST_EXACT = 20_000  # the largest dense Hessian measure takes when asked: 3.2 GB in float64
@@ -129,7 +129,7 @@ def measure(loss: Callable, params, data, *, top: int | None = None, dim: int | 
     """
     _function(loss)
     flat, unravel = _flat(params)
-    n, examples = flat.size, jobs.examples(data)
+    n, examples = flat.size, checked.examples(data)
     exact = n <= EXACT if exact is None else flag(exact, "exact")
     if exact and n > MOST_EXACT:
         raise NqmError(f"exact=True needs a dense {n:,} × {n:,} Hessian; measure up to {MOST_EXACT:,} parameters "
@@ -146,7 +146,7 @@ def measure(loss: Callable, params, data, *, top: int | None = None, dim: int | 
         raise NqmError(f"floor must be in [0, 1) (a fraction of the largest eigenvalue), got {floor}")
     seed = count(seed, "seed", low=0, high=2**32 - 1)
     mean_loss = lambda w: loss(unravel(w), data)
-    jobs.loss_at(mean_loss, flat)
+    checked.loss_at(mean_loss, flat)
     gradient = np.asarray(jax.grad(mean_loss)(flat), np.float64)
     if not np.all(np.isfinite(gradient)):
         raise NqmError("the gradient of the loss is not finite at params: start the model where it is")

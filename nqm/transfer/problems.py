@@ -29,9 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from nqm import jobs
 from nqm.errors import NqmError
 from nqm.validate import did_you_mean, number
+from nqm.transfer import checked
 
 L2 = 1e-3  # the logistic regression's weight decay (strong convexity)
 
@@ -148,12 +148,12 @@ def model(spec, target=None, seed: int = 0) -> RealProblem:
         raise NqmError(f"{label} must return (loss, params, data): a loss function loss(params, batch), its "
                        f"starting parameters and the data, got {type(made).__name__}")
     loss, params, data = made
-    examples = jobs.examples(data)
+    examples = checked.examples(data)
     try:
         flat, unravel = ravel_pytree(params)
     except (TypeError, ValueError) as exc:
         raise NqmError(f"{label}: params must be a pytree of arrays ({' '.join(str(exc).split())[:120]})") from None
-    first = jobs.loss_at(lambda w: loss(unravel(w), data), flat)
+    first = checked.loss_at(lambda w: loss(unravel(w), data), flat)
     if target is None:
         target = TARGET_SHARE * first
     target = number(target, "target")

@@ -38,6 +38,7 @@ from nqm.errors import NqmError
 from nqm.optimizers import base, make
 from nqm.optimizers.base import StepContext
 from nqm.status import BUDGET, DIVERGED, REACHED, TRANSIENT
+from nqm.transfer import checked
 
 
 def train(loss: Callable, params, data, method: str = "sgdm", *, lr, momentum=None, delay=0, steps: int = 1000,
@@ -77,7 +78,7 @@ def train(loss: Callable, params, data, method: str = "sgdm", *, lr, momentum=No
     if not isinstance(method, str):
         raise NqmError(f"method must be a name such as 'sgdm' (see nqm.optimizers.methods()), got {method!r}")
     flat, unravel = ravel_pytree(params)
-    examples = jobs.examples(data)
+    examples = checked.examples(data)
     steps = validate.count(steps, "steps", low=2, high=validate.MAX_STEPS)
     stride = validate.count(stride if stride is not None else max(1, steps // 200), "stride", high=steps)
     dtype = np.dtype(flat.dtype)
@@ -104,7 +105,7 @@ def train(loss: Callable, params, data, method: str = "sgdm", *, lr, momentum=No
     hyper = {n: jnp.asarray(m.ravel(), flat.dtype) for n, m in zip(names, mesh) if n in optimizer.hyper._fields}
     hyper.update({n: jnp.full(mesh[0].size, v, flat.dtype) for n, v in _defaults(optimizer, hyper).items()})
     mean = lambda w, batch: loss(unravel(w), batch)
-    first = jobs.loss_at(lambda w: mean(w, data), flat)
+    first = checked.loss_at(lambda w: mean(w, data), flat)
     if first <= 0:
         raise NqmError(f"the loss at params must be > 0 (the target is a level below it), got {first}")
     plan = process.schedule(seed, steps)

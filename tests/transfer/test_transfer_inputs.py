@@ -15,6 +15,7 @@ import pytest
 import nqm
 import nqm.transfer
 from nqm.cli import build_parser, main
+from nqm.transfer import checked
 from nqm.transfer.compare import transfer
 
 # ------------------------------------------------------------------ the command line
@@ -247,3 +248,22 @@ def test_train_refuses_its_bad_input_in_one_line(name, value):
         with jax.enable_x64(False):
             nqm.transfer.train(**call)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"x": np.ones((3, 6)), "y": np.ones(4)}, "share one leading example axis"),
+    ({"x": np.float64(1.0)}, "share one leading example axis"),
+    ({"x": np.ones((0, 2))}, "at least one example"),
+])
+def test_a_real_models_data_is_checked_before_any_work(data, words):
+    """nqm.transfer.checked: the examples of a model's data are counted along one shared leading
+    axis, and anything else is one line; its loss at the start must be a finite scalar."""
+    assert checked.examples({"x": np.ones((5, 2)), "y": np.ones(5)}) == 5
+    with pytest.raises(nqm.NqmError, match=words):
+        checked.examples(data)
+    w = jnp.ones(3)
+    assert checked.loss_at(lambda v: jnp.sum(v**2), w) == 3.0
+    with pytest.raises(nqm.NqmError, match="must return a scalar"):
+        checked.loss_at(lambda v: v**2, w)
+    with pytest.raises(nqm.NqmError, match="not finite at params"):
+        checked.loss_at(lambda v: jnp.sum(v) / 0.0, w)
