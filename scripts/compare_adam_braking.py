@@ -1,7 +1,7 @@
 """The largest stable learning rate of Adam and of braked Adam (ab-adam) under a constant delay.
 
 On nqm.zhang(100), noiseless, D = 4: x* = λ_max · η*, η* the largest lr whose run does not grow,
-found by bisection with the engine (nqm.thresholds.simulated.simulated_threshold), per b1 (and ρ
+found by bisection with the engine (nqm.search.simulated.simulated_threshold), per b1 (and ρ
 for the braked one; ρ = 0 is Adam itself, a check of the numbers).
 
 Read with care: Adam's step is bounded by about lr, so its loss need not grow exponentially above a
@@ -17,7 +17,7 @@ import argparse
 
 import nqm
 from nqm.bench import timed
-from nqm.thresholds.simulated import simulated_threshold
+from nqm.search.simulated import simulated_threshold
 
 
 def main() -> None:

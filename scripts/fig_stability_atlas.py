@@ -2,7 +2,7 @@
 
 x* = λ_max·η*, the largest stable learning rate in units of the top curvature. For the linear
 methods it is derived from the method's own update (``nqm.thresholds.derived``: the spectral radius of its
-transition matrix); for AB, DC-ASGD and adaptive restart it is simulated (``nqm.thresholds.simulated``: the
+transition matrix); for AB, DC-ASGD and adaptive restart it is simulated (``nqm.search.simulated``: the
 largest lr whose noiseless run does not diverge within the budget, by bisection), on the 1/j
 spectrum (λ_max = 1). Every simulated boundary is checked below itself: where a run at a smaller
 lr diverges, the stable set is not an interval and the atlas draws the edge of the interval that
@@ -79,7 +79,7 @@ def below_boundary(method, table, fractions, problem, steps):
 def simulated(method, c, problem, fractions, **grids):
     """The simulated boundary of ``method`` over delays × momenta (× ``grids``): ``threshold``
     (bisection), ``first_diverged`` and ``interval`` (see :func:`below_boundary`)."""
-    from nqm.thresholds.simulated import simulated_threshold
+    from nqm.search.simulated import simulated_threshold
 
     table = simulated_threshold(method, momentum=c["sim_momenta"], delay=c["delays"], steps=c["steps"], tol=c["tol"],
                                 problem=problem, **grids)
@@ -126,7 +126,7 @@ def compute(smoke):
     import nqm
     from nqm import sweeps
     from nqm.thresholds.derived import threshold_table
-    from nqm.thresholds.simulated import simulated_threshold
+    from nqm.search.simulated import simulated_threshold
     from nqm.optimizers.base import hyperparameters
     from nqm.status import REACHED
 

@@ -30,7 +30,7 @@ SMOKE = dict(dim=10, rhos=(0.5,), momenta=(0.9,), delays=(4,), steps=2_000, tol=
 def compute(size: dict) -> dict:
     import nqm
     from nqm.thresholds.derived import threshold
-    from nqm.thresholds.simulated import simulated_threshold
+    from nqm.search.simulated import simulated_threshold
 
     problem = nqm.zhang(size["dim"])
     rows = []

@@ -25,7 +25,7 @@ SKIP = {"nqm.__main__"}
 # Each must have an example.
 ENTRY_POINTS = [
     "nqm.sweeps.sweep", "nqm.search.api.best", "nqm.diagnostics.trajectory", "nqm.expected.api.sweep",
-    "nqm.thresholds.derived.threshold", "nqm.thresholds.simulated.simulated_threshold",
+    "nqm.thresholds.derived.threshold", "nqm.search.simulated.simulated_threshold",
     "nqm.thresholds.polynomials.threshold", "nqm.delays.process", "nqm.delays.constant", "nqm.delays.iid",
     "nqm.delays.workers", "nqm.io.save", "nqm.io.load", "nqm.summary.summarize", "nqm.summary.spread",
     "nqm.summary.robustness", "nqm.status.t_star", "nqm.search.scaling.scaling",

@@ -11,7 +11,7 @@ import xarray as xr
 import nqm
 from nqm import delays, diagnostics, expected, summary, sweeps
 from nqm.thresholds import derived, polynomials
-from nqm.thresholds.simulated import simulated_threshold
+from nqm.search.simulated import simulated_threshold
 from nqm.cli import main
 from nqm.search.scaling import critical_batch_size
 from nqm.errors import NqmError

@@ -14,7 +14,7 @@ MODULES = [
     "nqm", "nqm.engine", "nqm.optimizers", "nqm.optimizers.base", "nqm.optimizers.optax_bridge",
     "nqm.expected", "nqm.search", "nqm.search.answers",
     "nqm.thresholds.polynomials", "nqm.thresholds.derived",
-    "nqm.thresholds.simulated", "nqm.thresholds.agreement", "nqm.delays", "nqm.pmfs",
+    "nqm.search.simulated", "nqm.thresholds.agreement", "nqm.delays", "nqm.pmfs",
     "nqm.diagnostics", "nqm.sweeps", "nqm.jobs", "nqm.io", "nqm.results",
     "nqm.status", "nqm.summary", "nqm.settling", "nqm.plots.heatmap",
     "nqm.plots.trace", "nqm.plots.stability", "nqm.problem", "nqm.config",

@@ -15,7 +15,7 @@ SIMULATION = ("steps", "seeds", "tol", "noise")
 
 def add_parser(subparsers):
     from nqm import delays
-    from nqm.thresholds import simulated
+    from nqm.search import simulated
     from nqm.thresholds.derived import CRITERIA
 
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
@@ -71,7 +71,7 @@ def run(args) -> None:
     if args.simulate:
         if args.criterion is not None:
             raise NqmError("--criterion chooses among derived thresholds; drop it with --simulate")
-        from nqm.thresholds.simulated import simulated_threshold
+        from nqm.search.simulated import simulated_threshold
 
         given = {name: getattr(args, name) for name in SIMULATION if getattr(args, name) is not None}
         problem = groups.problem_from(args) if groups.problem_given(args) else None

@@ -6,7 +6,7 @@
   (:mod:`~nqm.thresholds.matrices` builds its transition matrices, :mod:`~nqm.thresholds.rates` the
   mean, mean-square and almost-sure rates), and :mod:`~nqm.thresholds.agreement`, a sweep held
   against them;
-* :mod:`~nqm.thresholds.simulated` — any method's thresholds found by bisection with the engine.
+* :mod:`~nqm.search.simulated` — any method's thresholds found by bisection with the engine.
 
 Nothing is imported here, so that the polynomials load without JAX.
 """

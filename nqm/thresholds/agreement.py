@@ -1,6 +1,6 @@
 """A sweep against its own method's thresholds: the line a heatmap overlays, and how often the
 cells agree with it. Never another method's: a method that is not linear has no derived threshold
-(give a simulated table instead, :func:`nqm.thresholds.simulated.simulated_threshold`)."""
+(give a simulated table instead, :func:`nqm.search.simulated.simulated_threshold`)."""
 
 from __future__ import annotations
 

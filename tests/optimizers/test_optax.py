@@ -290,7 +290,7 @@ def test_a_checkpointed_adam_sweep_resumes_mid_cell_to_the_same_bits(tmp_path, i
 
 
 def test_best_and_simulated_threshold_run_adam():
-    from nqm.thresholds.simulated import simulated_threshold
+    from nqm.search.simulated import simulated_threshold
 
     found = nqm.best("adam", lr=(0.005, 1.0), delay=2, problem=nqm.zhang(10), max_steps=500, max_cells=80, work_limit=600,
                      progress=False)

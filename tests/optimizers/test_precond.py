@@ -12,7 +12,7 @@ from nqm.cli import main
 from nqm.errors import NqmError
 from nqm.optimizers import make
 from nqm.thresholds.derived import precond_threshold, threshold
-from nqm.thresholds.simulated import simulated_threshold
+from nqm.search.simulated import simulated_threshold
 
 LAM = np.array([2.0, 0.7, 0.3, 0.05])
 STEPS = 150

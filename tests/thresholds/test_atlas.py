@@ -8,7 +8,7 @@ import pytest
 import nqm
 from nqm import sweeps
 from nqm.thresholds import derived
-from nqm.thresholds.simulated import simulated_threshold
+from nqm.search.simulated import simulated_threshold
 from nqm.status import BUDGET, DIVERGED, REACHED
 
 

@@ -10,7 +10,8 @@ from nqm import delays, expected
 from nqm.cli import main
 from nqm.errors import NqmError
 from nqm.optimizers import make, methods
-from nqm.thresholds import derived, matrices, polynomials, rates, simulated
+from nqm.thresholds import derived, matrices, polynomials, rates
+from nqm.search import simulated
 from nqm.validate import BOUNDS
 
 

@@ -75,7 +75,7 @@ def simulated_threshold(method: str = "sgdm", *, momentum=None, delay=0, seeds: 
 
       >>> import numpy as np
       >>> from nqm.thresholds.derived import threshold
-      >>> from nqm.thresholds.simulated import simulated_threshold
+      >>> from nqm.search.simulated import simulated_threshold
       >>> found = simulated_threshold("sgdm", momentum=[0.0, 0.5], delay=[0, 4], steps=2000, tol=1e-2)
       >>> found.threshold.dims
       ('delay', 'momentum')

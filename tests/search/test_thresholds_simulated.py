@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from nqm import engine
-from nqm.thresholds import polynomials, simulated
+from nqm.thresholds import polynomials
+from nqm.search import simulated
 from nqm.errors import NqmError
 
 STEPS = 10_000
