@@ -148,9 +148,9 @@ def box(method: str, given: dict, delta: float | None, dtype: str, coarse, max_c
 
 
 def evaluator(request: Request, settings: Settings, batch: dict) -> Evaluator:
-    """The exact expected loss (``expected``) or the engine, evaluating a round's points (``request``
-    with its problem, momentum and schedule checked; ``ema``: the averaging rate, a value or a box,
-    or ``None``; ``schedule``: one schedule, or ``None``)."""
+    """The exact expected loss (``request.expected``) or the engine, evaluating a round's points
+    (``request`` with its problem, momentum and schedule checked; its ``ema``: the averaging rate, a
+    value or a box, or ``None``; its ``schedule``: one schedule, or ``None``)."""
     method, problem, ema, schedule = request.method, request.problem, request.ema, request.schedule
     run_noise = settings.noise if not batch else float(batch_noise(settings.noise, batch["batch_size"]))
     ranked = _ranking(settings.objective)
