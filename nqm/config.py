@@ -77,6 +77,8 @@ class RunConfig:
 
 _FLAGS = ("independent_noise", "x64", "compaction", "progress", "first_passage", "skip_decided")
 
+RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(RunConfig))  # the settings of a run, by name
+
 
 def checked_config(**settings) -> RunConfig:
     """A :class:`RunConfig` from settings checked one by one (each of its type: a string, a float

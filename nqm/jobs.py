@@ -3,31 +3,25 @@
 A job is a method with its optimizer options, a problem and the run settings (:class:`RunConfig`),
 checked once; :func:`job` makes one from an entry point's keyword arguments (:func:`split` tells the
 method's hyperparameter grids, its options and the run settings apart), :func:`cell` from one cell's,
-and :func:`empty` lays out the result of a grid with every setting in its attributes. Sweeps, lists
-of points, traces, searches, simulated thresholds and the exact mode all start here.
+and :func:`Job.run` runs a job's cells on the engine (:mod:`nqm.grids` lays out the result they
+fill). Sweeps, lists of points, traces, searches and simulated thresholds start here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from typing import NamedTuple
 
-import jax
 import numpy as np
-import xarray as xr
 
-from nqm import __version__, delays, machine, results
-from nqm.config import RunConfig, checked_config
-from nqm.conventions import ALIASES, BATCH_NOISE, batch_noise, family
+from nqm import delays
+from nqm.config import RUN_OPTIONS, RunConfig, checked_config
+from nqm.conventions import ALIASES, batch_noise, family
 from nqm.errors import NqmError
+from nqm.grids import CHOICES, all_hyper_dims, hyper_dims
 from nqm.optimizers import Optimizer, base, make, methods
 from nqm.problem import Problem, zhang
 from nqm.validate import coordinates, did_you_mean, representable
-
-BASE_HYPER = ("lr", "momentum")
-CHOICES = ("schedule", "ema")  # a result's dimensions for the schedule and the averaging rate, when given
-RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(RunConfig))
 
 
 class Job(NamedTuple):
@@ -231,45 +225,6 @@ def momentum_of(method: str, momentum):
     return 0.0
 
 
-def hyper_dims(method: str) -> tuple[str, ...]:
-    """The method's swept hyperparameters beyond lr and momentum (e.g. ``("rho",)`` for AB).
-
-    Args:
-      method: the optimizer's registered name.
-
-    Returns:
-      The names, in the order of its hyperparameters.
-    """
-    return tuple(f for f in base.hyperparameters(method)._fields if f not in BASE_HYPER)
-
-
-def all_hyper_dims() -> tuple[str, ...]:
-    """Every registered method's extra hyperparameters, each once, in registry order."""
-    return tuple(dict.fromkeys(f for m in methods() for f in hyper_dims(m)))
-
-
-def batch_sizes(batch_size, noise: np.ndarray, dtype: str) -> np.ndarray:
-    """The checked batch sizes of a grid: integers >= 1, each value once, and every batch's noise
-    ``σ/√B`` (``noise`` the single-example scales σ) a number the run's precision holds.
-
-    Args:
-      batch_size: one batch size or a list.
-      noise: the grid's single-example noise scales σ (checked already).
-      dtype: the run's float precision.
-
-    Returns:
-      The batch sizes, an int64 array.
-
-    Raises:
-      NqmError: a batch size that is not an integer >= 1 (0, 2.5, NaN, a string, …), a repeated one,
-        or a batch noise the precision does not hold.
-    """
-    sizes = coordinates(batch_size=batch_size)["batch_size"]
-    for sigma in batch_noise(noise[:, None], sizes[None, :]).ravel():
-        representable(sigma, "noise/sqrt(batch_size)", dtype)
-    return sizes
-
-
 def per_batch(values: dict) -> dict:
     """Per-cell values as the engine runs them: with a ``batch_size``, the noise becomes the
     batch's ``σ/√B`` (:func:`nqm.conventions.batch_noise`) and ``batch_size`` is dropped, so that a
@@ -305,49 +260,3 @@ def cell_uids(values: dict) -> np.ndarray:
     rows = np.stack([np.asarray(values[n], np.float64) for n in names], axis=1)
     digests = b"".join(hashlib.blake2b(row.tobytes(), digest_size=8).digest() for row in rows)
     return np.frombuffer(digests, dtype="<u4").reshape(-1, 2).copy()
-
-
-def empty(task: Job, coords: dict, processes: list, schedules: list | None = None) -> xr.Dataset:
-    """The result of ``task`` over ``coords`` with every cell still to run, its attributes recording
-    every setting (:mod:`nqm.results`).
-
-    Args:
-      task: the checked job.
-      coords: one 1-D array per dimension of the result (delay as :func:`nqm.delays.coordinate` gives
-        it; a ``batch_size`` adds its dimension and the ``batch_noise`` attribute).
-      processes: the delay processes, in the order of ``coords["delay"]``.
-      schedules: the learning-rate schedules, in the order of ``coords["schedule"]`` (``None``: no
-        schedule dimension; an ``ema`` coordinate adds the averaging rate's).
-
-    Returns:
-      The empty result (:func:`nqm.results.empty`).
-    """
-    config, optimizer = task.config, make(task.method, problem=task.problem, **task.options)
-    attrs = {
-        "method": task.method,
-        "method_title": base.title(task.method),
-        **{k: v for k, v in optimizer.config if k != "workers"},
-        **task.problem.describe(),
-        "target": config.target,
-        "max_steps": config.max_steps,
-        "diverge_factor": config.diverge_factor,
-        "noise_mode": "independent per cell" if config.independent_noise else "common random numbers",
-        "dtype": "float64" if config.x64 else "float32",
-        "first_passage": config.first_passage,
-        "work_limit": config.work_limit,
-        "seed": ",".join(str(s) for s in coords["seed"]),
-        "delay_processes": ", ".join(p.label for p in processes),
-        # Each process to the last bit (a pmf's label rounds its weights): what a checkpoint compares.
-        "delay_sha256": hashlib.sha256("\n".join(delays.identity(p) for p in processes).encode()).hexdigest(),
-        "nqm_version": __version__,
-        "jax_version": jax.__version__,
-        "platform": machine.platform_line(jax.devices()),  # what the last bits depend on (not the identity)
-    }
-    if "batch_size" in coords:  # only then: a result without batch sizes keeps its attributes
-        attrs["batch_noise"] = BATCH_NOISE
-    if config.skip_decided:  # likewise: status −2 exists only then
-        attrs["skip_decided"] = 1
-    if schedules:  # each schedule to the last factor (a custom one by digest): what a checkpoint compares
-        attrs["schedule_identity"] = "; ".join(s.identity(config.max_steps) for s in schedules)
-    extra = hyper_dims(task.method) + tuple(d for d in CHOICES if d in coords)
-    return results.empty(coords, extra, attrs, [p.mean for p in processes])

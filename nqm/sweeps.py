@@ -27,7 +27,8 @@ from nqm.progress import bar as progress_bar
 from nqm.checkpoint import Checkpointer, checked, discard_checkpoint, resume
 from nqm.errors import NqmError
 from nqm.io import lock
-from nqm.jobs import Job, batch_sizes, empty, job, momentum_of, per_batch
+from nqm.grids import batch_sizes, empty
+from nqm.jobs import Job, job, momentum_of, per_batch
 from nqm.optimizers.base import domains
 from nqm.engine import Checkpoint, Outcome, Progress
 from nqm.problem import Problem
@@ -122,7 +123,8 @@ def sweep(
     every = number(checkpoint_every, "checkpoint_every")
     if not (np.isfinite(every) and every >= 0):
         raise NqmError(f"checkpoint_every must be a number of seconds >= 0, got {checkpoint_every!r}")
-    result = empty(task, coords, processes, None if schedule is None else plans)
+    result = empty(task.method, task.options, task.problem, task.config, coords, processes,
+                   None if schedule is None else plans)
     # The settled test, decided once per delay (and schedule): {schedule label or None: test} per delay.
     tests = [{None if plan is None else plan.label: choose(task._replace(schedule=plan), p) for plan in plans}
              for p in processes]

@@ -48,7 +48,7 @@ SMOKE = dict(dim=20, delays=[4], budget={4: 600}, sigma=0.05, seeds=3, workers="
 def jobs(methods, size):
     """One ``nqm.best`` search per (method, delay, σ) and per method under the worker pool."""
     import nqm
-    from nqm.jobs import hyper_dims
+    from nqm.grids import hyper_dims
 
     problem, out = nqm.zhang(size["dim"]), {}
     for method in methods:

@@ -96,10 +96,13 @@ def test_an_engine_module_that_imports_the_command_line_fails_the_contract(tmp_p
     assert "nqm.cli" in cycles.stdout and "nqm.engine.step" in cycles.stdout  # and it closes a circle
 
 
-def test_the_polynomials_may_not_reach_jax(tmp_path):
+def test_the_polynomials_may_not_reach_jax_nor_the_exact_mode_a_job(tmp_path):
     where = _copy_with(tmp_path, "nqm.thresholds.polynomials", "import jax  # noqa: E402,F401  (the mistake)")
+    api = where / "nqm" / "expected" / "api.py"
+    api.write_text(api.read_text() + "\nfrom nqm import jobs  # noqa: E402,F401  (the other mistake)\n")
     result = _lint(where)
     assert result.returncode == 1 and "nqm.thresholds.polynomials is not allowed to import jax" in result.stdout
+    assert "nqm.expected is not allowed to import nqm.jobs" in result.stdout
 
 
 def _layers():

@@ -37,16 +37,16 @@ def add_parser(subparsers):
 def search_arguments(parser, batch_size) -> None:
     """The box, the cells, the problem, the run settings and the search's options of ``nqm best``
     (also ``nqm scaling``'s); ``batch_size(group)`` adds the command's own ``--batch-size`` to the cells."""
-    from nqm import jobs, search
+    from nqm import search
     from nqm.optimizers import methods
-    from nqm.jobs import all_hyper_dims
+    from nqm.grids import all_hyper_dims, hyper_dims
 
     box = parser.add_argument_group("the box (each a value V, fixed, or LO:HI, searched)")
     box.add_argument("--lr", required=True, metavar="V|LO:HI", help=f"{BOX} on a log scale)")
     box.add_argument("--momentum", default=None, metavar="V|LO:HI",
                      help=f"{BOX} on log(1 - m); required by a method with a momentum, none for adam, lion)")
     for name in all_hyper_dims():
-        owners = [m for m in methods() if name in jobs.hyper_dims(m)]
+        owners = [m for m in methods() if name in hyper_dims(m)]
         box.add_argument("--" + name.replace("_", "-"), default=None, metavar="V|LO:HI",
                          help=f"{', '.join(owners)}: {BOX} on a log scale; default: the sweep's)")
     box.add_argument("--ema", default=None, metavar="V|LO:HI",
@@ -85,7 +85,7 @@ def search_options(args) -> dict:
     """The keyword arguments of :func:`nqm.search.best` that :func:`search_arguments` read (all but
     ``batch_size`` and the checkpoint), checked in the command's words."""
     from nqm.config import checked_config
-    from nqm.jobs import all_hyper_dims
+    from nqm.grids import all_hyper_dims
 
     if args.delay is not None and args.delay_dist is not None:
         raise NqmError("give either --delay or --delay-dist: a search runs under one delay")

@@ -128,7 +128,7 @@ def method(parser, grid_group) -> None:
     ``grid_group``) and its options, read off the registry: a new family needs no edit here."""
     from nqm.optimizers import methods
     from nqm.optimizers.base import hyperparameters
-    from nqm.jobs import all_hyper_dims
+    from nqm.grids import all_hyper_dims
     from nqm.sweeps import sweep
 
     parser.add_argument("--method", choices=methods(), default=default_of(sweep, "method"), help="optimizer")
@@ -155,7 +155,7 @@ def _exact_own() -> tuple[list, tuple, tuple]:
     from nqm import expected
     from nqm.conventions import family
     from nqm.expected.reduced import PRECOND
-    from nqm.jobs import hyper_dims
+    from nqm.grids import hyper_dims
     from nqm.optimizers.base import options
 
     among = list(dict.fromkeys(family(m) for m in expected.methods() if m != PRECOND))
@@ -235,7 +235,7 @@ def method_options(args, grids: bool = True) -> dict:
     """The method's options and (``grids``) hyperparameter grids given on the command line."""
     from nqm.optimizers import methods
     from nqm.optimizers.base import options
-    from nqm.jobs import all_hyper_dims
+    from nqm.grids import all_hyper_dims
 
     hyper = all_hyper_dims()  # their flags are the grid's (or the box's), even where also an option
     given = {n: getattr(args, n) for m in methods() for n in options(m) if n not in hyper}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from nqm import jobs, schedules, validate
+from nqm import grids, schedules, validate
 from nqm.config import RunConfig, checked_config
 from nqm.conventions import batch_noise, family
 from nqm.errors import NqmError
@@ -390,7 +390,7 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     hyper, options = reduced.own(method, own)
     coords = validate.coordinates(lr=lr, momentum=momentum, noise=noise, seed=0, domains=_domains(method), **hyper)
     if batch_size is not None:
-        coords["batch_size"] = jobs.batch_sizes(batch_size, coords["noise"], "float64")
+        coords["batch_size"] = grids.batch_sizes(batch_size, coords["noise"], "float64")
     coords["delay"], processes = reduced.delay_processes(delay)
     plans = choices.dimensions(coords, ema, schedule, stay)  # the schedules, one run each ([None]: none)
     chosen = ema is not None or schedule is not None
@@ -405,8 +405,8 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
     if not chosen:
         reduced.check_cost(problem, method, processes, bins, dampening, lr_.size, options=options)
     stepped = family(reduced.stepped(method))
-    job = jobs.Job(stepped, second_moment.optimizer_options(stepped, dampening, options), problem, config)
-    result = jobs.empty(job, coords, processes, None if schedule is None else plans)
+    result = grids.empty(stepped, second_moment.optimizer_options(stepped, dampening, options), problem, config,
+                         coords, processes, None if schedule is None else plans)
     result.attrs.update(method=method, evaluation="exact expected dynamics", bins=-1 if bins is None else bins,
                         **reduced.power_attrs(power))
     steady_loss, stay_steps = np.empty(result.steps.shape), np.full(result.steps.shape, np.nan)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 import nqm
-from nqm import delays, jobs, optimizers, validate
+from nqm import delays, grids, optimizers, validate
+from nqm.config import RUN_OPTIONS
 from nqm.conventions import ALIASES, family
 from nqm.errors import NqmError
 from nqm.expected import autoregression, second_moment
@@ -145,12 +146,12 @@ def own(method: str, given: dict) -> tuple[dict, dict]:
     """
     checked_method(method)
     name = family(method)
-    fields = () if method == PRECOND else jobs.hyper_dims(name)
+    fields = () if method == PRECOND else grids.hyper_dims(name)
     options = {k: v for k, v in base.options(name).items() if k != "dampening"}  # dampening: its own argument
     given = {k: v for k, v in given.items() if v is not None}
     unknown = sorted(set(given) - set(fields) - set(options))
     if unknown:
-        if unknown[0] in jobs.RUN_OPTIONS:
+        if unknown[0] in RUN_OPTIONS:
             raise NqmError(f"{unknown[0]} is a run setting that the exact mode does not take here (it computes the "
                            "expected loss in float64, without sampling): leave it out")
         takes = [*fields, *options]

@@ -29,7 +29,7 @@ import numpy as np
 import xarray as xr
 
 import nqm.expected
-from nqm import delays, jobs, validate
+from nqm import delays, grids, validate
 from nqm.progress import bar as progress_bar
 from nqm.errors import NqmError
 from nqm.io import discard, load_bytes, to_bytes, write_bytes
@@ -257,7 +257,7 @@ def _checked(noise, batch_size) -> tuple[float, np.ndarray]:
     if not (np.isfinite(sigma) and sigma > 0):
         raise NqmError(f"noise must be the single-example noise scale sigma > 0, got {noise!r}: without noise every "
                        "batch size runs the same steps")
-    sizes = jobs.batch_sizes(batch_size, np.array([sigma]), "float64")
+    sizes = grids.batch_sizes(batch_size, np.array([sigma]), "float64")
     if sizes.size < 2:
         raise NqmError(f"give at least two batch sizes to scale over, got {sizes.tolist()}")
     return sigma, np.sort(sizes)

@@ -24,6 +24,7 @@ from nqm.config import RunConfig, checked_config
 from nqm.conventions import BATCH_NOISE, DECAYS, batch_noise, family
 from nqm.search.refine import Axis
 from nqm.errors import NqmError
+from nqm.grids import batch_sizes
 from nqm.results import attribute
 from nqm.schedules import EMA
 from nqm.settling import choose
@@ -199,7 +200,7 @@ def batch_of(batch_size, noise: float, dtype: str) -> dict:
         return {}
     if np.ndim(batch_size) != 0:
         raise NqmError("batch_size takes one value in nqm.best (it is not searched); call it once per value")
-    return {"batch_size": int(jobs.batch_sizes(batch_size, np.array([noise]), dtype)[0]), "batch_noise": BATCH_NOISE}
+    return {"batch_size": int(batch_sizes(batch_size, np.array([noise]), dtype)[0]), "batch_noise": BATCH_NOISE}
 
 
 def regime(method: str, problem, settings: Settings, grid: Box, how: Evaluator, batch: dict) -> dict:

@@ -384,7 +384,7 @@ def test_commands_share_the_grid_problem_and_method_groups():
     from nqm import expected
     from nqm.optimizers import methods
     from nqm.optimizers.base import options
-    from nqm.jobs import all_hyper_dims
+    from nqm.grids import all_hyper_dims
 
     grid = {"--lr", "--momentum", "--delay", "--noise"}
     problem = {"--spectrum", "--dim", "--lo", "--hi", "--eigenvalues", "--rotate"}
