@@ -124,3 +124,23 @@ def test_the_gpu_check_script_runs_its_panels_at_smoke_size(tmp_path):
     assert not (first.status == 2).any()  # a first passage is never "transient"
     row = json.loads(log.strip().splitlines()[-1])  # scripts/bench_blocks.py's: the same cells in any blocks
     assert row["cells"] == 16 and row["same_status"] == row["same_t"] == 16
+
+
+def test_the_compile_profile_counts_the_programs_a_test_run_compiles(tmp_path):
+    """scripts/compile_profile.py (docs/performance.md's profile of the suite) as its user runs it: a
+    pytest plugin on one test of the engine, then its report, which names the method of the engine
+    programs that test compiled (sgdm, and no other)."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root / "scripts"), "NQM_COMPILE_PROFILE": str(tmp_path)}
+    test = "tests/engine/test_engine.py::test_to_horizon_steps_the_reached_cells_on_and_keeps_their_first_passage"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "compile_profile", "-p",
+                          "no:cacheprovider", test], env=env, cwd=root, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    (kept,) = tmp_path.glob("*.json")
+    profile = json.loads(kept.read_text())
+    assert profile["counts"]["compile"] >= len(profile["programs"]) >= 1
+    assert {p[0] for p in profile["programs"]} == {"sgdm"}
+    report = subprocess.run([sys.executable, str(root / "scripts" / "compile_profile.py"), str(tmp_path)],
+                            capture_output=True, text=True, check=True).stdout
+    assert f"The engine's chunk: {len(profile['programs'])} programs traced" in report
+    assert "method                  1  \"sgdm\"" in report
