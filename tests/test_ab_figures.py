@@ -237,3 +237,21 @@ def test_the_paper_scale_figure_is_its_committed_pieces(tmp_path, monkeypatch):
         np.testing.assert_array_equal(joined[name].transpose(*committed[name].dims).values, committed[name].values)
     times = {k: v for k, v in joined.attrs.items() if k.startswith("compute_seconds")}
     assert len(times) == 10 and times == {k: committed.attrs[k] for k in times}
+
+
+def test_the_paper_scale_figures_changed_cells_are_its_cells_with_their_evidence():
+    """figures/fig1_paper.changed_cells.json lists the cells whose status the settled test of 0.4.0
+    changed: each holds in the committed figure the new status it lists, under at most 0.5 % of the
+    cells, and carries its float64 long run's verdict and whether the new status agrees with it."""
+    import json
+
+    listed = json.loads((ROOT / "figures" / "fig1_paper.changed_cells.json").read_text())
+    committed = nqm.load(ROOT / "figures" / "fig1_paper.nc")
+    assert listed["cells"] == committed.status.size and listed["changed"] == len(listed["cells_changed"])
+    assert listed["changed"] <= 0.005 * listed["cells"]
+    for cell in listed["cells_changed"]:
+        at = {"method": cell["method"], "delay": cell["delay"], "noise": cell["noise"], "seed": 0}
+        status = committed.status.sel(at).sel(momentum=cell["momentum"], lr=cell["lr"])
+        assert int(status) == cell["new"] != cell["old"]
+        assert cell["long_run_settled"] == (cell["level"] < 0.01)
+        assert cell["new_verdict_right"] == ((cell["new"] == 1) == cell["long_run_settled"])

@@ -64,13 +64,14 @@ def test_a_recorded_compute_time_is_not_a_setting(result):
 
 @pytest.mark.parametrize("method", ["sgdm", "ab"])
 def test_a_paper_scale_panel_in_pieces_is_the_gpus_cell_for_cell(method):
-    """Figure 1's panel (D = 4, σ = 0.05) as its four committed pieces, swept on an AVX2 CPU, against
+    """Figure 1's panel (D = 4, σ = 0.05) as its four pieces swept on an AVX2 CPU by nqm 0.3.0 (kept in
+    figures/gpu_h200/avx2_pieces/: the figure's pieces before its 0.4.0 recompute), against
     the H200's run of the whole panel: all 1,024 statuses the same, AB's settled verdicts included
     (each reached cell continued past its first passage), and every settled cell's T. A transient
     cell's T is a first passage at a loss that hovers at the target, which the machines' last bits
     may move: SGDM's are all equal too, one of AB's is not."""
     gpu = nqm.load(GPU / f"{method}_d4_settled.nc")
-    pieces = [nqm.load(p) for p in sorted((ROOT / "figures" / "fig1_paper_pieces").glob(f"{method}_d4_s0.05_m*.nc"))]
+    pieces = [nqm.load(p) for p in sorted((GPU / "avx2_pieces").glob(f"{method}_d4_s0.05_m*.nc"))]
     rows = [row for piece in pieces for row in SCRIPT["compare"](gpu, piece)]
     reached = int(gpu.status.isin([REACHED, TRANSIENT]).sum())
     assert sum(r["cells"] for r in rows) == 1024 and sum(r["reached_both"] for r in rows) == reached > 300
