@@ -63,11 +63,11 @@ def batch_sizes(batch_size, noise: np.ndarray, dtype: str) -> np.ndarray:
     return sizes
 
 
-
 def empty(method: str, options: dict, problem: Problem, config: RunConfig, coords: dict, processes: list,
           schedules: list | None = None) -> xr.Dataset:
-    """The result of ``method`` with its optimizer ``options`` on ``problem`` under ``config``, over ``coords``, with every cell still to run, its attributes recording
-    every setting (:mod:`nqm.results`).
+    """The result of ``method`` with its optimizer ``options`` on ``problem`` under ``config`` over
+    ``coords``, with every cell still to run, its attributes recording every setting
+    (:mod:`nqm.results`).
 
     Args:
       method, options, problem, config: the checked method, its optimizer options, the problem and the
