@@ -14,10 +14,14 @@ steps by ``lr/ε`` once ``√v̂ < ε``, DC-ASGD's correction vanishes. Where th
     is unstable remain (the others decay under it), so the method is run on those alone — the
     eigenvalues ``λ ≥ x*/η`` at and above the linear method's first unstable ``x*`` (its exact
     threshold), each cell from ``w₀ = 1`` on its own — in float64, with ε raised to
-    :data:`PROBE_FLOOR` × the target, for ``max(PROBE_STEPS, 8 T_p)`` steps (``T_p`` its own first
-    passage), and judged by the window over the second half: a cycle near the floor stays, an escape
-    (growth, divergence, a return above the target) does not. It depends on the cell's settings
-    alone, and a step costs what those few components cost;
+    :data:`PROBE_FLOOR` × the target, for ``max(h, 8 T_p)`` steps (``T_p`` its own first passage),
+    and judged by the window over the second half: a loss that stays below the target there and does
+    not grow stays (a cycle near the floor); one that is above the target at some step and does not
+    clearly decay escapes (it grows, or keeps coming back above), as does one that diverges. The
+    rest is not decided yet — a slow cycle caught on its rise far below the target, a ringing decay
+    from ``w₀`` not yet below it — and is probed again with ``h`` four times longer (``h =
+    PROBE_STEPS, 4 PROBE_STEPS, …``) while the cell's work limit allows. It depends on the cell's
+    settings alone, and a step costs what those few components cost;
   - any other (Adam; AB with groups on a rotated problem), by running the cell again in float64
     through its decay to the floor and what follows (the **full probe**: a run past T of
     ``max(PROBE_DECAYS / rate, 2^14)`` steps, ``rate`` the decay per step its window showed).
@@ -38,8 +42,8 @@ from nqm.conventions import family
 from nqm.optimizers.base import near_zero, options, registry_cache
 from nqm.problem import explicit
 from nqm.settling import exact
-from nqm.settling.window import PROBE_FIRSTS, Window, settling_span, stays
-from nqm.status import REACHED, UNDECIDED
+from nqm.settling.window import PROBE_FIRSTS, Window, probe_horizons, settling_span, stays
+from nqm.status import REACHED, UNDECIDED, grows, slope
 from nqm.thresholds.derived import threshold
 from nqm.validate import MAX_STEPS
 
@@ -204,10 +208,19 @@ def _subspace_run(task, process, cells: dict, seed: int, known, allowance: int, 
     first_passage = max(1, min(allowance // PROBE_FIRSTS, max(task.config.max_steps, PROBE_STEPS)))
     config = dataclasses.replace(task.config, x64=True, progress=False, max_steps=first_passage)
     job = task._replace(options=chosen, problem=explicit(lam[kept]), config=config)
-    rule = Window(probe=PROBE_STEPS, spans=np.zeros(count, np.int64), limits=np.full(count, max(1, allowance)),
-                  going=np.ones(count, bool), noisy=np.zeros(count, bool))
-    out = _kept_run(job, process, cells, seed, rule, keep, start)
-    return _judged(out, cells, task.config.target, PROBE_STEPS)
+    stays_, undecided = np.zeros(count, bool), np.ones(count, bool)
+    todo, spent, probe = np.arange(count), np.zeros(count, np.int64), PROBE_STEPS
+    while todo.size:  # each round from w₀ again, four times longer: at most 4/3 of the last round's work
+        rule = Window(probe=True, longest=probe, spans=np.full(todo.size, probe), going=np.ones(todo.size, bool),
+                      limits=np.maximum(1, allowance - spent[todo]), noisy=np.zeros(todo.size, bool))
+        out = _kept_run(job, process, {k: np.asarray(v)[todo] for k, v in cells.items()}, seed, rule, keep,
+                        start[todo])
+        verdict = _probed(out, task.config.target, probe)
+        stays_[todo], undecided[todo] = verdict == _STAYS, verdict == _UNDECIDED
+        spent[todo] += probe_horizons(np.asarray(out.steps, np.int64), probe)[0]
+        todo = todo[verdict == _OPEN]
+        probe *= 4
+    return stays_, undecided
 
 
 def _restricted_groups(group, dim: int, kept: np.ndarray) -> np.ndarray:
@@ -244,12 +257,12 @@ def full(task, process, cells: dict, seed: int, rate: np.ndarray, known, allowan
     rule = Window(longest=int(spans.max()), spans=spans, limits=np.full(size, max(1, allowance)),
                   going=np.ones(size, bool), noisy=np.zeros(size, bool))
     out = _kept_run(job, process, cells, seed, rule, keep, None)
-    return _judged(out, cells, task.config.target, 0)
+    return _judged(out, task.config.target)
 
 
 def _kept_run(job, process, cells: dict, seed: int, rule, keep, start):
     """A probe's run, resumable where ``keep`` keeps it (a sweep's checkpoint)."""
-    identity = {**cells, "probe": np.asarray(rule.probe), "limit": np.asarray(rule.limits),
+    identity = {**cells, "probe": np.asarray(int(rule.probe)), "limit": np.asarray(rule.limits),
                 "span": np.asarray(rule.spans)}
     return (keep or unkept)(identity)(lambda todo, kept: job.run(
         process, {k: np.asarray(v)[todo] for k, v in cells.items()}, seed, kept,
@@ -257,10 +270,33 @@ def _kept_run(job, process, cells: dict, seed: int, rule, keep, start):
         start=None if start is None else start[todo]), np.size(cells["lr"]))
 
 
-def _judged(out, cells: dict, target: float, horizon: int) -> tuple:
-    """A probe's verdicts from its outcome: ``(stays, undecided)``. It stays where its window ran to
-    its end and stays (a probe rounded to exactly 0, a state it would never leave, proves nothing:
-    transient, the safer error); it is undecided where its window did not fit; otherwise (it
+_STAYS, _ESCAPES, _OPEN, _UNDECIDED = range(4)
+
+
+def _probed(out, target: float, probe: int) -> np.ndarray:
+    """A subspace probe's verdicts from its outcome (module docstring), per cell one of ``_STAYS``,
+    ``_ESCAPES``, ``_OPEN`` (probe again, longer) and ``_UNDECIDED`` (its window did not fit)."""
+    status = np.asarray(out.status)
+    verdict = np.where(status == UNDECIDED, _UNDECIDED, _ESCAPES)
+    first = np.asarray(out.steps, np.int64)
+    _, stride, n0, n1 = probe_horizons(first, probe)
+    for i in np.flatnonzero(status == REACHED):
+        t = stride[i] * np.arange(n0[i], n1[i] + 1)
+        loss = np.asarray(out.stop.window[i, :t.size], np.float64)
+        if not np.isfinite(loss).all() or (loss == 0).any():  # rounded to 0 proves nothing: the safer error
+            continue
+        if float(out.stop.peak[i]) < target:  # a rise far below the target may be a slow cycle's
+            verdict[i] = _OPEN if grows(loss, t) else _STAYS
+        else:  # above it: still coming down from w₀, or out
+            fall, error = slope(t, np.log(loss))
+            verdict[i] = _OPEN if fall + 2 * error < 0 else _ESCAPES
+    return verdict
+
+
+def _judged(out, target: float) -> tuple:
+    """The full probe's verdicts from its outcome: ``(stays, undecided)``. It stays where its window
+    ran to its end and stays (a probe rounded to exactly 0, a state it would never leave, proves
+    nothing: transient, the safer error); it is undecided where its window did not fit; otherwise (it
     diverged, never came down to the target, or left it) it does not stay."""
     status = np.asarray(out.status)
     undecided = status == UNDECIDED
@@ -268,7 +304,7 @@ def _judged(out, cells: dict, target: float, horizon: int) -> tuple:
     result = np.zeros(status.size, bool)
     if reached.any():
         state = type(out.stop)(*(np.asarray(x)[reached] for x in out.stop))
-        ok, _ = stays(np.zeros(int(reached.sum())), np.asarray(out.steps)[reached], state, target, horizon)
+        ok, _ = stays(np.zeros(int(reached.sum())), np.asarray(out.steps)[reached], state, target)
         rounded = (np.asarray(state.window) == 0).any(1)
         result[reached] = ok & ~rounded
     return result, undecided

@@ -65,12 +65,13 @@ class State(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class Window(StopRule):
-    """The continued test's stop rule (module docstring). ``probe``: a fixed horizon
-    ``max(probe, PROBE_FIRSTS · T)``, no look (a floor probe's run). ``longest`` (the longest span of
-    any cell, which sets the run's horizon) and the per-cell arrays — ``spans``, ``limits``, ``going``
-    and ``noisy`` — feed its horizon and state only, not its compiled kernel."""
+    """The continued test's stop rule (module docstring). ``probe``: a floor probe's run, whose
+    cells' ``spans`` are their least horizons h: a fixed horizon ``max(h, PROBE_FIRSTS · T)``, no
+    look. ``longest`` (the longest span of any cell, which sets the run's horizon) and the per-cell
+    arrays — ``spans``, ``limits``, ``going`` and ``noisy`` — feed its horizon and state only, not
+    its compiled kernel: a probe run again longer is the same program."""
 
-    probe: int = 0
+    probe: bool = False
     longest: int = dataclasses.field(default=0, compare=False)  # the longest span of any cell: the run's horizon
     spans: np.ndarray = dataclasses.field(default=None, compare=False, repr=False)
     limits: np.ndarray = dataclasses.field(default=None, compare=False, repr=False)
@@ -82,7 +83,7 @@ class Window(StopRule):
     def horizon(self, budget: int) -> int:
         last = int(np.max(self.limits, initial=budget))
         if self.probe:
-            return max(int(budget), min(last, max(self.probe, PROBE_FIRSTS * int(budget))))
+            return max(int(budget), min(last, max(self.longest, PROBE_FIRSTS * int(budget))))
         return max(int(budget), min(last, int(horizons(budget, self.longest)[0])))
 
     def init(self, count: int, dtype) -> State:
@@ -114,7 +115,7 @@ class Window(StopRule):
         schedule on their first step past T, their samples, the look, the end, and their next step."""
         going = event & state.going
         if self.probe:
-            horizon, stride, n0, n1 = probe_horizons(steps, self.probe)
+            horizon, stride, n0, n1 = probe_horizons(steps, state.span)
             look_at, look_stride, m0, m1 = horizon, jnp.ones_like(horizon), horizon + 1, horizon
         else:
             horizon, stride, n0, n1 = horizons(steps, state.span)
@@ -260,7 +261,7 @@ def settling_span(optimizer, hyper: dict) -> np.ndarray:
     return np.minimum(np.ceil(MEMORIES * memory), MAX_STEPS).astype(np.int64)
 
 
-def stays(noise, first, state: State, target: float, probe: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def stays(noise, first, state: State, target: float) -> tuple[np.ndarray, np.ndarray]:
     """Whether each cell that ran its window through stays, and its loss's decay rate there, from
     what its state holds: settled at the look (its look's decay rate), or judged over the window
     (:func:`nqm.status.stays_below`: the loss does not grow and its level is below the target —
@@ -271,7 +272,6 @@ def stays(noise, first, state: State, target: float, probe: int = 0) -> tuple[np
       first: their first passages T.
       state: their rule states where they stopped (:class:`State`, host arrays).
       target: the target.
-      probe: the probe's horizon (:class:`Window`'s ``probe``), or 0.
 
     Returns:
       ``(stays, rate)``: per cell, a bool and its decay rate per step (minus the slope of ``log L``
@@ -280,9 +280,8 @@ def stays(noise, first, state: State, target: float, probe: int = 0) -> tuple[np
     first = np.asarray(first, np.int64)
     early = np.asarray(state.early) == 1
     result, rate = np.zeros(first.size, bool), np.zeros(first.size)
-    _, stride, n0, n1 = probe_horizons(first, probe) if probe else horizons(first, np.asarray(state.span))
-    if not probe:
-        _, look_stride, m0, m1 = looks(first, np.asarray(state.span))
+    _, stride, n0, n1 = horizons(first, np.asarray(state.span))
+    _, look_stride, m0, m1 = looks(first, np.asarray(state.span))
     for i in range(first.size):
         if early[i]:
             n = np.arange(m0[i], m1[i] + 1)
