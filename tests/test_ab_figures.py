@@ -242,7 +242,7 @@ def test_the_paper_scale_figure_is_its_committed_pieces(tmp_path, monkeypatch):
 def test_the_paper_scale_figures_changed_cells_are_its_cells_with_their_evidence():
     """figures/fig1_paper.changed_cells.json lists the cells whose status the settled test of 0.4.0
     changed: each holds in the committed figure the new status it lists, under at most 0.5 % of the
-    cells, and carries its float64 long run's verdict and whether the new status agrees with it."""
+    cells, and carries its float64 long run's verdict, which the new status agrees with."""
     import json
 
     listed = json.loads((ROOT / "figures" / "fig1_paper.changed_cells.json").read_text())
@@ -254,4 +254,4 @@ def test_the_paper_scale_figures_changed_cells_are_its_cells_with_their_evidence
         status = committed.status.sel(at).sel(momentum=cell["momentum"], lr=cell["lr"])
         assert int(status) == cell["new"] != cell["old"]
         assert cell["long_run_settled"] == (cell["level"] < 0.01)
-        assert cell["new_verdict_right"] == ((cell["new"] == 1) == cell["long_run_settled"])
+        assert cell["new_verdict_right"] and (cell["new"] == 1) == cell["long_run_settled"]
