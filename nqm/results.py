@@ -188,6 +188,47 @@ def combine_seeds(ds: xr.Dataset) -> xr.Dataset:
     return ds.drop_dims("seed").assign(steps=steps.fillna(0).astype(np.int64), status=status.astype(np.int8))
 
 
+def outcomes(names: tuple, steps, status, loss, meaning: str) -> dict:
+    """The variables every result of runs holds — ``steps``, ``status`` and ``loss`` over ``names`` —
+    with the attributes that say what they are: a grid's (:func:`empty`), a list of points'
+    (``nqm.evaluate``, a search's, the exact mode's), a transfer's runs.
+
+    Args:
+      names: their dimensions.
+      steps, status, loss: their values.
+      meaning: what the status codes mean (:func:`nqm.status.meaning`, or a transfer's own).
+
+    Returns:
+      ``{name: xarray.Variable}``.
+    """
+    return {"steps": xr.Variable(names, steps, {"long_name": "steps to target (T)"}),
+            "status": xr.Variable(names, status, {"meaning": meaning}),
+            "loss": xr.Variable(names, loss, {"long_name": "loss at the last step"})}
+
+
+def threshold_table(values: dict, about: dict, delay, processes, momentum, extra: dict, attrs: dict) -> xr.Dataset:
+    """A threshold table (``nqm threshold``: derived, from the polynomials, or simulated): its
+    variables over ``delay, momentum[, the method's other hyperparameters]``, with the delays' means.
+
+    Args:
+      values: ``{name: array}``, each shaped as the dimensions.
+      about: ``{name: long name}`` for those that have one.
+      delay: the delay coordinate (integers, or labels where a process is not constant).
+      processes: the delay processes, in its order.
+      momentum: the momentum coordinate.
+      extra: the other hyperparameters' coordinates, in the dimensions' order.
+      attrs: the table's attributes.
+
+    Returns:
+      The dataset.
+    """
+    dims = ("delay", "momentum", *extra)
+    return xr.Dataset({name: xr.Variable(dims, array, {"long_name": about[name]} if name in about else {})
+                       for name, array in values.items()},
+                      coords={"delay": delay, "momentum": momentum, **extra,
+                              "mean_delay": ("delay", [p.mean for p in processes])}, attrs=attrs)
+
+
 def empty(coords: dict, extra: tuple, attrs: dict, mean_delay) -> xr.Dataset:
     """A result with every cell not yet run: ``coords`` holds one array per dimension.
 
@@ -202,14 +243,9 @@ def empty(coords: dict, extra: tuple, attrs: dict, mean_delay) -> xr.Dataset:
     """
     names = dims(extra, batch="batch_size" in coords)
     shape = tuple(coords[d].size for d in names)
-    status = xr.Variable(names, np.full(shape, NOT_RUN, np.int8), {"meaning": meaning(bool(attrs.get("first_passage")),
-                                                                                    bool(attrs.get("skip_decided")))})
     return xr.Dataset(
-        {
-            "steps": xr.Variable(names, np.zeros(shape, np.int32), {"long_name": "steps to target (T)"}),
-            "status": status,
-            "loss": xr.Variable(names, np.full(shape, np.nan), {"long_name": "loss at the last step"}),
-        },
+        outcomes(names, np.zeros(shape, np.int32), np.full(shape, NOT_RUN, np.int8), np.full(shape, np.nan),
+                 meaning(bool(attrs.get("first_passage")), bool(attrs.get("skip_decided")))),
         coords={**{d: coords[d] for d in names}, "mean_delay": ("delay", list(mean_delay))},
         attrs={k: attribute(v) for k, v in attrs.items()},
     ).pipe(index_delays)

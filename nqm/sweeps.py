@@ -322,13 +322,14 @@ def evaluate_job(task: Job, process, test, values: dict, seeds, stay: bool = Fal
     outcomes = [task.run(process, values, s, [Progress(f"{task.method} seed={s}", enabled=task.config.progress,
                                                         label=rule.label)], stop=rule) for s in seeds]
     outcomes = [o._replace(status=test.decide(values, o, s)) for s, o in zip(seeds, outcomes)]
-    data = {name: (("seed", "point"), np.stack([getattr(o, name) for o in outcomes])) for name in ("steps", "status", "loss")}
+    data = results.outcomes(("seed", "point"), *(np.stack([getattr(o, name) for o in outcomes])
+                                                  for name in ("steps", "status", "loss")),
+                            meaning(task.config.first_passage))
     coords = {"seed": seeds, **{k: ("point", v) for k, v in values.items()}}
     plan = task.schedule
     result = xr.Dataset(data, coords=coords, attrs={"method": task.method, "delay": process.label,
                                                    "settled_test": test.description,
                                                    **({} if plan is None else {"schedule": plan.label})})
-    result.status.attrs["meaning"] = meaning(task.config.first_passage)
     if stay:
         result["steps_stay"] = (("seed", "point"), np.stack([test.stay_steps(values, s, o.steps, o.status)
                                                              for s, o in zip(seeds, outcomes)]), {"long_name": STAY})

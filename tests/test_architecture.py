@@ -195,3 +195,29 @@ def test_every_test_file_the_docs_name_exists():
         named |= set(re.findall(r"\btests/[\w/]+\.py\b", page.read_text()))
     missing = sorted(name for name in named if not (ROOT / name).exists())
     assert named and missing == [], f"named but not there: {missing}"
+
+
+def test_every_status_and_threshold_variable_is_laid_out_by_the_result_schema():
+    """"One schema for every result": outside nqm/results.py no module lays out a ``status`` or a
+    ``threshold`` variable by hand (a dict key ``"status"``/``"threshold"`` whose value is a
+    ``(dims, values)`` tuple or a Variable), and the builders the guide names call the schema's
+    functions."""
+    assert "One schema for every result" in GUIDE
+    by_hand = []
+    for path, tree in _trees().items():
+        if path == pathlib.Path("nqm/results.py"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values):
+                    if isinstance(key, ast.Constant) and key.value in ("status", "threshold") and (
+                            isinstance(value, ast.Tuple) or (isinstance(value, ast.Call) and "Variable" in ast.unparse(value.func))):
+                        by_hand.append(f"{path}:{node.lineno}")
+    assert by_hand == []
+    calls = {str(path): ast.unparse(tree) for path, tree in _trees().items()}
+    for module, function in (("nqm/sweeps.py", "results.outcomes"), ("nqm/search/api.py", "results.outcomes"),
+                             ("nqm/transfer/train.py", "results.outcomes"),
+                             ("nqm/expected/api.py", "outcomes("), ("nqm/thresholds/derived.py", "results.threshold_table"),
+                             ("nqm/thresholds/polynomials.py", "results.threshold_table"),
+                             ("nqm/search/simulated.py", "results.threshold_table")):
+        assert function in calls[module], module

@@ -15,7 +15,7 @@ from nqm.expected.choices import STEADY_MEANING
 from nqm.expected.recursion import recursion
 from nqm.optimizers import base
 from nqm.problem import Problem
-from nqm.results import attribute
+from nqm.results import attribute, outcomes
 from nqm.status import CONTINUE, REACHED, SETTLED, TRANSIENT, WINDOW_POINTS, meaning, stays_below
 
 STAY_EXPECTED = ("steps_stay: the first step after which the expected loss stays below the target (one more than "
@@ -209,7 +209,7 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
         level = choices.level(unit, coords["noise"])
     if not first_passage:
         status = choices.settled(status, level, target)
-    data = {"steps": ("point", steps[:, 0]), "status": ("point", status[:, 0]), "loss": ("point", loss[:, 0])}
+    data = outcomes(("point",), steps[:, 0], status[:, 0], loss[:, 0], meaning(first_passage))
     if stay:
         data["steps_stay"] = ("point", _stay(problem, method, processes[0], values["lr"], values["momentum"],
                                              coords["noise"], steps, status, dampening=dampening, bins=bins,
@@ -224,7 +224,6 @@ def evaluate(method: str = "sgdm", *, lr, momentum, delay=0, noise: float = 0.0,
                                "evaluation": "exact expected dynamics", **reduced.power_attrs(power),
                                **({} if schedule is None else {"schedule": schedule.label}),
                                **{k: attribute(v) for k, v in options.items()}})
-    result.status.attrs["meaning"] = meaning(first_passage)
     return result
 
 
@@ -440,7 +439,6 @@ def sweep(method: str = "sgdm", *, lr, momentum, delay=0, noise=0.0, batch_size=
         result["steps_stay"] = (result.steps.dims, stay_steps, {"long_name": STAY_EXPECTED})
     result["reachable"] = (result.steps.dims, (steady_loss < target).astype(np.int8),
                            {"meaning": "1: E[L_inf] < target; 0: the expected loss can never reach the target"})
-    result.status.attrs["meaning"] = meaning(first_passage)
     return result
 
 

@@ -246,11 +246,9 @@ class _Search:
                   "round_number": ("point", np.array(store.round, np.int32)),
                   "nudge": ("point", np.array(store.nudge, np.int8))}
         data = {
-            "steps": (("seed", "point"), np.stack(store.steps, 1).astype(np.int32),
-                      {"long_name": "steps to target (T)"}),
-            "status": (("seed", "point"), np.stack(store.status, 1).astype(np.int8),
-                       {"meaning": meaning(bool(self.attrs["first_passage"]), skipped=True)}),
-            "loss": (("seed", "point"), np.stack(store.loss, 1), {"long_name": "loss at the last step"}),
+            **results.outcomes(("seed", "point"), np.stack(store.steps, 1).astype(np.int32),
+                               np.stack(store.status, 1).astype(np.int8), np.stack(store.loss, 1),
+                               meaning(bool(self.attrs["first_passage"]), skipped=True)),
             "median_steps": ("point", np.array(store.t),
                              {"long_name": "T: the median over seeds of the steps to target "
                                            "(inf: a seed did not settle)"}),

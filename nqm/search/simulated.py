@@ -25,7 +25,7 @@ import itertools
 import numpy as np
 import xarray as xr
 
-from nqm import delays, jobs
+from nqm import delays, jobs, results
 from nqm.errors import NqmError
 from nqm.problem import Problem, explicit
 from nqm.engine import Progress, Trace, record
@@ -113,24 +113,18 @@ def simulated_threshold(method: str = "sgdm", *, momentum=None, delay=0, seeds: 
 
 def _dataset(lo, hi, coords: dict, extra: list, processes, problem, task, attrs: dict) -> xr.Dataset:
     """The thresholds x* (median, min and max over seeds) and the brackets' upper ends, over the grid."""
-    dims = ["delay", "momentum", *extra]
     grid_shape = (coords["delay"].size, coords["momentum"].size, *(coords[name].size for name in extra))
     x = lo * problem.lam_max
     with np.errstate(invalid="ignore"):
-        data = {
-            "threshold": (dims, np.median(x, -1).reshape(grid_shape), {"long_name": "simulated x* = lam_max * eta*"}),
-            "threshold_min": (dims, x.min(-1).reshape(grid_shape)),
-            "threshold_max": (dims, x.max(-1).reshape(grid_shape)),
-            "threshold_hi": (dims, np.median(hi * problem.lam_max, -1).reshape(grid_shape),
-                             {"long_name": "upper end of the final bracket (unstable there)"}),
-        }
-    return xr.Dataset(
-        data, coords={"delay": coords["delay"], "momentum": coords["momentum"], **{n: coords[n] for n in extra},
-                      "mean_delay": ("delay", [p.mean for p in processes])},
-        attrs={**attrs, "noise": float(coords["noise"][0]), **problem.describe(),
-               "diverge_factor": task.config.diverge_factor,
-               "delay_processes": ", ".join(p.label for p in processes),
-               **{k: int(v) if isinstance(v, bool) else v for k, v in task.options.items() if np.isscalar(v)}},
+        data = {"threshold": np.median(x, -1).reshape(grid_shape), "threshold_min": x.min(-1).reshape(grid_shape),
+                "threshold_max": x.max(-1).reshape(grid_shape),
+                "threshold_hi": np.median(hi * problem.lam_max, -1).reshape(grid_shape)}
+    return results.threshold_table(
+        data, {"threshold": "simulated x* = lam_max * eta*",
+               "threshold_hi": "upper end of the final bracket (unstable there)"}, coords["delay"], processes, coords["momentum"], {n: coords[n] for n in extra},
+        {**attrs, "noise": float(coords["noise"][0]), **problem.describe(), "diverge_factor": task.config.diverge_factor,
+         "delay_processes": ", ".join(p.label for p in processes),
+         **{k: int(v) if isinstance(v, bool) else v for k, v in task.options.items() if np.isscalar(v)}},
     )
 
 

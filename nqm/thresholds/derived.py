@@ -43,6 +43,7 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
+from nqm import results
 from nqm.conventions import family
 from nqm.delays import coordinate, pmf
 from nqm.errors import NqmError
@@ -273,14 +274,13 @@ def threshold_table(method: str, *, delays=range(65), momenta=(0.0,), criterion:
         method, momenta, delays, criterion, options_and_hyper, steps=steps, seed=seed)
     rows = tuple(tuple(zip(("momentum", *grids), combo)) for combo in itertools.product(momenta, *grids.values()))
     values = np.array([_thresholds(name, options, p, rows, criterion, steps, seed) for p in processes])
-    dims, shape = ("delay", "momentum", *grids), (len(processes), momenta.size, *(v.size for v in grids.values()))
-    return xr.Dataset(
-        {"threshold": (dims, values[..., 0].reshape(shape), {"long_name": "stability threshold x* = lam*eta*"}),
-         "threshold_error": (dims, values[..., 1].reshape(shape), {"long_name": "standard error of x*"})},
-        coords={"delay": labels, "momentum": momenta, **grids,
-                "mean_delay": ("delay", [p.mean for p in processes])},
-        attrs={"method": method, "criterion": criterion, "convention": convention,
-               "derived_from": "the method's own update (nqm.thresholds.derived)", "reference": "Giladi et al. 2020, At Stability's Edge"},
+    shape = (len(processes), momenta.size, *(v.size for v in grids.values()))
+    return results.threshold_table(
+        {"threshold": values[..., 0].reshape(shape), "threshold_error": values[..., 1].reshape(shape)},
+        {"threshold": "stability threshold x* = lam*eta*", "threshold_error": "standard error of x*"},
+        labels, processes, momenta, grids,
+        {"method": method, "criterion": criterion, "convention": convention,
+         "derived_from": "the method's own update (nqm.thresholds.derived)", "reference": "Giladi et al. 2020, At Stability's Edge"},
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from nqm import results
 from nqm.conventions import convention_of, family
 from nqm.delays import coordinate
 from nqm.pmfs import validate_pmf
@@ -382,12 +383,10 @@ def threshold_dataset(method, delays=None, momenta=(0.0,), dampening=False) -> x
     if any(p is None for p in pmfs):
         raise NqmError("a worker pool has no delay pmf, so no characteristic polynomial; give constant or iid delays")
     x = threshold(method, None, m, dampening=dampening, pmf=pmfs)
-    return xr.Dataset(
-        {"threshold": (("delay", "momentum"), x, {"long_name": "stability threshold x* = a*eta*"})},
-        coords={"delay": labels, "momentum": m, "mean_delay": ("delay", [p.mean for p in chosen])},
-        attrs={"method": method, "criterion": "mean",
-               "convention": convention_of(method, bool(dampening)),
-               "reference": "Giladi et al. 2020, At Stability's Edge"},
+    return results.threshold_table(
+        {"threshold": x}, {"threshold": "stability threshold x* = a*eta*"}, labels, chosen, m, {},
+        {"method": method, "criterion": "mean", "convention": convention_of(method, bool(dampening)),
+         "reference": "Giladi et al. 2020, At Stability's Edge"},
     )
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import xarray as xr
 from jax.flatten_util import ravel_pytree
 
-from nqm import delays, jobs, validate
+from nqm import delays, jobs, results, validate
 from nqm.config import checked_config
 from nqm.errors import NqmError
 from nqm.optimizers import base, make
@@ -113,9 +113,9 @@ def train(loss: Callable, params, data, method: str = "sgdm", *, lr, momentum=No
     run = _compiled(optimizer, mean, flat, data, plan, batches, steps, stride, target, factor * first)
     t_first, status, last, curve, blew_up = (np.asarray(x) for x in run(optimizer.hyper(**hyper)))
     shape = mesh[0].shape
-    data_vars = {"steps": (names, t_first.reshape(shape)), "status": (names, status.reshape(shape)),
-                 "loss": (names, last.reshape(shape)), "curve": (names + ["step"], curve.reshape(shape + (-1,))),
-                 "diverged_at": (names, blew_up.reshape(shape))}
+    data_vars = {**results.outcomes(tuple(names), t_first.reshape(shape), status.reshape(shape), last.reshape(shape),
+                                    STATUS_MEANING),
+                 "curve": (names + ["step"], curve.reshape(shape + (-1,))), "diverged_at": (names, blew_up.reshape(shape))}
     coords_out = {n: coords[n] for n in names} | {"step": stride * np.arange(1, curve.shape[-1] + 1)}
     attrs = {"method": method, "delay": process.label, "target": target, "max_steps": steps, "stride": stride, "seed": seed,
              "batch_size": -1 if batch_size is None else batch_size, "examples": examples, "parameters": flat.size,
