@@ -28,6 +28,7 @@ DEFAULT = pathlib.Path(__file__).resolve().parents[1] / ".pytest_cache" / "compi
 EVENTS = {"/jax/core/compile/backend_compile_duration": "compile",
           "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
           "/jax/core/compile/jaxpr_trace_duration": "trace"}
+TOP = 25  # the report's lists of where compile time went
 # What makes two of the engine's chunk programs different (the fields of the report's table).
 FIELDS = ("method", "slots", "by_worker", "chunk_steps", "block_cells", "independent_noise", "devices", "recorders",
           "summaries", "stride", "stop", "averaged", "schedule", "dim", "dtype", "rotated")
@@ -41,11 +42,16 @@ class _Recorder:
     def __init__(self):
         self.start = time.perf_counter()
         self.seconds, self.counts, self.programs = collections.Counter(), collections.Counter(), []
+        self.functions, self.tests = collections.Counter(), collections.Counter()  # compile seconds by each
+        self.test = None
 
-    def event(self, name, duration, **_):
+    def event(self, name, duration, fun_name=None, **_):
         if name in EVENTS:
             self.seconds[EVENTS[name]] += duration
             self.counts[EVENTS[name]] += 1
+            if EVENTS[name] == "compile":
+                self.functions[fun_name or "?"] += duration
+                self.tests[self.test or "(outside a test)"] += duration
 
     def program(self, spec, model):
         self.programs.append([spec.optimizer.name, spec.slots, spec.by_worker, spec.chunk_steps, spec.block_cells,
@@ -59,7 +65,7 @@ class _Recorder:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{name}.json").write_text(json.dumps({
             "wall": time.perf_counter() - self.start, "seconds": self.seconds, "counts": self.counts,
-            "programs": self.programs}))
+            "programs": self.programs, "functions": self.functions, "tests": self.tests}))
 
 
 _recorder = None
@@ -88,6 +94,11 @@ def pytest_configure(config):
     loop.advance_block = recording
 
 
+def pytest_runtest_logstart(nodeid, location):
+    if _recorder is not None:
+        _recorder.test = nodeid
+
+
 def pytest_unconfigure(config):
     if _recorder is not None:
         _recorder.write(getattr(config, "workerinput", {}).get("workerid", "main"))
@@ -113,6 +124,12 @@ def report(folder: pathlib.Path) -> str:
         values = collections.Counter(p[i] for p in programs)
         common = ", ".join(f"{v} ×{n}" for v, n in values.most_common(4))
         lines.append(f"{field:18} {len(values):6d}  {common}")
+    for title, key in (("function", "functions"), ("test", "tests")):  # where the compile seconds went
+        spent = collections.Counter()
+        for run in runs:
+            spent.update(run.get(key, {}))
+        lines += ["", f"compile seconds by {title} (the {TOP} most):"]
+        lines += [f"{value:8.1f}  {name}" for name, value in spent.most_common(TOP)]
     return "\n".join(lines)
 
 

@@ -144,3 +144,7 @@ def test_the_compile_profile_counts_the_programs_a_test_run_compiles(tmp_path):
                             capture_output=True, text=True, check=True).stdout
     assert f"The engine's chunk: {len(profile['programs'])} programs traced" in report
     assert "method                  1  \"sgdm\"" in report
+    # ... and where the compile seconds went: the chunk among the functions, that test among the tests
+    assert "jit(advance)" in profile["functions"] and list(profile["tests"]) == [test]
+    by_function = report.split("compile seconds by function")[1]
+    assert "jit(advance)" in by_function and test in report.split("compile seconds by test")[1]

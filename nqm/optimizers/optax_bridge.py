@@ -97,10 +97,22 @@ def from_optax(name: str, factory: Callable[..., Any], *, brake: bool = False, m
         raise NqmError(f"{name!r} is already a method: choose another name, or give replace=True to replace it")
     family = bridge(factory, brake=brake, momentum=momentum, moment=moment, **fixed)
     _steps_once(family(), _label(factory))  # an unusable factory is refused now, not at the first run
+    return _registered(name, factory, family, brake, title, reductions, near_zero, domains)
+
+
+def _registered(name: str, factory, family, brake: bool, title, reductions, near_zero, domains) -> str:
+    """Register the bridged ``family`` as ``name`` (:func:`from_optax`'s last step)."""
     register(name, title=title or name, reductions=reductions, near_zero=near_zero,
              braking_of=_label(factory) if brake else None,
              domains=_domains(_label(factory), family().hyper._fields, domains or {}))(family)
     return name
+
+
+def _own(name: str, factory, *, brake: bool = False, title: str, reductions=(), near_zero=None) -> str:
+    """One of optax's own optimizers registered as :func:`from_optax` registers it, without its step
+    at every import of nqm (the first eager step compiles dozens of small programs, seconds in a
+    fresh process): every method runs in tests/optimizers/test_methods.py."""
+    return _registered(name, factory, bridge(factory, brake=brake), brake, title, reductions, near_zero, None)
 
 
 def _steps_once(optimizer: Optimizer, label: str) -> None:
@@ -320,13 +332,13 @@ SIGN_DESCENT = {"lr": 0.07}  # a rate whose steps from w₀ = 1 never land on g 
 # rate lr / (ε + √ε_root) (bias corrections → 1), whatever the braking (α → 1 there).
 ADAM_NEAR_ZERO = NearZero("sgdm", lambda v: {"lr": v["lr"] / (v["eps"] + np.sqrt(v["eps_root"])), "momentum": v["b1"]},
                           {"dampening": True}, floor="eps", when={"nesterov": False})
-from_optax("adam", optax.adam, title="Adam", near_zero=ADAM_NEAR_ZERO,
-           reductions=[({**SIGN_DESCENT, "b1": 0.0, "b2": 0.0, "eps": 0.0}, "lion",
-                        {**SIGN_DESCENT, "b1": 0.0, "weight_decay": 0.0}, 2)])
-from_optax("lion", optax.lion, title="Lion",
-           reductions=[({**SIGN_DESCENT, "b1": 0.0, "weight_decay": 0.0}, "adam",
-                        {**SIGN_DESCENT, "b1": 0.0, "b2": 0.0, "eps": 0.0}, 2)])
-from_optax("rmsprop", optax.rmsprop, title="RMSProp",
-           reductions=[({"decay": 1.0, "initial_scale": 1.0, "eps": 0.0}, "sgdm", {}, 2)])
-from_optax("ab-adam", optax.adam, brake=True, title="Adaptive Braking (Adam)", near_zero=ADAM_NEAR_ZERO,
-           reductions=[({"rho": 0.0}, "adam", {}, 2)])
+_own("adam", optax.adam, title="Adam", near_zero=ADAM_NEAR_ZERO,
+     reductions=[({**SIGN_DESCENT, "b1": 0.0, "b2": 0.0, "eps": 0.0}, "lion",
+                  {**SIGN_DESCENT, "b1": 0.0, "weight_decay": 0.0}, 2)])
+_own("lion", optax.lion, title="Lion",
+     reductions=[({**SIGN_DESCENT, "b1": 0.0, "weight_decay": 0.0}, "adam",
+                  {**SIGN_DESCENT, "b1": 0.0, "b2": 0.0, "eps": 0.0}, 2)])
+_own("rmsprop", optax.rmsprop, title="RMSProp",
+     reductions=[({"decay": 1.0, "initial_scale": 1.0, "eps": 0.0}, "sgdm", {}, 2)])
+_own("ab-adam", optax.adam, brake=True, title="Adaptive Braking (Adam)", near_zero=ADAM_NEAR_ZERO,
+     reductions=[({"rho": 0.0}, "adam", {}, 2)])
