@@ -255,3 +255,22 @@ def test_the_paper_scale_figures_changed_cells_are_its_cells_with_their_evidence
         assert int(status) == cell["new"] != cell["old"]
         assert cell["long_run_settled"] == (cell["level"] < 0.01)
         assert cell["new_verdict_right"] and (cell["new"] == 1) == cell["long_run_settled"]
+
+
+def test_the_main_jobs_changed_cells_are_its_cells_with_their_evidence():
+    """figures/quickstart.changed_cells.json (scripts/changed_cells.py) lists exactly the cells of the
+    README's main job whose status differs between nqm 0.3.0's result and 0.4.0's, both committed
+    beside it: under 0.5 % of them, each with float64 evidence that its new verdict is right."""
+    import json
+
+    listed = json.loads((ROOT / "figures" / "quickstart.changed_cells.json").read_text())
+    old, new = (nqm.load(ROOT / "figures" / listed[side]) for side in ("old", "new"))
+    assert (old.attrs["nqm_version"], new.attrs["nqm_version"]) == (listed["old_version"], listed["new_version"])
+    found = _script("changed_cells").changed(old, new)
+    keys = ("delay", "noise", "rho", "momentum", "lr", "old", "new", "steps")
+    assert [{k: c[k] for k in keys} for c in found] == [{k: c[k] for k in keys} for c in listed["cells_changed"]]
+    assert listed["changed"] == len(found) <= 0.005 * listed["cells"] == 0.005 * new.status.size
+    for cell in listed["cells_changed"]:
+        assert cell["new_verdict_right"] and (cell["new"] == 1) == cell["settled_by_definition"]
+        if "exact_steady_loss" not in cell:  # a nonlinear cell: its long run decides
+            assert cell["settled_by_definition"] == (cell["level"] < new.attrs["target"])
