@@ -42,8 +42,8 @@ def _plain(value):
 
 def evidence(cell: dict, new) -> dict:
     """``cell`` with its long run's level and, for a linear cell, its exact steady-state loss."""
-    method, rho = new.attrs["method"], cell.get("rho", 0.0)
-    lam, target, noise = new_problem(new).eigenvalues, float(new.attrs["target"]), float(cell["noise"])
+    method, rho, problem = new.attrs["method"], cell.get("rho", 0.0), _problem(new)
+    lam, target, noise = problem.eigenvalues, float(new.attrs["target"]), float(cell["noise"])
     steps = NOISELESS_STEPS if noise == 0 else -(-max(NOISY_STEPS, 8 * cell["steps"]) // BLOCKS) * BLOCKS
     hyper = {k: np.array([cell[k]]) for k in ("lr", "momentum")} | ({"rho": np.array([rho])} if method == "ab" else {})
     runs = reference.long_runs(method, lam, hyper, delay=int(cell["delay"]), noise=noise, steps=steps, blocks=BLOCKS)
@@ -54,7 +54,7 @@ def evidence(cell: dict, new) -> dict:
         out["level_standard_error"] = float(half.std(ddof=1) / np.sqrt(half.size))
     if method == "sgdm" or (method == "ab" and rho == 0):  # linear: the exact test is the definition
         exact = nqm.expected.sweep("sgdm", lr=[cell["lr"]], momentum=[cell["momentum"]], delay=int(cell["delay"]),
-                                   noise=noise, problem=new_problem(new), max_steps=int(new.attrs["max_steps"]))
+                                   noise=noise, problem=problem, max_steps=int(new.attrs["max_steps"]))
         out["exact_steady_loss"] = float(exact.steady_state_loss.values.ravel()[0])
         out["settled_by_definition"] = out["exact_steady_loss"] < target
     else:
@@ -63,9 +63,13 @@ def evidence(cell: dict, new) -> dict:
     return out
 
 
-def new_problem(result):
-    """The result's problem (Zhang's spectrum of its size)."""
-    return nqm.zhang(int(result.attrs["dim"]))
+def _problem(result):
+    """The result's problem: Zhang's spectrum of its size, which its spectrum's digest must be."""
+    problem = nqm.zhang(int(result.attrs["dim"]))
+    if problem.describe()["spectrum_sha256"] != result.attrs["spectrum_sha256"]:
+        raise SystemExit(f"changed_cells: the result's spectrum ({result.attrs['spectrum']}) is not zhang(N); "
+                         "this script rebuilds only that one")
+    return problem
 
 
 def main() -> None:
