@@ -119,9 +119,10 @@ def _dataset(lo, hi, coords: dict, extra: list, processes, problem, task, attrs:
         data = {"threshold": np.median(x, -1).reshape(grid_shape), "threshold_min": x.min(-1).reshape(grid_shape),
                 "threshold_max": x.max(-1).reshape(grid_shape),
                 "threshold_hi": np.median(hi * problem.lam_max, -1).reshape(grid_shape)}
+    about = {"threshold": "simulated x* = lam_max * eta*",
+             "threshold_hi": "upper end of the final bracket (unstable there)"}
     return results.threshold_table(
-        data, {"threshold": "simulated x* = lam_max * eta*",
-               "threshold_hi": "upper end of the final bracket (unstable there)"}, coords["delay"], processes, coords["momentum"], {n: coords[n] for n in extra},
+        data, about, coords["delay"], processes, coords["momentum"], {n: coords[n] for n in extra},
         {**attrs, "noise": float(coords["noise"][0]), **problem.describe(), "diverge_factor": task.config.diverge_factor,
          "delay_processes": ", ".join(p.label for p in processes),
          **{k: int(v) if isinstance(v, bool) else v for k, v in task.options.items() if np.isscalar(v)}},
