@@ -105,3 +105,27 @@ def test_no_quoted_number_comes_from_a_search_that_missed():
             assert answered(searches[owner]), f"{figure}/{key} quotes the search {owner}, which missed"
 
 
+
+
+# The figures whose statuses or answers come from the settled test (not the exact mode's alone, not
+# a real model's own rule), and the release whose settled test the committed data should be from.
+SETTLED_FIGURES = ("fig1_heatmaps", "fig1_paper", "fig_ab13_microsteps", "fig_ab14_elementwise", "fig_adam_braking",
+                   "fig_adam_stability", "fig_batch_delay_mc", "fig_choices_batch", "fig_methods_vs_delay",
+                   "fig_noise_question", "fig_rho_landscape")
+SETTLED_TEST_OF = "0.4.0"
+OLDER = re.compile(r"<!--older-settled-test-->(.*?)<!--/older-settled-test-->", re.S)
+
+
+def _computed_by(figure: str) -> str:
+    data = read_data(existing_data(ROOT / "figures" / f"{figure}.png"))
+    return data.attrs["nqm_version"] if hasattr(data, "attrs") else data["regime"]["nqm_version"]
+
+
+def test_a_figure_from_an_older_settled_test_is_said_to_be():
+    """The results page lists, between its markers, every figure whose data an older settled test
+    judged, with the release that did (``fig_x`` (0.3.0)), and no other."""
+    said = OLDER.findall((ROOT / "docs" / "results.md").read_text())
+    assert len(said) == 1, "docs/results.md: one <!--older-settled-test--> … <!--/older-settled-test--> list"
+    listed = dict(re.findall(r"`(fig\w+)` \((\d+\.\d+\.\d+)\)", said[0]))
+    older = {figure: version for figure in SETTLED_FIGURES if (version := _computed_by(figure)) != SETTLED_TEST_OF}
+    assert listed == older
