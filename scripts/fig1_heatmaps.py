@@ -5,7 +5,7 @@ not publish its delay, noise or grid; the defaults here are where the contrast s
 README). Sizes:
 
     --smoke   N = 100, 6 × 6 grid, 2 000 steps          (seconds; CI)
-    (default) N = 10⁴, 24 × 24 grid, 100 000 steps      (the committed figure; about 46 min on 2 cores)
+    (default) N = 10⁴, 24 × 24 grid, 100 000 steps      (the committed figure; about an hour on one core)
 
 The paper's scale (N = 10⁴, 32 × 32, 500,000 steps) is ``scripts/fig1_paper.py``.
 
@@ -93,6 +93,7 @@ def claims(ds):
         out[f"{key}_converged"] = int((panel.status == REACHED).sum())
         out[f"{key}_transient"] = int((panel.status == TRANSIENT).sum())
         out[f"{key}_t_star"] = t_star(panel)
+    out["minutes"] = float(ds.attrs["wall_seconds"]) / 60  # the sweep's wall time, as the data file records it
     return out
 
 

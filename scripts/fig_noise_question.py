@@ -5,8 +5,9 @@ The AB paper's Fig. 1 (second row) claims that with noise alone AB reaches the t
 SGDM (lr searched) and AB (lr × ρ searched), momentum 0.9, at D = 0 on zhang N = 10⁴, with a
 200,000-step budget, for σ = 0.03 and 0.1: every answer by ``nqm.best`` with 5 seeds and a ±2 % nudge
 (robust T*_best), so that a lucky seed or a knife-edge point cannot decide it, SGDM and AB over the
-same box at each σ. The boxes and the cells (FULL below) are what fit in about 45 minutes on two
-shared cores.
+same box at each σ. The boxes and the cells (FULL below) were sized to fit in about 45 minutes on two
+shared cores; a search that misses is run again with twice the cells and a wider box, and the
+0.4.0 run took about an hour on one core.
 
 Left: robust T*_best per method and σ (bars: each seed's own robust T, min–max over the seeds;
 hollow: the plain T*_best). Right: the T of every point AB's search evaluated against its ρ (the
@@ -14,7 +15,7 @@ lower envelope is the best AB can do at that ρ), with SGDM's robust T*_best as 
 paired comparison: AB at SGDM's robust point for ρ from 0 (SGDM) to 2, on the searches' seeds and
 noise draws, which a search's resolution cannot blur.
 
-The searches take about half an hour: ``--redraw`` draws from the committed data; an interrupted
+The searches take about an hour: ``--redraw`` draws from the committed data; an interrupted
 run resumes from its checkpoint (``fig_noise_question.nc.partial`` beside the PNG, a JSON file).
 """
 
@@ -151,7 +152,7 @@ def draw(data):
              ylabel=f"steps to loss < {data['target']:g} ({answers.which_t(next(iter(found.values())))})",
              title="fastest trajectory found, per method and σ")
     if drawn:
-        left.legend(fontsize=8, loc="center left")
+        left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13))
     else:
         left.set_yticks([])
     low_y, high_y = left.get_ylim()
@@ -174,7 +175,7 @@ def draw(data):
             high = np.where(np.isfinite(high), high, median)  # a seed that did not settle: said in the text
             right.errorbar(rho[braked], median[braked], yerr=[median[braked] - low[braked], high[braked] - median[braked]],
                            fmt="D-", color=color, mfc="white", ms=6, capsize=3, lw=1,
-                           label=f"AB at SGDM's search's last robust lr, σ = {sigma:g} (seeds' median, min–max)")
+                           label=f"AB at SGDM's robust lr, σ = {sigma:g} (median, min–max over seeds;\nnot drawn: most seeds do not settle)")
             right.axhline(median[~braked][0], color=color, ls=":", lw=1.2, label=f"ρ = 0 there (SGDM), σ = {sigma:g}")
     right.set(xscale="log", yscale="log", xlabel="ρ (braking coefficient)", ylabel="T (median over seeds)",
               title="every point AB's search evaluated (converged ones)")
@@ -187,7 +188,7 @@ def draw(data):
                   f"{data['budget']:,}, target {data['target']:g}; nqm.best over lr ∈ {_lr_boxes(box['lr'])} "
                   f"× {_momentum(box['momentum'])} (× ρ ∈ "
                   f"[{box['rho'][0]:g}, {box['rho'][1]:g}] for AB), {data['seeds']} seeds, robust δ = "
-                  f"{data['delta']:g}, at most {cells} cells")
+                  f"{data['delta']:g}, {cells} cells (a search that misses: again with twice the cells, a wider box)")
     return fig
 
 

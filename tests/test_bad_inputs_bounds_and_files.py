@@ -342,8 +342,8 @@ def test_a_cut_result_is_named_damaged_by_every_reader(cut, sealed, tmp_path, ca
 
 
 def test_a_file_written_before_seals_is_read_as_it_is(tmp_path, capsys):
-    """The control: a file without a seal (nqm 0.2.0's Figure 1 data) is no damage."""
-    old = pathlib.Path(__file__).resolve().parents[1] / "figures" / "fig1_heatmaps.nc"
+    """The control: a file without a seal (nqm 0.2.0's reduced Figure 1, kept as it was written) is no damage."""
+    old = pathlib.Path(__file__).resolve().parent / "data" / "fig1_heatmaps_0.2.0.nc"
     assert not old.read_bytes().endswith(b"\n") and nqm.load(old).status.size == 2 * 2 * 2 * 24 * 24
     assert main(["summary", str(old)]) == 0
 
