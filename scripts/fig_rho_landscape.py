@@ -22,12 +22,13 @@ answer. *Within the spread* of the best: a ρ whose
 robust T*_best is at most the largest seed's robust T at the best ρ (noiseless, with no seeds:
 within 5 % of the best).
 
-Left and middle: per σ, robust T*_best relative to SGDM's at the same D against ρ (SGDM at ρ = 0,
-dashed line at 1), one line per D through every ρ evaluated, the best ρ a star. Right: the best ρ
+Left and middle: per σ, robust T*_best against ρ (SGDM at ρ = 0 and as a dashed level), one line
+per D through every ρ evaluated, the best ρ a star. Right: the best ρ
 against D, the bar spanning the evaluated ρ within the spread of the best.
 
 FULL: N = 100, six fixed ρ, two rounds over ρ (each search's time is in the data, ``wall_seconds``;
-at N = 1,000 the float64 probes of the noiseless cells the settled test doubts made it days of CPU);
+about 25 minutes of searching under the 0.4.0 settled test, whose floor probes run on the unstable
+eigenvalues alone; under 0.3.0's, whose float64 probes reran whole cells, N = 1,000 was days of CPU);
 the searches are resumable: an interrupted run resumes from
 its checkpoint (``fig_rho_landscape.nc.partial`` beside the PNG, a JSON file), and ``--redraw``
 draws from the committed data.
