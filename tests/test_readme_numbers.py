@@ -105,8 +105,6 @@ def test_no_quoted_number_comes_from_a_search_that_missed():
             assert answered(searches[owner]), f"{figure}/{key} quotes the search {owner}, which missed"
 
 
-
-
 # The figures whose statuses or answers come from the settled test (not the exact mode's alone, not
 # a real model's own rule), and the release whose settled test the committed data should be from.
 SETTLED_FIGURES = ("fig1_heatmaps", "fig1_paper", "fig_ab13_microsteps", "fig_ab14_elementwise", "fig_adam_braking",
